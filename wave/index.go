@@ -1,0 +1,100 @@
+package wave
+
+// Kind says what a vector belongs to.
+type Kind uint8
+
+// Kinds of vectors the index holds.
+const (
+	KindNode Kind = iota + 1
+	KindEdge
+	KindEpisode
+)
+
+// Meta is the compact, filterable description of an indexed vector.
+type Meta struct {
+	Kind Kind
+	// Namespace is the store's compact id of the tenant/project.
+	Namespace uint32
+	// Type is the node or edge type code (particle's numbering).
+	Type uint8
+	// Time is the item's time in Unix nanoseconds (0 when it has none).
+	Time int64
+}
+
+// Filter restricts a search. The zero Filter admits everything.
+type Filter struct {
+	Namespace uint32 // 0 = any
+	Kinds     []Kind  // empty = any
+	Types     []uint8 // empty = any
+	// From and To bound Meta.Time in Unix nanoseconds, inclusive; 0 = open.
+	From, To int64
+	// Allow, when set, is asked about every candidate id; false drops it.
+	Allow func(id uint64) bool
+}
+
+// Admits reports whether an item passes the filter.
+func (f *Filter) Admits(id uint64, m Meta) bool {
+	if f == nil {
+		return true
+	}
+	if f.Namespace != 0 && m.Namespace != f.Namespace {
+		return false
+	}
+	if len(f.Kinds) > 0 && !containsKind(f.Kinds, m.Kind) {
+		return false
+	}
+	if len(f.Types) > 0 && !containsType(f.Types, m.Type) {
+		return false
+	}
+	if f.From != 0 && m.Time < f.From {
+		return false
+	}
+	if f.To != 0 && m.Time > f.To {
+		return false
+	}
+	if f.Allow != nil && !f.Allow(id) {
+		return false
+	}
+	return true
+}
+
+func containsKind(ks []Kind, k Kind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func containsType(ts []uint8, t uint8) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Hit is one search result: the item's id and its cosine similarity to
+// the query (higher is closer).
+type Hit struct {
+	ID    uint64
+	Score float32
+}
+
+// Index is a vector index over L2-normalised float32 vectors with cosine
+// similarity. Implementations are safe for concurrent use: many readers
+// and one or more writers.
+type Index interface {
+	// Add inserts or replaces the vector of id.
+	Add(id uint64, vec []float32, m Meta) error
+	// Remove deletes id; it reports whether id was present.
+	Remove(id uint64) bool
+	// Search returns up to k hits that pass f, best first.
+	Search(q []float32, k int, f *Filter) []Hit
+	// Len is the number of vectors held.
+	Len() int
+	// Dim is the vector dimension (fixed at construction).
+	Dim() int
+}
