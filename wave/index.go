@@ -23,7 +23,7 @@ type Meta struct {
 
 // Filter restricts a search. The zero Filter admits everything.
 type Filter struct {
-	Namespace uint32 // 0 = any
+	Namespace uint32  // 0 = any
 	Kinds     []Kind  // empty = any
 	Types     []uint8 // empty = any
 	// From and To bound Meta.Time in Unix nanoseconds, inclusive; 0 = open.
