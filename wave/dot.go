@@ -1,0 +1,65 @@
+package wave
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// Dot returns the dot product of a and b, which must have the same
+// length. For L2-normalised vectors it is their cosine similarity.
+func Dot(a, b []float32) float32 {
+	n := min(len(a), len(b))
+	return blas32.Dot(blas32.Vector{N: n, Inc: 1, Data: a}, blas32.Vector{N: n, Inc: 1, Data: b})
+}
+
+// dotGeneric is the portable unrolled kernel.
+func dotGeneric(a, b []float32) float32 {
+	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		aa := a[i : i+8 : i+8]
+		bb := b[i : i+8 : i+8]
+		s0 += aa[0] * bb[0]
+		s1 += aa[1] * bb[1]
+		s2 += aa[2] * bb[2]
+		s3 += aa[3] * bb[3]
+		s4 += aa[4] * bb[4]
+		s5 += aa[5] * bb[5]
+		s6 += aa[6] * bb[6]
+		s7 += aa[7] * bb[7]
+	}
+	for ; i < n; i++ {
+		s0 += a[i] * b[i]
+	}
+	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+}
+
+// Normalize scales v in place to unit L2 norm. It reports false, leaving
+// v unchanged, when v is the zero vector (or its norm is not finite).
+func Normalize(v []float32) bool {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	if ss == 0 || math.IsInf(ss, 0) || math.IsNaN(ss) {
+		return false
+	}
+	inv := 1 / math.Sqrt(ss)
+	for i, x := range v {
+		v[i] = float32(float64(x) * inv)
+	}
+	return true
+}
+
+// finite reports whether every component of v is finite.
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
