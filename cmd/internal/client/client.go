@@ -1,0 +1,186 @@
+// Package client is what ctxgraph's client subcommands share: a
+// connection to the daemon's NATS server, a rate-limited, deduplicating
+// publisher of RLDS episodes and CMS spans, and a wait for the daemon to
+// apply what was published.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/ctxgraph/ctxgraph/rlds"
+)
+
+// Connect dials the daemon's NATS server.
+func Connect(url, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// Publisher publishes wire messages as a robot controller does: to
+// <prefix>.rlds.<agent>.<episode> with Nats-Msg-Id set, asynchronously
+// with a bounded window of unacknowledged publishes.
+type Publisher struct {
+	js     jetstream.JetStream
+	prefix string
+	limit  *rate.Limiter
+	window int
+
+	inflight []jetstream.PubAckFuture
+	Sent     int64
+	Bytes    int64
+	Dups     int64
+}
+
+// NewPublisher returns a publisher; stepsPerSecond ≤ 0 means unlimited.
+func NewPublisher(js jetstream.JetStream, prefix string, stepsPerSecond float64) *Publisher {
+	p := &Publisher{js: js, prefix: prefix, window: 1024}
+	if stepsPerSecond > 0 {
+		p.limit = rate.NewLimiter(rate.Limit(stepsPerSecond), max(1, int(stepsPerSecond/10)))
+	}
+	return p
+}
+
+// Publish sends m; it may return before the server acknowledges it.
+func (p *Publisher) Publish(ctx context.Context, m *rlds.Message) error {
+	body, err := jsonMarshal(m)
+	if err != nil {
+		return err
+	}
+	return p.PublishRaw(ctx, m.Subject(p.prefix), m.MsgID(), body)
+}
+
+// PublishRaw sends body to subj with msgID for dedupe.
+func (p *Publisher) PublishRaw(ctx context.Context, subj, msgID string, body []byte) error {
+	if p.limit != nil {
+		if err := p.limit.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	if len(p.inflight) >= p.window {
+		if err := p.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	f, err := p.js.PublishAsync(subj, body, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", subj, err)
+	}
+	p.inflight = append(p.inflight, f)
+	p.Sent++
+	p.Bytes += int64(len(body))
+	return nil
+}
+
+// Flush waits for every publish so far to be acknowledged.
+func (p *Publisher) Flush(ctx context.Context) error {
+	var errs []error
+	for _, f := range p.inflight {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				p.Dups++
+			}
+		case err := <-f.Err():
+			errs = append(errs, fmt.Errorf("publish %s: %w", f.Msg().Subject, err))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	p.inflight = p.inflight[:0]
+	return errors.Join(errs...)
+}
+
+// WaitApplied waits until the daemon's consumers of streams have no
+// pending or unacknowledged messages, or timeout passes.
+func WaitApplied(ctx context.Context, js jetstream.JetStream, timeout time.Duration, consumers map[string]string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		idle := true
+		for stream, durable := range consumers {
+			c, err := js.Consumer(ctx, stream, durable)
+			if err != nil {
+				return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
+			}
+			ci, err := c.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("consumer %s/%s info: %w", stream, durable, err)
+			}
+			if ci.NumPending > 0 || ci.NumAckPending > 0 {
+				idle = false
+			}
+		}
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the daemon to apply: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Retimer shifts recorded episodes to the present, as if a controller
+// were living them now: the first timestamp it sees becomes now, and
+// every later one keeps its offset from it.
+type Retimer struct {
+	shift time.Duration
+	set   bool
+	Now   func() time.Time
+}
+
+// Retime shifts every timestamp of m in place.
+func (r *Retimer) Retime(m *rlds.Message) {
+	first := firstTime(m)
+	if first.IsZero() {
+		return
+	}
+	if !r.set {
+		now := time.Now
+		if r.Now != nil {
+			now = r.Now
+		}
+		r.shift, r.set = now().Sub(first), true
+	}
+	shift := func(t *time.Time) {
+		if !t.IsZero() {
+			*t = t.Add(r.shift).UTC()
+		}
+	}
+	switch {
+	case m.Start != nil:
+		shift(&m.Start.StartTime)
+	case m.Step != nil:
+		shift(&m.Step.Timestamp)
+	case m.End != nil:
+		shift(&m.End.EndTime)
+	}
+}
+
+func firstTime(m *rlds.Message) time.Time {
+	switch {
+	case m.Start != nil:
+		return m.Start.StartTime
+	case m.Step != nil:
+		return m.Step.Timestamp
+	case m.End != nil:
+		return m.End.EndTime
+	}
+	return time.Time{}
+}

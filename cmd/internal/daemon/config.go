@@ -1,0 +1,174 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ctxgraph/ctxgraph/cms"
+	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// Config is the daemon's configuration: configs/ctxgraph.yaml documents
+// every field and its default.
+type Config struct {
+	Data     string `yaml:"data"`
+	LogLevel string `yaml:"log_level"`
+	NATS     struct {
+		Addr string `yaml:"addr"`
+		// Prefix starts every subject (default "ctxgraph").
+		Prefix string `yaml:"prefix"`
+		// MaxPayload is the largest message the server accepts.
+		MaxPayload int32 `yaml:"max_payload"`
+		// DedupeWindow is JetStream's Nats-Msg-Id duplicate window.
+		DedupeWindow time.Duration `yaml:"dedupe_window"`
+		// MaxStreamBytes caps each stream's disk use (-1: unlimited).
+		MaxStreamBytes int64 `yaml:"max_stream_bytes"`
+	} `yaml:"nats"`
+	HTTP struct {
+		Addr string `yaml:"addr"`
+	} `yaml:"http"`
+	Ingest struct {
+		// BatchSize is how many messages one pull (and one Badger
+		// transaction) takes at most.
+		BatchSize int `yaml:"batch_size"`
+		// MaxMessageBytes: larger messages go to the dead-letter stream.
+		MaxMessageBytes int `yaml:"max_message_bytes"`
+		// MaxDeliver: deliveries of a failing message before it is
+		// dead-lettered.
+		MaxDeliver int `yaml:"max_deliver"`
+		// Backoff is the first redelivery delay of a failed message;
+		// it doubles with each delivery.
+		Backoff time.Duration `yaml:"backoff"`
+		// SyncWrites fsyncs each Badger commit before the ack.
+		SyncWrites bool `yaml:"sync_writes"`
+	} `yaml:"ingest"`
+	Embed struct {
+		Provider   string        `yaml:"provider"`
+		Dimensions int           `yaml:"dimensions"`
+		BaseURL    string        `yaml:"base_url"`
+		Model      string        `yaml:"model"`
+		APIKeyEnv  string        `yaml:"api_key_env"`
+		Timeout    time.Duration `yaml:"timeout"`
+	} `yaml:"embed"`
+	Salience struct {
+		Decay     wave.DecayFn  `yaml:"decay"`
+		HalfLife  time.Duration `yaml:"half_life"`
+		Reinforce float64       `yaml:"reinforce"`
+	} `yaml:"salience"`
+	CMS struct {
+		Bands []cms.Band `yaml:"bands"`
+	} `yaml:"cms"`
+	Planner struct {
+		HypothesisBelow float64 `yaml:"hypothesis_below"`
+		PerNodeFanout   int     `yaml:"per_node_fanout"`
+		// SessionAlpha is the rate at which answers move a session's
+		// context state vector.
+		SessionAlpha float64 `yaml:"session_alpha"`
+	} `yaml:"planner"`
+}
+
+// DefaultConfig is the configuration without a file or flags.
+func DefaultConfig() Config {
+	var c Config
+	c.Data = "./ctxgraph-data"
+	c.LogLevel = "info"
+	c.NATS.Addr = "127.0.0.1:4222"
+	c.NATS.Prefix = "ctxgraph"
+	c.NATS.MaxPayload = 8 << 20
+	c.NATS.DedupeWindow = 10 * time.Minute
+	c.NATS.MaxStreamBytes = -1
+	c.HTTP.Addr = "127.0.0.1:8080"
+	c.Ingest.BatchSize = 256
+	c.Ingest.MaxMessageBytes = 4 << 20
+	c.Ingest.MaxDeliver = 5
+	c.Ingest.Backoff = 250 * time.Millisecond
+	c.Ingest.SyncWrites = true
+	c.Embed.Provider = "hash"
+	c.Embed.Dimensions = 384
+	c.Embed.Timeout = 10 * time.Second
+	c.Salience.Decay = wave.DecayExp
+	c.Salience.HalfLife = 6 * time.Hour
+	c.Salience.Reinforce = 0.2
+	c.CMS.Bands = cms.DefaultBands()
+	c.Planner.HypothesisBelow = 0.5
+	c.Planner.PerNodeFanout = 32
+	c.Planner.SessionAlpha = 0.3
+	return c
+}
+
+// LoadConfig reads path over the defaults (no path: the defaults).
+// Unknown keys are errors.
+func LoadConfig(path string) (Config, error) {
+	c := DefaultConfig()
+	if path == "" {
+		return c, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Data == "" {
+		errs = append(errs, errors.New("data: a directory is required"))
+	}
+	for name, addr := range map[string]string{"nats.addr": c.NATS.Addr, "http.addr": c.HTTP.Addr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
+		}
+	}
+	if c.Ingest.BatchSize < 1 || c.Ingest.BatchSize > 10000 {
+		errs = append(errs, fmt.Errorf("ingest.batch_size %d outside 1..10000", c.Ingest.BatchSize))
+	}
+	if c.Ingest.MaxDeliver < 1 {
+		errs = append(errs, fmt.Errorf("ingest.max_deliver %d must be ≥ 1", c.Ingest.MaxDeliver))
+	}
+	if c.Ingest.MaxMessageBytes < 1 || int32(c.Ingest.MaxMessageBytes) > c.NATS.MaxPayload {
+		errs = append(errs, fmt.Errorf("ingest.max_message_bytes %d must be in 1..nats.max_payload (%d)", c.Ingest.MaxMessageBytes, c.NATS.MaxPayload))
+	}
+	if err := (wave.Decay{Fn: c.Salience.Decay, HalfLife: c.Salience.HalfLife}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("salience: %w", err))
+	}
+	for _, b := range c.CMS.Bands {
+		if err := (wave.Decay{Fn: b.Decay, HalfLife: b.HalfLife}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("cms.bands level %d: %w", b.Level, err))
+		}
+	}
+	if c.Prefix() == "" {
+		errs = append(errs, errors.New("nats.prefix is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Prefix is the subject prefix.
+func (c *Config) Prefix() string { return c.NATS.Prefix }
+
+// EmbedOptions translates the embed section.
+func (c *Config) EmbedOptions() embed.Options {
+	o := embed.DefaultOptions()
+	o.Provider = c.Embed.Provider
+	o.Dimensions = c.Embed.Dimensions
+	o.BaseURL = c.Embed.BaseURL
+	o.Model = c.Embed.Model
+	o.Timeout = c.Embed.Timeout
+	if c.Embed.APIKeyEnv != "" {
+		o.APIKey = os.Getenv(c.Embed.APIKeyEnv)
+	}
+	return o
+}

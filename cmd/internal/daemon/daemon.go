@@ -1,0 +1,374 @@
+// Package daemon wires ctxgraph's parts into the one process that
+// `ctxgraph serve` runs: an embedded NATS server with JetStream, the
+// particle store, the vector index, the planner, sessions, and the HTTP
+// API. It owns their lifecycle: Start brings them up in order and
+// Shutdown takes them down in reverse.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ctxgraph/ctxgraph/cms"
+	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/rlds"
+	"github.com/ctxgraph/ctxgraph/session"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// Stream names.
+const (
+	StreamRLDS = "RLDS"
+	StreamCMS  = "CMS"
+	StreamDLQ  = "DLQ"
+)
+
+// Durable consumer names.
+const (
+	DurableRLDS = "ctxgraph-rlds"
+	DurableCMS  = "ctxgraph-cms"
+)
+
+// Daemon is a running ctxgraph.
+type Daemon struct {
+	cfg Config
+	log *slog.Logger
+
+	ns       *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	store    *particle.Store
+	index    wave.Index
+	embedder embed.Embedder
+	planner  *planner.Planner
+	sessions *session.Manager
+	metrics  *metrics
+
+	rldsApplier *rlds.Applier
+	cmsApplier  *cms.Applier
+	consumers   []*consumer
+
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ready    atomic.Bool
+	storeOK  atomic.Bool
+	started  time.Time
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start brings the daemon up. Cancel ctx or call Shutdown to stop it.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d = &Daemon{cfg: cfg, log: log, started: time.Now()}
+	defer func() {
+		if err != nil {
+			d.Shutdown(context.Background())
+		}
+	}()
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	d.metrics = newMetrics()
+
+	d.embedder, err = embed.New(cfg.EmbedOptions())
+	if err != nil {
+		return nil, fmt.Errorf("embedder: %w", err)
+	}
+	so := particle.DefaultOptions(filepath.Join(cfg.Data, "graph"))
+	so.SyncWrites = cfg.Ingest.SyncWrites
+	so.Logger = log.With("component", "particle")
+	d.store, err = particle.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	d.storeOK.Store(true)
+	d.index = wave.NewFlat(d.embedder.Dimensions())
+	t := time.Now()
+	if err := planner.Index(d.store, d.index); err != nil {
+		return nil, fmt.Errorf("build vector index: %w", err)
+	}
+	log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
+	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
+	d.planner = planner.New(d.store, d.index, d.embedder, sessionSeeds{d.sessions}, planner.Options{
+		HypothesisBelow: cfg.Planner.HypothesisBelow, PerNodeFanout: cfg.Planner.PerNodeFanout,
+		Logger: log.With("component", "planner"),
+	})
+	d.rldsApplier = &rlds.Applier{Embedder: d.embedder, Decay: cfg.Salience.Decay, HalfLife: cfg.Salience.HalfLife,
+		Reinforce: cfg.Salience.Reinforce, Stream: StreamRLDS}
+	d.cmsApplier = &cms.Applier{Embedder: d.embedder, Bands: cfg.CMS.Bands, Stream: StreamCMS}
+	d.metrics.registerStore(d)
+
+	if err := d.startNATS(); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	if err := d.startConsumers(runCtx); err != nil {
+		return nil, err
+	}
+	if err := d.startResponders(); err != nil {
+		return nil, err
+	}
+	if err := d.startHTTP(); err != nil {
+		return nil, err
+	}
+	d.ready.Store(true)
+	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data)
+	go func() {
+		<-ctx.Done()
+		d.Shutdown(context.Background())
+	}()
+	return d, nil
+}
+
+func (d *Daemon) startNATS() error {
+	host, portStr, _ := net.SplitHostPort(d.cfg.NATS.Addr)
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("nats.addr port %q: %w", portStr, err)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName: "ctxgraph", Host: host, Port: port,
+		JetStream: true, StoreDir: filepath.Join(d.cfg.Data, "jetstream"),
+		MaxPayload: d.cfg.NATS.MaxPayload, NoSigs: true,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	ns.SetLoggerV2(natsLogger{d.log.With("component", "nats")}, false, false, false)
+	d.ns = ns
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("nats: not ready after 10s")
+	}
+	d.nc, err = nats.Connect(ns.ClientURL(), nats.InProcessServer(ns), nats.Name("ctxgraph-daemon"))
+	if err != nil {
+		return fmt.Errorf("nats connect: %w", err)
+	}
+	d.js, err = jetstream.New(d.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := d.cfg.Prefix()
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: StreamRLDS, Subjects: []string{p + ".rlds.>"}},
+		{Name: StreamCMS, Subjects: []string{p + ".cms.>"}},
+		{Name: StreamDLQ, Subjects: []string{p + ".dlq.>"}},
+	} {
+		sc.Storage = jetstream.FileStorage
+		sc.Duplicates = d.cfg.NATS.DedupeWindow
+		sc.MaxBytes = d.cfg.NATS.MaxStreamBytes
+		sc.MaxMsgSize = d.cfg.NATS.MaxPayload
+		if _, err := d.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) startConsumers(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		stream, durable string
+		dec             decoder
+	}{
+		{StreamRLDS, DurableRLDS, d.rldsDecoder()},
+		{StreamCMS, DurableCMS, d.cmsDecoder()},
+	} {
+		cons, err := d.js.CreateOrUpdateConsumer(cctx, c.stream, jetstream.ConsumerConfig{
+			Durable: c.durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+			MaxDeliver: -1, MaxAckPending: 4 * d.cfg.Ingest.BatchSize,
+		})
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", c.durable, err)
+		}
+		k := &consumer{d: d, stream: c.stream, durable: c.durable, decode: c.dec,
+			log: d.log.With("component", "ingest", "stream", c.stream)}
+		d.consumers = append(d.consumers, k)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := k.run(ctx, cons); err != nil {
+				k.log.Error("consumer stopped", "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+func (d *Daemon) startHTTP() error {
+	ln, err := net.Listen("tcp", d.cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("http listen %s: %w", d.cfg.HTTP.Addr, err)
+	}
+	d.httpLn = ln
+	d.httpSrv = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 5 * time.Second}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// NATSURL is the URL clients connect to.
+func (d *Daemon) NATSURL() string {
+	if d.ns == nil {
+		return ""
+	}
+	return d.ns.ClientURL()
+}
+
+// HTTPAddr is the address the HTTP API listens on.
+func (d *Daemon) HTTPAddr() string {
+	if d.httpLn == nil {
+		return ""
+	}
+	return d.httpLn.Addr().String()
+}
+
+// Store is the daemon's graph store (tests and checks read it).
+func (d *Daemon) Store() *particle.Store { return d.store }
+
+// Planner is the daemon's planner.
+func (d *Daemon) Planner() *planner.Planner { return d.planner }
+
+func (d *Daemon) setStorageOK(ok bool) {
+	if d.storeOK.Swap(ok) != ok {
+		if ok {
+			d.log.Info("storage recovered; ingest resumed")
+		} else {
+			d.log.Error("storage failing; ingest paused, planner serving from memory")
+		}
+	}
+}
+
+// Shutdown stops the daemon in reverse order of start: HTTP stops taking
+// requests, consumers finish their batch, the NATS client drains, the
+// store closes, the NATS server stops. It is safe to call twice.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.stopOnce.Do(func() {
+		d.ready.Store(false)
+		var errs []error
+		if d.httpSrv != nil {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			errs = append(errs, d.httpSrv.Shutdown(sctx))
+			cancel()
+		}
+		if d.cancel != nil {
+			d.cancel()
+		}
+		d.wg.Wait()
+		if d.nc != nil {
+			closed := make(chan struct{})
+			d.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+			if err := d.nc.Drain(); err != nil {
+				d.nc.Close()
+			}
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				d.log.Error("nats drain timed out")
+			}
+		}
+		if d.store != nil {
+			errs = append(errs, d.store.Close())
+		}
+		if d.ns != nil {
+			done := make(chan struct{})
+			go func() { d.ns.Shutdown(); d.ns.WaitForShutdown(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				d.log.Error("nats shutdown timed out")
+			}
+		}
+		d.stopErr = errors.Join(errs...)
+		d.log.Info("ctxgraph stopped")
+	})
+	return d.stopErr
+}
+
+// natsLogger adapts slog to the NATS server's Logger.
+type natsLogger struct{ l *slog.Logger }
+
+func (n natsLogger) Noticef(f string, a ...any) { n.l.Debug(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Warnf(f string, a ...any)   { n.l.Warn(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Errorf(f string, a ...any)  { n.l.Error(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Fatalf(f string, a ...any)  { n.l.Error(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Debugf(f string, a ...any)  { n.l.Debug(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Tracef(f string, a ...any)  { n.l.Debug(fmt.Sprintf(f, a...)) }
+
+// sessionSeeds adapts session.Manager to planner.Sessions.
+type sessionSeeds struct{ m *session.Manager }
+
+func (s sessionSeeds) Seeds(ctx context.Context, ns, id string) (planner.Seeds, error) {
+	ss, err := s.m.Get(ctx, ns, id)
+	if err != nil {
+		return planner.Seeds{}, err
+	}
+	return planner.Seeds{
+		Agent: ss.Agent, Goals: ss.Goals, Tools: ss.Tools, Entities: ss.ActiveEntities, Intents: ss.Intents,
+		Permissions: ss.Constraints.Permissions, Location: ss.Constraints.Location,
+		TimeWindow: planner.TimeWindow{From: ss.Constraints.TimeWindow.From, To: ss.Constraints.TimeWindow.To},
+		State:      ss.ContextStateVector,
+	}, nil
+}
+
+func (s sessionSeeds) Blend(ctx context.Context, ns, id string, vecs [][]float32, weights []float64) ([]float32, error) {
+	ss, err := s.m.Blend(ctx, ns, id, vecs, weights)
+	if err != nil {
+		return nil, err
+	}
+	return ss.ContextStateVector, nil
+}
+
+// ingestLag is the number of stream messages not yet applied.
+func (d *Daemon) ingestLag() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var lag int64
+	for _, c := range d.consumers {
+		cons, err := d.js.Consumer(ctx, c.stream, c.durable)
+		if err != nil {
+			continue
+		}
+		if ci, err := cons.Info(ctx); err == nil {
+			lag += int64(ci.NumPending) + int64(ci.NumAckPending)
+		}
+	}
+	return lag
+}

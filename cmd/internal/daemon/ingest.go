@@ -1,0 +1,295 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ctxgraph/ctxgraph/cms"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/rlds"
+)
+
+// decoded is one pulled message, decoded and ready to apply.
+type decoded struct {
+	msg   jetstream.Msg
+	id    string
+	apply func(ctx context.Context, b *particle.Batch) error
+}
+
+// decoder turns a message body into something to apply, or a permanent
+// error (the message is dead-lettered, never retried).
+type decoder func(m jetstream.Msg) (*decoded, error)
+
+// consumer pulls one stream in batches and applies each batch in one
+// store transaction, acking only after the commit.
+type consumer struct {
+	d       *Daemon
+	stream  string // RLDS, CMS
+	durable string
+	decode  decoder
+	log     *slog.Logger
+
+	applied atomic.Int64
+	failed  atomic.Int64
+}
+
+// permanentError marks a message that can never apply: it goes to the
+// dead-letter stream at once.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return permanentError{err} }
+
+func isPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p) ||
+		errors.Is(err, rlds.ErrInvalid) || errors.Is(err, rlds.ErrMalformed) || errors.Is(err, rlds.ErrShape) ||
+		errors.Is(err, rlds.ErrNonFinite) || errors.Is(err, rlds.ErrDType) ||
+		errors.Is(err, cms.ErrInvalid) || errors.Is(err, cms.ErrMalformed) ||
+		errors.Is(err, particle.ErrInvalid)
+}
+
+// batchError names the message of a batch that failed to apply.
+type batchError struct {
+	i   int
+	err error
+}
+
+func (e *batchError) Error() string { return fmt.Sprintf("message %d: %v", e.i, e.err) }
+func (e *batchError) Unwrap() error { return e.err }
+
+// run pulls until ctx ends.
+func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * c.d.cfg.Ingest.BatchSize))
+	if err != nil {
+		return fmt.Errorf("%s consumer: %w", c.stream, err)
+	}
+	defer it.Stop()
+	go func() { <-ctx.Done(); it.Stop() }()
+	max := c.d.cfg.Ingest.BatchSize
+	for {
+		first, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			c.log.Warn("pull failed", "err", err)
+			continue
+		}
+		msgs := []jetstream.Msg{first}
+		for len(msgs) < max {
+			m, err := it.Next(jetstream.NextMaxWait(2 * time.Millisecond))
+			if err != nil {
+				break
+			}
+			msgs = append(msgs, m)
+		}
+		c.process(ctx, msgs)
+	}
+}
+
+// process decodes and applies one pulled batch.
+func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
+	start := time.Now()
+	var ready []*decoded
+	for _, m := range msgs {
+		if len(m.Data()) > c.d.cfg.Ingest.MaxMessageBytes {
+			c.deadLetter(m, fmt.Errorf("message of %d bytes exceeds ingest.max_message_bytes %d", len(m.Data()), c.d.cfg.Ingest.MaxMessageBytes))
+			continue
+		}
+		dm, err := c.decode(m)
+		if err != nil {
+			c.deadLetter(m, err)
+			continue
+		}
+		ready = append(ready, dm)
+	}
+	for len(ready) > 0 {
+		err := c.commit(ctx, ready)
+		if err == nil {
+			for _, dm := range ready {
+				if err := dm.msg.Ack(); err != nil {
+					c.log.Warn("ack failed; redelivery is harmless", "err", err)
+				}
+			}
+			c.applied.Add(int64(len(ready)))
+			c.d.metrics.ingested.WithLabelValues(c.stream, "applied").Add(float64(len(ready)))
+			c.d.metrics.batchSeconds.WithLabelValues(c.stream).Observe(time.Since(start).Seconds())
+			c.d.setStorageOK(true)
+			return
+		}
+		var be *batchError
+		switch {
+		case errors.As(err, &be) && isPermanent(be.err):
+			c.deadLetter(ready[be.i].msg, be.err)
+			ready = append(ready[:be.i], ready[be.i+1:]...)
+		case errors.Is(err, particle.ErrTooBig) && len(ready) > 1:
+			half := len(ready) / 2
+			c.process(ctx, msgsOf(ready[:half]))
+			c.process(ctx, msgsOf(ready[half:]))
+			return
+		default:
+			// Transient (storage) failure: nothing was committed; let
+			// JetStream redeliver with backoff, and dead-letter after
+			// max_deliver attempts.
+			if errors.Is(err, particle.ErrStorage) {
+				c.d.setStorageOK(false)
+			}
+			c.log.Error("batch failed; will retry", "err", err, "messages", len(ready))
+			for _, dm := range ready {
+				c.retryOrDeadLetter(dm.msg, err)
+			}
+			return
+		}
+	}
+}
+
+func msgsOf(ds []*decoded) []jetstream.Msg {
+	out := make([]jetstream.Msg, len(ds))
+	for i, d := range ds {
+		out[i] = d.msg
+	}
+	return out
+}
+
+// commit applies ready in one transaction. A panic while applying is a
+// permanent error of that message.
+func (c *consumer) commit(ctx context.Context, ready []*decoded) error {
+	_, err := c.d.store.Update(ctx, func(b *particle.Batch) (err error) {
+		for i, dm := range ready {
+			if err := safeApply(ctx, b, dm); err != nil {
+				return &batchError{i: i, err: err}
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+func safeApply(ctx context.Context, b *particle.Batch, dm *decoded) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = permanent(fmt.Errorf("apply panicked: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	return dm.apply(ctx, b)
+}
+
+func (c *consumer) retryOrDeadLetter(m jetstream.Msg, cause error) {
+	md, err := m.Metadata()
+	if err == nil && int(md.NumDelivered) >= c.d.cfg.Ingest.MaxDeliver {
+		c.deadLetter(m, fmt.Errorf("gave up after %d deliveries: %w", md.NumDelivered, cause))
+		return
+	}
+	delay := c.d.cfg.Ingest.Backoff
+	if err == nil {
+		for i := uint64(1); i < md.NumDelivered && delay < time.Minute; i++ {
+			delay *= 2
+		}
+	}
+	if err := m.NakWithDelay(delay); err != nil {
+		c.log.Warn("nak failed", "err", err)
+	}
+}
+
+// DeadLetter is the record published on <prefix>.dlq.<stream>.
+type DeadLetter struct {
+	Stream     string    `json:"stream"`
+	Subject    string    `json:"subject"`
+	Sequence   uint64    `json:"sequence"`
+	MsgID      string    `json:"msg_id,omitempty"`
+	Deliveries uint64    `json:"deliveries"`
+	Error      string    `json:"error"`
+	At         time.Time `json:"at"`
+	Payload    []byte    `json:"payload"`
+}
+
+// deadLetter records m on the dead-letter stream with the reason, then
+// acks it so the stream flows on. If the record cannot be written the
+// message is not acked (it will come back).
+func (c *consumer) deadLetter(m jetstream.Msg, reason error) {
+	dl := DeadLetter{Stream: c.stream, Subject: m.Subject(), Error: reason.Error(), At: time.Now().UTC(), Payload: m.Data()}
+	if md, err := m.Metadata(); err == nil {
+		dl.Sequence, dl.Deliveries = md.Sequence.Stream, md.NumDelivered
+	}
+	if h := m.Headers(); h != nil {
+		dl.MsgID = h.Get(nats.MsgIdHdr)
+	}
+	body, err := json.Marshal(dl)
+	if err != nil {
+		c.log.Error("encode dead letter", "err", err)
+		return
+	}
+	subj := fmt.Sprintf("%s.dlq.%s", c.d.cfg.Prefix(), c.stream)
+	msg := nats.NewMsg(subj)
+	msg.Data = body
+	msg.Header.Set("Ctxgraph-Error", truncate(dl.Error, 512))
+	if dl.Sequence != 0 {
+		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s-%d", c.stream, dl.Sequence))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.d.js.PublishMsg(ctx, msg); err != nil {
+		c.log.Error("dead-letter publish failed; message stays unacked", "err", err, "subject", m.Subject())
+		_ = m.NakWithDelay(c.d.cfg.Ingest.Backoff)
+		return
+	}
+	c.failed.Add(1)
+	c.d.metrics.ingested.WithLabelValues(c.stream, "dead_lettered").Inc()
+	c.log.Warn("message dead-lettered", "subject", m.Subject(), "seq", dl.Sequence, "reason", dl.Error)
+	if err := m.Ack(); err != nil {
+		c.log.Warn("ack of dead-lettered message failed", "err", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// rldsDecoder decodes RLDS wire messages and checks that the subject
+// names the message's agent and episode.
+func (d *Daemon) rldsDecoder() decoder {
+	return func(m jetstream.Msg) (*decoded, error) {
+		msg, err := rlds.DecodeMessage(m.Data())
+		if err != nil {
+			return nil, err
+		}
+		if want := msg.Subject(d.cfg.Prefix()); m.Subject() != want {
+			return nil, permanent(fmt.Errorf("subject %s does not match the message (want %s)", m.Subject(), want))
+		}
+		id := msg.MsgID()
+		return &decoded{msg: m, id: id, apply: func(ctx context.Context, b *particle.Batch) error {
+			return d.rldsApplier.Apply(ctx, b, id, msg)
+		}}, nil
+	}
+}
+
+// cmsDecoder decodes CMS spans and checks the subject's level.
+func (d *Daemon) cmsDecoder() decoder {
+	return func(m jetstream.Msg) (*decoded, error) {
+		span, err := cms.Decode(m.Data(), d.embedder.Dimensions())
+		if err != nil {
+			return nil, err
+		}
+		if want := span.Subject(d.cfg.Prefix()); m.Subject() != want {
+			return nil, permanent(fmt.Errorf("subject %s does not match the span's level (want %s)", m.Subject(), want))
+		}
+		return &decoded{msg: m, id: span.ID, apply: func(ctx context.Context, b *particle.Batch) error {
+			return d.cmsApplier.Apply(ctx, b, span)
+		}}, nil
+	}
+}

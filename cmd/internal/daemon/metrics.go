@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ctxgraph/ctxgraph/planner"
+)
+
+// metrics are the daemon's Prometheus series, on their own registry.
+type metrics struct {
+	reg             *prometheus.Registry
+	ingested        *prometheus.CounterVec
+	batchSeconds    *prometheus.HistogramVec
+	plannerRequests *prometheus.CounterVec
+	plannerStage    *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.ingested = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ctxgraph_ingest_messages_total", Help: "Stream messages by stream and result (applied, dead_lettered).",
+	}, []string{"stream", "result"})
+	m.batchSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "ctxgraph_ingest_batch_seconds", Help: "Time to decode, apply and commit one pulled batch.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, []string{"stream"})
+	m.plannerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ctxgraph_planner_requests_total", Help: "Planner requests by result (ok, invalid, error).",
+	}, []string{"result"})
+	m.plannerStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage (embed, prefilter, expand, rerank, stitch, total, request).",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
+	}, []string{"stage"})
+	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observePlan(t planner.Timings, request time.Duration) {
+	for stage, v := range map[string]int64{"embed": t.EmbedUS, "prefilter": t.PrefilterUS, "expand": t.ExpandUS,
+		"rerank": t.RerankUS, "stitch": t.StitchUS, "total": t.TotalUS} {
+		m.plannerStage.WithLabelValues(stage).Observe(float64(v) / 1e6)
+	}
+	m.plannerStage.WithLabelValues("request").Observe(request.Seconds())
+}
+
+// registerStore exports store sizes and ingest lag as gauges read at
+// scrape time.
+func (m *metrics) registerStore(d *Daemon) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_nodes", Help: "Nodes in the graph.",
+	}, func() float64 { return float64(sum(d.store.Counts().Nodes)) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_edges", Help: "Edges in the graph.",
+	}, func() float64 { return float64(sum(d.store.Counts().Edges)) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_episodes", Help: "Episodes in the graph.",
+	}, func() float64 { return float64(d.store.Counts().Episodes) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_steps", Help: "RLDS steps stored.",
+	}, func() float64 { return float64(d.store.Counts().Steps) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_spans", Help: "CMS spans stored.",
+	}, func() float64 { return float64(d.store.Counts().Spans) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_vector_index_size", Help: "Vectors in the index.",
+	}, func() float64 { return float64(d.index.Len()) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_ingest_lag_messages", Help: "Stream messages not yet applied (pending plus unacked), all streams.",
+	}, func() float64 { return float64(d.ingestLag()) }))
+}
+
+func sum[K comparable](m map[K]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func fmtDuration(since time.Time) string { return time.Since(since).Round(time.Second).String() }

@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/session"
+)
+
+// ErrorBody is the JSON error every API answers with, over NATS and HTTP.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// errorBody classifies err into a status code and a body.
+func errorBody(err error) (int, []byte) {
+	var body ErrorBody
+	status := http.StatusInternalServerError
+	body.Error.Code = "internal"
+	switch {
+	case errors.Is(err, planner.ErrInvalid), errors.Is(err, session.ErrInvalid), errors.Is(err, particle.ErrInvalid), errors.Is(err, errBadRequest):
+		status, body.Error.Code = http.StatusBadRequest, "invalid_request"
+	case errors.Is(err, particle.ErrNotFound), errors.Is(err, session.ErrNotFound):
+		status, body.Error.Code = http.StatusNotFound, "not_found"
+	case errors.Is(err, errTooLarge):
+		status, body.Error.Code = http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, context.DeadlineExceeded):
+		status, body.Error.Code = http.StatusGatewayTimeout, "timeout"
+	case errors.Is(err, particle.ErrClosed):
+		status, body.Error.Code = http.StatusServiceUnavailable, "unavailable"
+	}
+	body.Error.Message = err.Error()
+	b, _ := json.Marshal(body)
+	return status, b
+}
+
+var (
+	errBadRequest = errors.New("bad request")
+	errTooLarge   = errors.New("request too large")
+)
+
+// maxRequestBytes bounds planner and session request bodies.
+const maxRequestBytes = 1 << 20
+
+// startResponders subscribes the request/reply subjects.
+func (d *Daemon) startResponders() error {
+	p := d.cfg.Prefix()
+	subs := []struct {
+		subj string
+		fn   nats.MsgHandler
+	}{
+		{p + ".planner.context", d.onPlannerRequest},
+		{p + ".session.*.create", d.onSession},
+		{p + ".session.*.get", d.onSession},
+		{p + ".session.*.update", d.onSession},
+	}
+	for _, s := range subs {
+		if _, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", s.fn); err != nil {
+			return fmt.Errorf("subscribe %s: %w", s.subj, err)
+		}
+	}
+	// Push: every session change goes to <prefix>.session.<id>.context.
+	d.sessions.OnChange(func(s *session.Session) {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return
+		}
+		_ = d.nc.Publish(fmt.Sprintf("%s.session.%s.context", p, s.ID), b)
+	})
+	return nil
+}
+
+func (d *Daemon) respond(m *nats.Msg, v any, err error) {
+	if m.Reply == "" {
+		return
+	}
+	var body []byte
+	if err != nil {
+		var status int
+		status, body = errorBody(err)
+		out := nats.NewMsg(m.Reply)
+		out.Data = body
+		out.Header.Set("Status", fmt.Sprint(status))
+		_ = m.RespondMsg(out)
+		return
+	}
+	if raw, ok := v.([]byte); ok {
+		body = raw
+	} else if body, err = json.Marshal(v); err != nil {
+		d.respond(m, nil, err)
+		return
+	}
+	_ = m.Respond(body)
+}
+
+func (d *Daemon) onPlannerRequest(m *nats.Msg) {
+	body, err := d.plan(context.Background(), m.Data)
+	d.respond(m, body, err)
+}
+
+// plan decodes, answers and renders one planner request.
+func (d *Daemon) plan(ctx context.Context, data []byte) ([]byte, error) {
+	start := time.Now()
+	if len(data) > maxRequestBytes {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, len(data), maxRequestBytes)
+	}
+	req, err := planner.DecodeRequest(data)
+	if err != nil {
+		d.metrics.plannerRequests.WithLabelValues("invalid").Inc()
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ans, err := d.planner.Plan(ctx, req)
+	if err != nil {
+		d.metrics.plannerRequests.WithLabelValues("error").Inc()
+		return nil, err
+	}
+	d.metrics.observePlan(ans.Timings, time.Since(start))
+	d.metrics.plannerRequests.WithLabelValues("ok").Inc()
+	out, _, err := planner.Render(ans, req.Format)
+	return out, err
+}
+
+// sessionRequest is the body of a session request over NATS.
+type sessionRequest struct {
+	Tenant  string           `json:"tenant,omitempty"`
+	Project string           `json:"project,omitempty"`
+	Session *session.Session `json:"session,omitempty"`
+	Patch   *session.Patch   `json:"patch,omitempty"`
+}
+
+func (d *Daemon) onSession(m *nats.Msg) {
+	// <prefix>.session.<id>.<op>
+	parts := strings.Split(strings.TrimPrefix(m.Subject, d.cfg.Prefix()+"."), ".")
+	if len(parts) != 3 {
+		d.respond(m, nil, fmt.Errorf("%w: subject %s", errBadRequest, m.Subject))
+		return
+	}
+	id, op := parts[1], parts[2]
+	var req sessionRequest
+	if len(m.Data) > 0 {
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			d.respond(m, nil, fmt.Errorf("%w: malformed JSON: %v", errBadRequest, err))
+			return
+		}
+	}
+	ns := particle.Namespace(req.Tenant, req.Project)
+	ctx := context.Background()
+	var s *session.Session
+	var err error
+	switch op {
+	case "create":
+		in := session.Session{}
+		if req.Session != nil {
+			in = *req.Session
+		}
+		in.ID, in.Namespace = id, ns
+		s, err = d.sessions.Create(ctx, in)
+	case "get":
+		s, err = d.sessions.Get(ctx, ns, id)
+	case "update":
+		if req.Patch == nil {
+			err = fmt.Errorf("%w: update needs a patch", errBadRequest)
+			break
+		}
+		s, err = d.sessions.Update(ctx, ns, id, *req.Patch)
+	}
+	d.respond(m, s, err)
+}

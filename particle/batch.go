@@ -1,0 +1,453 @@
+package particle
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Batch is the write set of one [Store.Update]. It reads through its own
+// pending writes, then the view. Values it returns for update are private
+// clones: change them and hand them back with Put*.
+type Batch struct {
+	s   *Store
+	txn *badger.Txn
+	now time.Time
+
+	nodes    map[string]*Node
+	edges    map[string]*Edge
+	episodes map[string]*Episode
+	aliases  map[string]string
+	identity map[string]string
+	applied  map[string]bool
+	newNodes map[string]bool
+	newEdges map[string]bool
+	order    []string // pending node/edge/episode keys in write order
+	counts   Counts
+	err      error
+}
+
+func (s *Store) newBatch() *Batch {
+	s.mu.RLock()
+	c := s.counts.clone()
+	s.mu.RUnlock()
+	return &Batch{
+		s: s, txn: s.db.NewTransaction(true), now: time.Now().UTC(),
+		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
+		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
+		newNodes: map[string]bool{}, newEdges: map[string]bool{}, counts: c,
+	}
+}
+
+// Now is the batch's clock reading, the same for every write in it.
+func (b *Batch) Now() time.Time { return b.now }
+
+func (b *Batch) set(k, v []byte) {
+	if b.err != nil {
+		return
+	}
+	if err := b.txn.Set(k, v); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			b.err = ErrTooBig
+			return
+		}
+		b.err = fmt.Errorf("%w: set: %v", ErrStorage, err)
+	}
+}
+
+func (b *Batch) exists(k []byte) (bool, error) {
+	_, err := b.txn.Get(k)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: get: %v", ErrStorage, err)
+	}
+	return true, nil
+}
+
+func (b *Batch) nextSeq() (uint64, error) {
+	n, err := b.s.seq.Next()
+	if err != nil {
+		return 0, fmt.Errorf("%w: sequence: %v", ErrStorage, err)
+	}
+	return n + 1, nil // 0 means "none"
+}
+
+// Applied reports whether the message msgID of stream was applied
+// before, in this batch or an earlier one.
+func (b *Batch) Applied(stream, msgID string) (bool, error) {
+	if b.applied[stream+"\x00"+msgID] {
+		return true, nil
+	}
+	return b.exists(appliedKey(stream, msgID))
+}
+
+// MarkApplied records that msgID of stream is applied, in the same
+// transaction as its effects, so a redelivery changes nothing.
+func (b *Batch) MarkApplied(stream, msgID string) {
+	b.applied[stream+"\x00"+msgID] = true
+	b.set(appliedKey(stream, msgID), nil)
+}
+
+// Node returns a private copy of node id for update, or nil.
+func (b *Batch) Node(id string) *Node {
+	if n, ok := b.nodes[id]; ok {
+		return n
+	}
+	b.s.mu.RLock()
+	n := b.s.v.nodes[id]
+	b.s.mu.RUnlock()
+	if n == nil {
+		return nil
+	}
+	c := cloneNode(n)
+	b.nodes[id] = c
+	return c
+}
+
+// Resolve returns the node of type t named name (by canonical name or
+// alias) in namespace ns, creating it if it does not exist. The returned
+// node is a private copy; it is written when the batch commits.
+func (b *Batch) Resolve(ns string, t NodeType, name string) (*Node, bool, error) {
+	if !t.Valid() {
+		return nil, false, fmt.Errorf("%w: unknown node type %q", ErrInvalid, t)
+	}
+	name = strings.TrimSpace(name)
+	if Canonical(name) == "" {
+		return nil, false, fmt.Errorf("%w: empty %s name", ErrInvalid, t)
+	}
+	ak := aliasKey(ns, t, name)
+	id, ok := b.aliases[ak]
+	if !ok {
+		b.s.mu.RLock()
+		id, ok = b.s.v.aliases[ak]
+		b.s.mu.RUnlock()
+	}
+	if ok {
+		if n := b.Node(id); n != nil {
+			return n, false, nil
+		}
+	}
+	seq, err := b.nextSeq()
+	if err != nil {
+		return nil, false, err
+	}
+	n := &Node{
+		ID: EntityID(ns, t, name), Namespace: ns, Type: t, Name: collapse(name),
+		Belief:    Belief{Score: 0.5, UpdatedAt: b.now},
+		CreatedAt: b.now, UpdatedAt: b.now, Seq: seq,
+	}
+	b.nodes[n.ID] = n
+	b.newNodes[n.ID] = true
+	b.aliases[ak] = n.ID
+	return n, true, nil
+}
+
+// PutNode stages n (from Resolve or Node, or a new node with an ID).
+func (b *Batch) PutNode(n *Node) error {
+	if n.ID == "" || !n.Type.Valid() {
+		return fmt.Errorf("%w: node needs an id and a known type (got %q)", ErrInvalid, n.Type)
+	}
+	if n.Namespace == "" {
+		n.Namespace = DefaultNamespace
+	}
+	if n.Seq == 0 {
+		seq, err := b.nextSeq()
+		if err != nil {
+			return err
+		}
+		n.Seq = seq
+		if n.CreatedAt.IsZero() {
+			n.CreatedAt = b.now
+		}
+		b.newNodes[n.ID] = true
+	}
+	n.UpdatedAt = b.now
+	for _, a := range n.Aliases {
+		b.aliases[aliasKey(n.Namespace, n.Type, a)] = n.ID
+	}
+	b.nodes[n.ID] = n
+	return nil
+}
+
+// FindEdge returns a private copy of the edge with this identity, or nil.
+func (b *Batch) FindEdge(ns, src string, t EdgeType, predicate, dst string) *Edge {
+	ik := edgeIdentity(ns, src, t, predicate, dst)
+	id, ok := b.identity[ik]
+	if !ok {
+		b.s.mu.RLock()
+		id, ok = b.s.v.identity[ik]
+		b.s.mu.RUnlock()
+	}
+	if !ok {
+		return nil
+	}
+	return b.Edge(id)
+}
+
+// Edge returns a private copy of edge id for update, or nil.
+func (b *Batch) Edge(id string) *Edge {
+	if e, ok := b.edges[id]; ok {
+		return e
+	}
+	b.s.mu.RLock()
+	e := b.s.v.edges[id]
+	b.s.mu.RUnlock()
+	if e == nil {
+		return nil
+	}
+	c := cloneEdge(e)
+	b.edges[id] = c
+	return c
+}
+
+// PutEdge stages e. A new edge (no ID) gets an id and a compact seq, and
+// its identity and adjacency entries.
+func (b *Batch) PutEdge(e *Edge) error {
+	if !e.Type.Valid() {
+		return fmt.Errorf("%w: unknown edge type %q", ErrInvalid, e.Type)
+	}
+	if e.Source == "" || e.Target == "" {
+		return fmt.Errorf("%w: edge needs a source and a target", ErrInvalid)
+	}
+	if e.Namespace == "" {
+		e.Namespace = DefaultNamespace
+	}
+	if e.ID == "" {
+		seq, err := b.nextSeq()
+		if err != nil {
+			return err
+		}
+		e.ID, e.Seq = NewEdgeID(), seq
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = b.now
+		}
+		if e.Status == "" {
+			e.Status = StatusActive
+		}
+		b.newEdges[e.ID] = true
+		b.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+	}
+	e.UpdatedAt = b.now
+	b.edges[e.ID] = e
+	return nil
+}
+
+// Episode returns a private copy of the episode, or nil.
+func (b *Batch) Episode(ns, id string) *Episode {
+	k := ns + "\x00" + id
+	if e, ok := b.episodes[k]; ok {
+		return e
+	}
+	b.s.mu.RLock()
+	e := b.s.v.episodes[k]
+	b.s.mu.RUnlock()
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Nodes = slices.Clone(e.Nodes)
+	c.Edges = slices.Clone(e.Edges)
+	c.Embedding = slices.Clone(e.Embedding)
+	b.episodes[k] = &c
+	return &c
+}
+
+// PutEpisode stages e, giving a new episode its compact seq.
+func (b *Batch) PutEpisode(e *Episode) error {
+	if e.ID == "" {
+		return fmt.Errorf("%w: episode needs an id", ErrInvalid)
+	}
+	if e.Namespace == "" {
+		e.Namespace = DefaultNamespace
+	}
+	if e.Seq == 0 {
+		seq, err := b.nextSeq()
+		if err != nil {
+			return err
+		}
+		e.Seq = seq
+	}
+	b.episodes[e.Namespace+"\x00"+e.ID] = e
+	return nil
+}
+
+// PutStep stores the encoded step idx of an episode.
+func (b *Batch) PutStep(ns, episode string, idx int, raw []byte) error {
+	k := stepKey(ns, episode, idx)
+	had, err := b.exists(k)
+	if err != nil {
+		return err
+	}
+	if !had {
+		b.counts.Steps++
+	}
+	b.set(k, raw)
+	return b.err
+}
+
+// PutBlob stores data under its SHA-256 and returns the reference
+// "blob:<hex>". Storing the same bytes twice stores them once.
+func (b *Batch) PutBlob(data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	k := blobKey(h)
+	had, err := b.exists(k)
+	if err != nil {
+		return "", err
+	}
+	if !had {
+		b.counts.Blobs++
+		b.set(k, data)
+	}
+	return "blob:" + h, b.err
+}
+
+// PutSpan stores the encoded CMS span id at level.
+func (b *Batch) PutSpan(ns, id string, level int, raw []byte) error {
+	k := spanKey(ns, id)
+	had, err := b.exists(k)
+	if err != nil {
+		return err
+	}
+	if !had {
+		b.counts.Spans++
+		b.counts.SpansLevels[level]++
+	}
+	b.set(k, raw)
+	return b.err
+}
+
+// PutSession stores the encoded session id.
+func (b *Batch) PutSession(ns, id string, raw []byte) error {
+	k := sessionKey(ns, id)
+	had, err := b.exists(k)
+	if err != nil {
+		return err
+	}
+	if !had {
+		b.counts.Sessions++
+	}
+	b.set(k, raw)
+	return b.err
+}
+
+// PutRecord stores an opaque record of a kind (audit entries, dead
+// letters, ...) under key.
+func (b *Batch) PutRecord(kind, key string, raw []byte) error {
+	b.set(recordKey(kind, key), raw)
+	return b.err
+}
+
+// flush writes every staged value into the transaction.
+func (b *Batch) flush() error {
+	for _, n := range b.nodes {
+		v, err := encodeNode(n)
+		if err != nil {
+			return err
+		}
+		b.set(nodeKey(n.Namespace, n.ID), v)
+	}
+	for ak, id := range b.aliases {
+		b.set(aliasDBKey(ak), []byte(id))
+	}
+	for _, e := range b.edges {
+		v, err := encodeEdge(e)
+		if err != nil {
+			return err
+		}
+		b.set(edgeKey(e.Namespace, e.ID), v)
+		if b.newEdges[e.ID] {
+			b.set(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID), nil)
+			b.set(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID), nil)
+		}
+	}
+	for ik, id := range b.identity {
+		b.set(identityDBKey(ik), []byte(id))
+	}
+	for _, e := range b.episodes {
+		v, err := encodeEpisode(e)
+		if err != nil {
+			return err
+		}
+		b.set(episodeKey(e.Namespace, e.ID), v)
+	}
+	c := b.counts
+	c.Nodes, c.Edges = nil, nil // derived from the view on load
+	v, err := encodeValue(&c, nil)
+	if err != nil {
+		return err
+	}
+	b.set(metaKey("counts"), v)
+	return b.err
+}
+
+// publish applies the committed batch to the view.
+func (b *Batch) publish() Changes {
+	var ch Changes
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range b.nodes {
+		if s.v.putNode(n) {
+			b.counts.Nodes[n.Type]++
+		}
+		ch.Nodes = append(ch.Nodes, n)
+	}
+	for _, e := range b.edges {
+		if s.v.putEdge(e) {
+			b.counts.Edges[e.Type]++
+		}
+		ch.Edges = append(ch.Edges, e)
+	}
+	for _, e := range b.episodes {
+		if s.v.putEpisode(e) {
+			b.counts.Episodes++
+		}
+		ch.Episodes = append(ch.Episodes, e)
+	}
+	for ak, id := range b.aliases {
+		s.v.aliases[ak] = id
+	}
+	s.counts = b.counts
+	return ch
+}
+
+func cloneNode(n *Node) *Node {
+	c := *n
+	c.Aliases = slices.Clone(n.Aliases)
+	c.Attributes.Tags = slices.Clone(n.Attributes.Tags)
+	c.Attributes.CMSSpanIDs = slices.Clone(n.Attributes.CMSSpanIDs)
+	c.Attributes.RLDSEpisodeIDs = slices.Clone(n.Attributes.RLDSEpisodeIDs)
+	if n.Attributes.Props != nil {
+		c.Attributes.Props = make(map[string]string, len(n.Attributes.Props))
+		for k, v := range n.Attributes.Props {
+			c.Attributes.Props[k] = v
+		}
+	}
+	// Embeddings are replaced, never changed in place: sharing is safe.
+	return &c
+}
+
+func cloneEdge(e *Edge) *Edge {
+	c := *e
+	c.Provenance = slices.Clone(e.Provenance)
+	c.Scope.Audience = slices.Clone(e.Scope.Audience)
+	c.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
+	c.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
+	if e.Assertion != nil {
+		a := *e.Assertion
+		c.Assertion = &a
+	}
+	return &c
+}
+
+// collapse trims and collapses whitespace, keeping case: the display form.
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,43 @@
+// Package particle stores the symbolic context graph — nodes, typed
+// edges with scope, provenance, confidence, salience and policy, and
+// episodes — in Badger, and keeps a memory-resident view of it that the
+// planner reads without touching disk.
+//
+// A [Store] is safe for concurrent use. Writes go through [Store.Update]:
+// one [Batch], one Badger transaction, all or nothing; after the commit
+// the batch's values are published to the view and subscribers are told.
+// Published values are immutable; a batch updates private clones.
+//
+// # Identity
+//
+// Entity ids are name-derived UUIDs ([EntityID]) of the namespace, the
+// node type and the canonical name ([Canonical]: trim, collapse spaces,
+// lowercase), so every writer computes the same id. Edge ids are
+// time-ordered UUIDs; an edge is unique by (namespace, source, type,
+// predicate, target) and re-observing it reinforces the one edge. Every
+// node, edge and episode also has a compact Seq, the key of the vector
+// index.
+//
+// # Keys
+//
+// Every key starts with a one-byte table prefix; string parts are joined
+// by 0x00.
+//
+//	0x01 node     | ns | id                 -> value(Node)
+//	0x02 edge     | ns | id                 -> value(Edge)
+//	0x03 alias    | ns | type | canonical   -> node id
+//	0x04 identity | ns | src | type | pred | dst -> edge id
+//	0x05 episode  | ns | id                 -> value(Episode)
+//	0x06 step     | ns | episode | 0 | idx u32 BE -> encoded step
+//	0x07 span     | ns | id                 -> encoded CMS span
+//	0x08 session  | ns | id                 -> encoded session
+//	0x09 blob     | sha256 hex              -> bytes
+//	0x0A out      | ns | src | type | edge  -> empty
+//	0x0B in       | ns | dst | type | edge  -> empty
+//	0x0C applied  | stream | msg id         -> empty (idempotent apply)
+//	0x0D record   | kind | key              -> bytes
+//	0xFE meta     | name                    -> sequence, counts
+//
+// A value is a format byte (1), a big-endian u32 length, JSON, and the
+// embedding as a u32 count of little-endian float32s.
+package particle

@@ -1,0 +1,179 @@
+package particle
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// Observation is one sighting of a relation, from an RLDS step or a CMS
+// span. [Batch.Observe] turns it into a new edge or reinforces the edge
+// with the same identity.
+type Observation struct {
+	Namespace string
+	Source    string // node id
+	Target    string // node id
+	Type      EdgeType
+	Predicate string // for assertion edges; may be set for others
+	Value     string
+	// Confidence of this sighting in [0,1]; 0 means DefaultConfidence.
+	Confidence float64
+	Provenance Provenance
+	At         time.Time
+	// Decay and HalfLife set the salience dynamics of a new edge; the
+	// source's (RLDS or a CMS level) parameters.
+	Decay    wave.DecayFn
+	HalfLife time.Duration
+	// Reinforce is how much this sighting adds to salience, in [0,1]
+	// (a CMS span's update size; a default for RLDS steps).
+	Reinforce float64
+	Policy    Policy
+	Audience  []string
+	Location  string
+	// Embed computes the edge's embedding; called only for a new edge.
+	Embed func() ([]float32, error)
+}
+
+// DefaultConfidence is the confidence of a sighting that states none.
+const DefaultConfidence = 0.8
+
+// Observe records o: a new edge, or more evidence for the existing one
+// (salience decayed to now then reinforced, belief and confidence
+// updated, provenance appended, time range widened). It reports whether
+// the edge is new.
+func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
+	if !o.Type.Valid() {
+		return nil, false, fmt.Errorf("%w: unknown edge type %q", ErrInvalid, o.Type)
+	}
+	conf := o.Confidence
+	if conf == 0 {
+		conf = DefaultConfidence
+	}
+	if math.IsNaN(conf) || conf < 0 || conf > 1 {
+		return nil, false, fmt.Errorf("%w: confidence %v outside [0,1]", ErrInvalid, conf)
+	}
+	at := o.At
+	if at.IsZero() {
+		at = b.now
+	}
+	if o.Provenance.ObservedAt.IsZero() {
+		o.Provenance.ObservedAt = at
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	pred := o.Predicate
+	if o.Type != EdgeAssertion {
+		pred = "" // identity of non-assertion edges ignores the label
+	}
+	if e := b.FindEdge(ns, o.Source, o.Type, pred, o.Target); e != nil {
+		d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
+		last := e.Salience.LastUpdated
+		if at.Before(last) {
+			at = last // out-of-order evidence reinforces, it does not rewind
+		}
+		e.Salience.Score = wave.Reinforce(d.Apply(e.Salience.Score, last, at), o.Reinforce)
+		e.Salience.LastUpdated = at
+		e.Belief = observeBelief(e.Belief, conf, at)
+		e.Confidence = e.Belief.Score
+		e.Evidence++
+		e.Provenance = append(e.Provenance, o.Provenance)
+		if len(e.Provenance) > MaxProvenance {
+			e.Provenance = slices.Delete(e.Provenance, 0, len(e.Provenance)-MaxProvenance)
+		}
+		widen(&e.Scope.TimeRange, o.Provenance.ObservedAt)
+		if o.Value != "" && e.Assertion != nil {
+			e.Assertion.Value = o.Value
+		}
+		return e, false, b.PutEdge(e)
+	}
+	e := &Edge{
+		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
+		Scope:      Scope{TimeRange: TimeRange{From: o.Provenance.ObservedAt, To: o.Provenance.ObservedAt}, Location: o.Location, Audience: o.Audience},
+		Provenance: []Provenance{o.Provenance}, Evidence: 1,
+		Confidence: conf, Belief: observeBelief(Belief{Score: 0.5}, conf, at),
+		Salience: Salience{
+			Score: wave.Reinforce(0, o.Reinforce), DecayFn: string(o.Decay),
+			HalfLifeS: o.HalfLife.Seconds(), LastUpdated: at,
+		},
+		Policy: o.Policy, ValidFrom: o.Provenance.ObservedAt, Status: StatusActive,
+	}
+	e.Confidence = e.Belief.Score
+	if o.Predicate != "" || o.Value != "" {
+		e.Assertion = &Assertion{Predicate: Canonical(o.Predicate), Value: o.Value}
+	}
+	if o.Embed != nil {
+		v, err := o.Embed()
+		if err != nil {
+			return nil, false, fmt.Errorf("embed edge: %w", err)
+		}
+		e.Embedding = v
+	}
+	return e, true, b.PutEdge(e)
+}
+
+// observeBelief folds one sighting of confidence c into a belief: the
+// mean of the sightings, starting from a prior of 0.5 worth one sighting.
+func observeBelief(bl Belief, c float64, at time.Time) Belief {
+	n := bl.Evidence + 1 // the prior counts once
+	bl.Score = (bl.Score*n + c) / (n + 1)
+	bl.Evidence++
+	bl.UpdatedAt = at
+	return bl
+}
+
+func widen(r *TimeRange, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if r.From.IsZero() || t.Before(r.From) {
+		r.From = t
+	}
+	if r.To.IsZero() || t.After(r.To) {
+		r.To = t
+	}
+}
+
+// TouchNode records that node n was seen in an episode or span: belief
+// strengthened and the episode or span id remembered (most recent
+// MaxAttributeIDs).
+func TouchNode(n *Node, episodeID, spanID string, conf float64, at time.Time) {
+	if conf == 0 {
+		conf = DefaultConfidence
+	}
+	n.Belief = observeBelief(n.Belief, conf, at)
+	if episodeID != "" {
+		n.Attributes.RLDSEpisodeIDs = appendRecent(n.Attributes.RLDSEpisodeIDs, episodeID)
+	}
+	if spanID != "" {
+		n.Attributes.CMSSpanIDs = appendRecent(n.Attributes.CMSSpanIDs, spanID)
+	}
+}
+
+// MaxAttributeIDs bounds the episode and span id lists of a node.
+const MaxAttributeIDs = 64
+
+func appendRecent(ids []string, id string) []string {
+	if i := slices.Index(ids, id); i >= 0 {
+		if i == len(ids)-1 {
+			return ids
+		}
+		ids = slices.Delete(ids, i, i+1)
+	}
+	ids = append(ids, id)
+	if len(ids) > MaxAttributeIDs {
+		ids = slices.Delete(ids, 0, len(ids)-MaxAttributeIDs)
+	}
+	return ids
+}
+
+// AddTag adds tag to n's tags once.
+func AddTag(n *Node, tag string) {
+	if tag != "" && !slices.Contains(n.Attributes.Tags, tag) {
+		n.Attributes.Tags = append(n.Attributes.Tags, tag)
+	}
+}

@@ -1,0 +1,175 @@
+package particle_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+func openStore(t *testing.T, dir string) *particle.Store {
+	t.Helper()
+	o := particle.DefaultOptions(dir)
+	o.SyncWrites = false
+	s, err := particle.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"  Red   Block ", "red block"},
+		{"red\tblock\n", "red block"},
+		{"ÉCLAIR", "éclair"},
+		{"", ""},
+	} {
+		if got := particle.Canonical(tc.in); got != tc.want {
+			t.Errorf("Canonical(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if particle.EntityID("default/default", particle.NodeEntity, "Red  Block") != particle.EntityID("default/default", particle.NodeEntity, "red block") {
+		t.Error("entity ids of the same canonical name differ")
+	}
+	if particle.EntityID("a/b", particle.NodeEntity, "red block") == particle.EntityID("default/default", particle.NodeEntity, "red block") {
+		t.Error("entity ids must differ across namespaces")
+	}
+}
+
+// observe records one sighting of src -pred-> dst of type t at step.
+func observe(t *testing.T, s *particle.Store, typ particle.EdgeType, src, pred, dst string, step int, at time.Time) {
+	t.Helper()
+	_, err := s.Update(context.Background(), func(b *particle.Batch) error {
+		a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, src)
+		if err != nil {
+			return err
+		}
+		c, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, dst)
+		if err != nil {
+			return err
+		}
+		if err := b.PutNode(a); err != nil {
+			return err
+		}
+		if err := b.PutNode(c); err != nil {
+			return err
+		}
+		idx := step
+		_, _, err = b.Observe(particle.Observation{
+			Source: a.ID, Target: c.ID, Type: typ, Predicate: pred, At: at,
+			Provenance: particle.Provenance{EpisodeID: "ep", StepIndex: &idx},
+			Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestObserveReinforcesInsteadOfDuplicating(t *testing.T) {
+	for _, typ := range []particle.EdgeType{particle.EdgeToolUse, particle.EdgeAssertion, particle.EdgeCausal} {
+		t.Run(string(typ), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir)
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i := 0; i < 5; i++ {
+				observe(t, s, typ, "Gripper", "acts_on", "red block", i, t0.Add(time.Duration(i)*time.Second))
+			}
+			var edges []*particle.Edge
+			s.Read(func(r particle.Reader) {
+				r.Edges(func(e *particle.Edge) bool { edges = append(edges, e); return true })
+			})
+			if len(edges) != 1 {
+				t.Fatalf("%d edges after 5 sightings, want 1", len(edges))
+			}
+			e := edges[0]
+			if e.Evidence != 5 || len(e.Provenance) != 5 || *e.Provenance[4].StepIndex != 4 {
+				t.Errorf("evidence %d provenance %d, want 5 and 5 ending at step 4", e.Evidence, len(e.Provenance))
+			}
+			if e.Salience.Score <= 0.2 || e.Salience.Score > 1 {
+				t.Errorf("salience %v: five sightings should reinforce above one (0.2)", e.Salience.Score)
+			}
+			if !e.Scope.TimeRange.From.Equal(t0) || !e.Scope.TimeRange.To.Equal(t0.Add(4*time.Second)) {
+				t.Errorf("time range %+v, want the five sightings' span", e.Scope.TimeRange)
+			}
+			// A different predicate of an assertion is another fact;
+			// for other types the label does not split the edge.
+			observe(t, s, typ, "gripper", "touches", "RED BLOCK", 5, t0.Add(5*time.Second))
+			n := 0
+			s.Read(func(r particle.Reader) { r.Edges(func(*particle.Edge) bool { n++; return true }) })
+			want := 1
+			if typ == particle.EdgeAssertion {
+				want = 2
+			}
+			if n != want {
+				t.Errorf("%d edges, want %d", n, want)
+			}
+			// Reopen: the same graph, and reinforcement continues on the
+			// same edge (the identity index is rebuilt).
+			s.Close()
+			s2 := openStore(t, dir)
+			observe(t, s2, typ, "gripper", "acts_on", "red block", 6, t0.Add(6*time.Second))
+			m := 0
+			s2.Read(func(r particle.Reader) { r.Edges(func(*particle.Edge) bool { m++; return true }) })
+			if m != want {
+				t.Errorf("after reopen %d edges, want %d", m, want)
+			}
+			if got := s2.Counts().Nodes[particle.NodeEntity]; got != 2 {
+				t.Errorf("entity count %d, want 2", got)
+			}
+		})
+	}
+}
+
+func TestUpdateIsAllOrNothing(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	boom := errors.New("boom")
+	_, err := s.Update(context.Background(), func(b *particle.Batch) error {
+		if _, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeTool, "wrench"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := s.Counts().Nodes[particle.NodeTool]; n != 0 {
+		t.Errorf("a failed batch left %d nodes", n)
+	}
+	var found bool
+	s.Read(func(r particle.Reader) { found = r.Lookup(particle.DefaultNamespace, particle.NodeTool, "wrench") != nil })
+	if found {
+		t.Error("a failed batch is visible in the view")
+	}
+}
+
+func TestEdgeVisible(t *testing.T) {
+	e := &particle.Edge{Policy: particle.Policy{AllowRoles: []string{"operator", "planner"}, DenyRoles: []string{"visitor"}}}
+	for _, tc := range []struct {
+		roles []string
+		want  bool
+	}{
+		{[]string{"operator"}, true},
+		{[]string{"visitor"}, false},
+		{[]string{"visitor", "operator"}, false}, // deny beats allow
+		{[]string{"guest"}, false},               // not in a non-empty allow list
+		{nil, false},
+	} {
+		if got := particle.EdgeVisible(e, particle.Principal{Roles: tc.roles}); got != tc.want {
+			t.Errorf("roles %v: visible %v, want %v", tc.roles, got, tc.want)
+		}
+	}
+	aud := &particle.Edge{Scope: particle.Scope{Audience: []string{"ur5-alpha", "lab-staff"}}}
+	if !particle.EdgeVisible(aud, particle.Principal{Agent: "ur5-alpha"}) || !particle.EdgeVisible(aud, particle.Principal{Roles: []string{"lab-staff"}}) {
+		t.Error("audience members must see the edge")
+	}
+	if particle.EdgeVisible(aud, particle.Principal{Roles: []string{"visitor"}}) {
+		t.Error("outside the audience must not see the edge")
+	}
+}

@@ -1,0 +1,245 @@
+package particle
+
+import (
+	"slices"
+	"time"
+)
+
+// NodeType is the kind of a node.
+type NodeType string
+
+// Node types of the data model.
+const (
+	NodeEntity   NodeType = "entity"
+	NodeTool     NodeType = "tool"
+	NodeGoal     NodeType = "goal"
+	NodeIntent   NodeType = "intent"
+	NodeConcept  NodeType = "concept"
+	NodePolicy   NodeType = "policy"
+	NodeSession  NodeType = "context_session"
+	NodeAgent    NodeType = "agent"
+	NodeLocation NodeType = "location"
+	NodeEpisode  NodeType = "episode"
+)
+
+// NodeTypes lists every node type in a fixed order; the index of a type
+// plus one is its compact code.
+var NodeTypes = []NodeType{NodeEntity, NodeTool, NodeGoal, NodeIntent, NodeConcept, NodePolicy, NodeSession, NodeAgent, NodeLocation, NodeEpisode}
+
+// Code is the compact code of t (0 when unknown).
+func (t NodeType) Code() uint8 { return uint8(slices.Index(NodeTypes, t) + 1) }
+
+// Valid reports whether t is a node type of the data model.
+func (t NodeType) Valid() bool { return t.Code() != 0 }
+
+// EdgeType is the kind of an edge.
+type EdgeType string
+
+// Edge types of the data model.
+const (
+	EdgeCausal     EdgeType = "causal"
+	EdgeTemporal   EdgeType = "temporal"
+	EdgeMembership EdgeType = "membership"
+	EdgePolicy     EdgeType = "policy"
+	EdgeToolUse    EdgeType = "tool_use"
+	EdgeAssertion  EdgeType = "assertion"
+)
+
+// EdgeTypes lists every edge type in a fixed order (code = index + 1).
+var EdgeTypes = []EdgeType{EdgeCausal, EdgeTemporal, EdgeMembership, EdgePolicy, EdgeToolUse, EdgeAssertion}
+
+// Code is the compact code of t (0 when unknown).
+func (t EdgeType) Code() uint8 { return uint8(slices.Index(EdgeTypes, t) + 1) }
+
+// Valid reports whether t is an edge type of the data model.
+func (t EdgeType) Valid() bool { return t.Code() != 0 }
+
+// Status is the life-cycle state of an edge.
+type Status string
+
+// Edge statuses.
+const (
+	StatusActive       Status = "active"
+	StatusSuperseded   Status = "superseded"
+	StatusContradicted Status = "contradicted"
+	StatusHypothesis   Status = "hypothesis"
+)
+
+// DefaultNamespace is the tenant/project of records written without one.
+const DefaultNamespace = "default/default"
+
+// Namespace joins a tenant and a project; empty parts become "default".
+func Namespace(tenant, project string) string {
+	if tenant == "" {
+		tenant = "default"
+	}
+	if project == "" {
+		project = "default"
+	}
+	return tenant + "/" + project
+}
+
+// Belief is how strongly the graph holds a node or edge to be true.
+type Belief struct {
+	Score     float64   `json:"score"`
+	Evidence  float64   `json:"evidence"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Attributes are a node's open-ended properties.
+type Attributes struct {
+	Tags           []string          `json:"tags,omitempty"`
+	CMSSpanIDs     []string          `json:"cms_span_ids,omitempty"`
+	RLDSEpisodeIDs []string          `json:"rlds_episode_ids,omitempty"`
+	Props          map[string]string `json:"props,omitempty"`
+}
+
+// Node is a vertex of the particle graph.
+type Node struct {
+	ID         string     `json:"id"`
+	Namespace  string     `json:"namespace"`
+	Type       NodeType   `json:"type"`
+	Name       string     `json:"name"`
+	Aliases    []string   `json:"aliases,omitempty"`
+	Attributes Attributes `json:"attributes"`
+	Embedding  []float32  `json:"embedding,omitempty"`
+	Belief     Belief     `json:"belief"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	// Seq is the store's compact id of the node (vector index key).
+	Seq uint64 `json:"seq"`
+}
+
+// TimeRange is a closed interval; a zero bound is open.
+type TimeRange struct {
+	From time.Time `json:"from,omitzero"`
+	To   time.Time `json:"to,omitzero"`
+}
+
+// Overlaps reports whether r and o share any instant.
+func (r TimeRange) Overlaps(o TimeRange) bool {
+	if !o.To.IsZero() && !r.From.IsZero() && r.From.After(o.To) {
+		return false
+	}
+	if !o.From.IsZero() && !r.To.IsZero() && r.To.Before(o.From) {
+		return false
+	}
+	return true
+}
+
+// Scope says when, where and for whom an edge holds.
+type Scope struct {
+	TimeRange TimeRange `json:"time_range"`
+	Location  string    `json:"location,omitempty"`
+	Audience  []string  `json:"audience,omitempty"`
+}
+
+// Provenance is where an edge was observed: an RLDS step or a CMS span.
+type Provenance struct {
+	EpisodeID  string    `json:"episode_id,omitempty"`
+	StepIndex  *int      `json:"step_index,omitempty"`
+	CMSSpanID  string    `json:"cms_span_id,omitempty"`
+	Agent      string    `json:"agent,omitempty"`
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// Assertion is the predicate and value of an assertion edge.
+type Assertion struct {
+	Predicate string `json:"predicate"`
+	Value     string `json:"value,omitempty"`
+}
+
+// Salience is how much an edge matters now, decaying with time.
+type Salience struct {
+	Score       float64   `json:"score"`
+	DecayFn     string    `json:"decay_fn"`
+	HalfLifeS   float64   `json:"half_life_s"`
+	LastUpdated time.Time `json:"last_updated"`
+}
+
+// Policy lists roles allowed and denied an item. Deny beats allow; an
+// empty allow list allows every role not denied.
+type Policy struct {
+	AllowRoles []string `json:"allow_roles,omitempty"`
+	DenyRoles  []string `json:"deny_roles,omitempty"`
+}
+
+// MaxProvenance is how many provenance records an edge keeps (the most
+// recent); Evidence counts them all.
+const MaxProvenance = 32
+
+// Edge is a typed, directed relation between two nodes.
+type Edge struct {
+	ID         string       `json:"id"`
+	Namespace  string       `json:"namespace"`
+	Source     string       `json:"source"`
+	Target     string       `json:"target"`
+	Type       EdgeType     `json:"type"`
+	Scope      Scope        `json:"scope"`
+	Provenance []Provenance `json:"provenance"`
+	Evidence   int          `json:"evidence"`
+	Assertion  *Assertion   `json:"assertion,omitempty"`
+	Confidence float64      `json:"confidence"`
+	Belief     Belief       `json:"belief"`
+	Embedding  []float32    `json:"embedding,omitempty"`
+	Salience   Salience     `json:"salience"`
+	Policy     Policy       `json:"policy"`
+	ValidFrom  time.Time    `json:"valid_from"`
+	ValidTo    time.Time    `json:"valid_to,omitzero"`
+	Status     Status       `json:"status"`
+	CreatedAt  time.Time    `json:"created_at"`
+	UpdatedAt  time.Time    `json:"updated_at"`
+	Seq        uint64       `json:"seq"`
+}
+
+// Predicate is the assertion predicate of e, or its type name.
+func (e *Edge) Predicate() string {
+	if e.Assertion != nil && e.Assertion.Predicate != "" {
+		return e.Assertion.Predicate
+	}
+	return string(e.Type)
+}
+
+// Outcome is how an episode ended, when known.
+type Outcome struct {
+	Success   *bool    `json:"success,omitempty"`
+	RewardSum *float64 `json:"reward_sum,omitempty"`
+}
+
+// Episode is one run of one agent.
+type Episode struct {
+	ID                  string         `json:"id"`
+	Namespace           string         `json:"namespace"`
+	Agent               string         `json:"agent"`
+	StartTime           time.Time      `json:"start_time"`
+	EndTime             time.Time      `json:"end_time,omitzero"`
+	Location            string         `json:"location,omitempty"`
+	LanguageInstruction string         `json:"language_instruction,omitempty"`
+	Nodes               []string       `json:"nodes,omitempty"`
+	Edges               []string       `json:"edges,omitempty"`
+	Embedding           []float32      `json:"embedding,omitempty"`
+	Outcome             Outcome        `json:"outcome"`
+	Steps               int            `json:"steps"`
+	Ended               bool           `json:"ended"`
+	Metadata            map[string]any `json:"metadata,omitempty"`
+	// Features maps each step feature to its dtype and shape, fixed by
+	// the first step that carries it.
+	Features map[string]string `json:"features,omitempty"`
+	// LastTool is the node id of the tool last in use, for temporal edges.
+	LastTool string `json:"last_tool,omitempty"`
+	// NodeID is the episode's node in the graph (type episode).
+	NodeID string `json:"node_id"`
+	Seq    uint64 `json:"seq"`
+}
+
+// Counts are the store's record counts by kind.
+type Counts struct {
+	Nodes       map[NodeType]int64 `json:"nodes"`
+	Edges       map[EdgeType]int64 `json:"edges"`
+	Episodes    int64              `json:"episodes"`
+	Steps       int64              `json:"steps"`
+	Spans       int64              `json:"spans"`
+	SpansLevels map[int]int64      `json:"spans_by_level"`
+	Blobs       int64              `json:"blobs"`
+	Sessions    int64              `json:"sessions"`
+}

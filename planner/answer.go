@@ -1,0 +1,121 @@
+package planner
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+// Answer is the stitched subgraph the planner returns.
+type Answer struct {
+	Nodes []NodeOut `json:"nodes"`
+	Edges []EdgeOut `json:"edges"`
+	// Unknowns are goals, tools and entities asked for that the graph
+	// lacks (or that the caller may not see).
+	Unknowns []Unknown `json:"unknowns"`
+	// Hypotheses are the ids of edges in Edges held with low belief.
+	Hypotheses []string `json:"hypotheses"`
+	// Contradictions pair conflicting facts in Edges.
+	Contradictions []Contradiction `json:"contradictions"`
+	ContextState   *ContextState   `json:"context_state,omitempty"`
+	Timings        Timings         `json:"timings_us"`
+	Strategy       string          `json:"strategy"`
+	// Truncated is true when the budget cut the expansion short.
+	Truncated bool `json:"truncated"`
+}
+
+// NodeOut is a node of an answer with why it is there.
+type NodeOut struct {
+	ID       string   `json:"id"`
+	Type     string   `json:"type"`
+	Name     string   `json:"name"`
+	Aliases  []string `json:"aliases,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
+	Score    float64  `json:"score"`
+	Belief   float64  `json:"belief"`
+	Seed     bool     `json:"seed"`
+	Hop      int      `json:"hop"`
+	Episodes []string `json:"rlds_episode_ids,omitempty"`
+	Spans    []string `json:"cms_span_ids,omitempty"`
+}
+
+// EdgeOut is an edge of an answer with its provenance and confidence.
+type EdgeOut struct {
+	ID         string                `json:"id"`
+	Source     string                `json:"source"`
+	Target     string                `json:"target"`
+	SourceName string                `json:"source_name"`
+	TargetName string                `json:"target_name"`
+	Type       string                `json:"type"`
+	Predicate  string                `json:"predicate"`
+	Value      string                `json:"value,omitempty"`
+	Confidence float64               `json:"confidence"`
+	Salience   float64               `json:"salience"`
+	Score      float64               `json:"score"`
+	Status     string                `json:"status"`
+	Hypothesis bool                  `json:"hypothesis"`
+	Evidence   int                   `json:"evidence"`
+	Provenance []particle.Provenance `json:"provenance"`
+	Scope      particle.Scope        `json:"scope"`
+	ValidFrom  time.Time             `json:"valid_from"`
+	ValidTo    time.Time             `json:"valid_to,omitzero"`
+}
+
+// Unknown is something a request named that the answer lacks.
+type Unknown struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Contradiction is a pair of conflicting facts with their confidences.
+type Contradiction struct {
+	Subject     string  `json:"subject"`
+	Predicate   string  `json:"predicate"`
+	EdgeA       string  `json:"edge_a"`
+	EdgeB       string  `json:"edge_b"`
+	ConfidenceA float64 `json:"confidence_a"`
+	ConfidenceB float64 `json:"confidence_b"`
+}
+
+// Timings are per-stage latencies in microseconds.
+type Timings struct {
+	EmbedUS     int64 `json:"embed"`
+	PrefilterUS int64 `json:"prefilter"`
+	ExpandUS    int64 `json:"expand"`
+	RerankUS    int64 `json:"rerank"`
+	StitchUS    int64 `json:"stitch"`
+	TotalUS     int64 `json:"total"`
+}
+
+// ContextState is the context state vector after the answer, with a
+// summary a person can read.
+type ContextState struct {
+	Dim    int         `json:"dim"`
+	Norm   float64     `json:"norm"`
+	Top    []DimWeight `json:"top"`
+	Vector []float32   `json:"vector"`
+}
+
+// DimWeight is one dimension of a vector and its value.
+type DimWeight struct {
+	Dim   int     `json:"dim"`
+	Value float32 `json:"value"`
+}
+
+func newContextState(v []float32) *ContextState {
+	cs := &ContextState{Dim: len(v), Vector: v}
+	var ss float64
+	idx := make([]int, len(v))
+	for i, x := range v {
+		ss += float64(x) * float64(x)
+		idx[i] = i
+	}
+	cs.Norm = math.Sqrt(ss)
+	sort.Slice(idx, func(a, b int) bool { return math.Abs(float64(v[idx[a]])) > math.Abs(float64(v[idx[b]])) })
+	for _, i := range idx[:min(5, len(idx))] {
+		cs.Top = append(cs.Top, DimWeight{Dim: i, Value: v[i]})
+	}
+	return cs
+}

@@ -1,0 +1,18 @@
+package planner
+
+import "encoding/json"
+
+// formatters render an answer in a format other than JSON; the key is
+// the request's format name.
+var formatters = map[string]func(*Answer) ([]byte, string, error){}
+
+// Render returns the answer in format (json when empty) and its media type.
+func Render(a *Answer, format string) ([]byte, string, error) {
+	if f, ok := formatters[format]; ok {
+		return f(a)
+	}
+	b, err := jsonMarshal(a)
+	return b, "application/json", err
+}
+
+func jsonMarshal(a *Answer) ([]byte, error) { return json.Marshal(a) }

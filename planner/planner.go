@@ -1,0 +1,257 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// Sessions is what the planner needs of context sessions: their seeds,
+// and a place to blend what an answer touched into the state vector.
+type Sessions interface {
+	Seeds(ctx context.Context, ns, id string) (Seeds, error)
+	Blend(ctx context.Context, ns, id string, vecs [][]float32, weights []float64) ([]float32, error)
+}
+
+// Seeds are what a session contributes to a request.
+type Seeds struct {
+	Agent       string
+	Goals       []string
+	Tools       []string
+	Entities    []string
+	Intents     []string
+	Permissions []string
+	TimeWindow  TimeWindow
+	Location    string
+	State       []float32
+}
+
+// Options configures a Planner.
+type Options struct {
+	// HypothesisBelow marks edges whose belief is below it as hypotheses.
+	// Default 0.5.
+	HypothesisBelow float64
+	// SalienceFloor keeps a fully decayed edge rankable. Default 0.05.
+	SalienceFloor float64
+	// PerNodeFanout caps the edges one node contributes per hop.
+	// Default 32.
+	PerNodeFanout int
+	Logger        *slog.Logger
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) ensureDefaults() {
+	if o.HypothesisBelow == 0 {
+		o.HypothesisBelow = 0.5
+	}
+	if o.SalienceFloor == 0 {
+		o.SalienceFloor = 0.05
+	}
+	if o.PerNodeFanout == 0 {
+		o.PerNodeFanout = 32
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Planner answers fast-path requests from the memory-resident graph and
+// vector index; it never waits on ingest.
+type Planner struct {
+	store    *particle.Store
+	index    wave.Index
+	embedder embed.Embedder
+	sessions Sessions
+	opts     Options
+}
+
+// New returns a planner over store and index. sessions may be nil.
+func New(store *particle.Store, index wave.Index, e embed.Embedder, sessions Sessions, o Options) *Planner {
+	o.ensureDefaults()
+	return &Planner{store: store, index: index, embedder: e, sessions: sessions, opts: o}
+}
+
+// Plan runs the pipeline: prefilter, expansion, re-rank, stitch.
+func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
+	t0 := time.Now()
+	if err := req.normalize(p.index.Dim()); err != nil {
+		return nil, err
+	}
+	ns := req.namespace()
+	var seeds Seeds
+	if req.SessionID != "" {
+		if p.sessions == nil {
+			return nil, fmt.Errorf("%w: sessions are not available", ErrInvalid)
+		}
+		s, err := p.sessions.Seeds(ctx, ns, req.SessionID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: session %s: %v", ErrInvalid, req.SessionID, err)
+		}
+		seeds = s
+		mergeSession(req, s)
+	}
+	q, err := p.queryVector(ctx, req, seeds)
+	if err != nil {
+		return nil, err
+	}
+	run := &run{p: p, req: req, ns: ns, q: q, now: p.opts.Now().UTC(), principal: req.principal()}
+	if req.AsOf != nil {
+		run.now = req.AsOf.UTC()
+	}
+
+	t1 := time.Now()
+	var ans *Answer
+	p.store.Read(func(r particle.Reader) {
+		run.r = r
+		hits := p.prefilter(run)
+		t2 := time.Now()
+		run.seed(hits)
+		run.expand()
+		t3 := time.Now()
+		run.rerank()
+		t4 := time.Now()
+		ans = run.stitch()
+		t5 := time.Now()
+		ans.Timings = Timings{
+			PrefilterUS: us(t2.Sub(t1)), ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
+		}
+	})
+	ans.Strategy = "semantic+graph"
+	ans.ContextState, err = p.contextState(ctx, run, ans, seeds)
+	if err != nil {
+		return nil, err
+	}
+	ans.Timings.EmbedUS = us(t1.Sub(t0))
+	ans.Timings.TotalUS = us(time.Since(t0))
+	return ans, nil
+}
+
+func us(d time.Duration) int64 { return d.Microseconds() }
+
+// mergeSession adds a session's seeds and constraints to a request.
+func mergeSession(req *Request, s Seeds) {
+	req.Goals = appendNew(req.Goals, s.Goals...)
+	req.Tools = appendNew(req.Tools, s.Tools...)
+	req.Entities = appendNew(req.Entities, s.Entities...)
+	if req.Agent == "" {
+		req.Agent = s.Agent
+	}
+	if req.Location == "" {
+		req.Location = s.Location
+	}
+	if req.TimeWindow == nil && (!s.TimeWindow.From.IsZero() || !s.TimeWindow.To.IsZero()) {
+		tw := s.TimeWindow
+		req.TimeWindow = &tw
+	}
+	if len(s.Permissions) > 0 {
+		// A session's permissions narrow the roles: keep those in both,
+		// or the session's when the request names none.
+		if len(req.Roles) == 0 {
+			req.Roles = slices.Clone(s.Permissions)
+		} else {
+			var keep []string
+			for _, r := range req.Roles {
+				if slices.Contains(s.Permissions, r) {
+					keep = append(keep, r)
+				}
+			}
+			req.Roles = keep
+		}
+	}
+}
+
+func appendNew(list []string, more ...string) []string {
+	for _, m := range more {
+		if !slices.Contains(list, m) {
+			list = append(list, m)
+		}
+	}
+	return list
+}
+
+// queryVector is the request's vector, the embedding of its text (query,
+// goals, tools, entities), or the session's state vector.
+func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]float32, error) {
+	if len(req.Vector) > 0 {
+		v := slices.Clone(req.Vector)
+		if !wave.Normalize(v) {
+			return nil, fmt.Errorf("%w: vector is all zeros", ErrInvalid)
+		}
+		return v, nil
+	}
+	text := strings.TrimSpace(strings.Join(slices.Concat([]string{req.Query}, req.Goals, req.Tools, req.Entities), " "))
+	if text != "" {
+		v, err := p.embedder.Embed(ctx, text)
+		if err != nil {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
+		return v, nil
+	}
+	if len(s.State) == p.index.Dim() {
+		v := slices.Clone(s.State)
+		if wave.Normalize(v) {
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: give a query, a vector, goals, tools or entities", ErrInvalid)
+}
+
+// prefilter asks the vector index for candidates that pass the cheap
+// constraints: namespace, visibility, time window and agent. It runs
+// inside the store's read lock (run.r).
+func (p *Planner) prefilter(run *run) []wave.Hit {
+	req := run.req
+	r := run.r
+	f := &wave.Filter{Allow: func(id uint64) bool {
+		if n := r.NodeBySeq(id); n != nil {
+			return n.Namespace == run.ns
+		}
+		if e := r.EdgeBySeq(id); e != nil {
+			return e.Namespace == run.ns && run.admits(e)
+		}
+		if ep := r.EpisodeBySeq(id); ep != nil {
+			return ep.Namespace == run.ns && (!req.SameAgent || ep.Agent == req.Agent) && run.episodeInWindow(ep)
+		}
+		return false
+	}}
+	return p.index.Search(run.q, req.K*2, f)
+}
+
+// contextState blends what the answer touched into the session's state
+// vector (or, without a session, into a fresh one seeded by the query).
+func (p *Planner) contextState(ctx context.Context, run *run, ans *Answer, s Seeds) (*ContextState, error) {
+	var vecs [][]float32
+	var weights []float64
+	vecs = append(vecs, run.q)
+	weights = append(weights, 1)
+	for _, n := range run.topNodes(8) {
+		if len(n.Embedding) == len(run.q) {
+			vecs = append(vecs, n.Embedding)
+			weights = append(weights, math.Max(run.nodeScore[n.ID], 1e-3))
+		}
+	}
+	if run.req.SessionID != "" {
+		v, err := p.sessions.Blend(ctx, run.ns, run.req.SessionID, vecs, weights)
+		if err != nil {
+			return nil, fmt.Errorf("update session state: %w", err)
+		}
+		return newContextState(v), nil
+	}
+	sv := wave.NewStateVector(len(run.q))
+	if err := sv.Blend(vecs, weights, 1, run.now); err != nil {
+		return nil, fmt.Errorf("context state: %w", err)
+	}
+	return newContextState(sv.Vec), nil
+}

@@ -1,0 +1,347 @@
+package planner
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// maxScan bounds how many of a hub's most recent edges one expansion
+// step looks at: adjacency lists are in insertion (time) order.
+const maxScan = 2048
+
+// run is the state of one request through the pipeline.
+type run struct {
+	p         *Planner
+	req       *Request
+	ns        string
+	q         []float32
+	now       time.Time
+	principal particle.Principal
+	r         particle.Reader
+
+	nodeScore map[string]float64
+	nodeHop   map[string]int
+	seeds     map[string]bool
+	nodeOrder []string
+	edges     map[string]*particle.Edge
+	edgeScore map[string]float64
+	unknowns  []Unknown
+	truncated bool
+}
+
+// admits applies every constraint of the request to an edge.
+func (run *run) admits(e *particle.Edge) bool {
+	req := run.req
+	if e == nil || !particle.EdgeVisible(e, run.principal) {
+		return false
+	}
+	if e.Confidence < req.MinConfidence {
+		return false
+	}
+	if req.AsOf != nil {
+		at := *req.AsOf
+		if e.CreatedAt.After(at) || e.ValidFrom.After(at) || (!e.ValidTo.IsZero() && !e.ValidTo.After(at)) {
+			return false
+		}
+	} else if e.Status == particle.StatusSuperseded {
+		return false
+	}
+	if tw := req.TimeWindow; tw != nil {
+		if !e.Scope.TimeRange.Overlaps(particle.TimeRange{From: tw.From, To: tw.To}) {
+			return false
+		}
+	}
+	if req.Location != "" && e.Scope.Location != "" && particle.Canonical(e.Scope.Location) != particle.Canonical(req.Location) {
+		return false
+	}
+	if req.SameAgent {
+		other := false
+		for _, pv := range e.Provenance {
+			if pv.Agent == req.Agent {
+				return true
+			}
+			if pv.Agent != "" {
+				other = true
+			}
+		}
+		if other {
+			return false
+		}
+	}
+	return true
+}
+
+func (run *run) episodeInWindow(ep *particle.Episode) bool {
+	tw := run.req.TimeWindow
+	if tw == nil {
+		return true
+	}
+	return particle.TimeRange{From: ep.StartTime, To: ep.EndTime}.Overlaps(particle.TimeRange{From: tw.From, To: tw.To})
+}
+
+func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) {
+	if n == nil || n.Namespace != run.ns {
+		return
+	}
+	if old, ok := run.nodeScore[n.ID]; ok {
+		if score > old {
+			run.nodeScore[n.ID] = score
+		}
+		if hop < run.nodeHop[n.ID] {
+			run.nodeHop[n.ID] = hop
+		}
+		if seed {
+			run.seeds[n.ID] = true
+		}
+		return
+	}
+	run.nodeScore[n.ID] = score
+	run.nodeHop[n.ID] = hop
+	run.nodeOrder = append(run.nodeOrder, n.ID)
+	if seed {
+		run.seeds[n.ID] = true
+	}
+}
+
+// seed turns prefilter hits and the request's named goals, tools and
+// entities into the expansion's starting nodes.
+func (run *run) seed(hits []wave.Hit) {
+	run.nodeScore, run.nodeHop, run.seeds = map[string]float64{}, map[string]int{}, map[string]bool{}
+	run.edges, run.edgeScore = map[string]*particle.Edge{}, map[string]float64{}
+	r := run.r
+	named := func(kind string, t particle.NodeType, names []string) {
+		for _, name := range names {
+			n := r.Lookup(run.ns, t, name)
+			if n == nil && t == particle.NodeEntity {
+				n = r.LookupAny(run.ns, name)
+			}
+			if n == nil {
+				run.unknowns = append(run.unknowns, Unknown{Kind: kind, Name: name})
+				continue
+			}
+			run.addNode(n, 1, 0, true)
+		}
+	}
+	named("goal", particle.NodeGoal, run.req.Goals)
+	named("tool", particle.NodeTool, run.req.Tools)
+	named("entity", particle.NodeEntity, run.req.Entities)
+
+	kept := 0
+	for _, h := range hits {
+		if kept >= run.req.K {
+			break
+		}
+		s := cos01(h.Score)
+		switch {
+		case r.NodeBySeq(h.ID) != nil:
+			run.addNode(r.NodeBySeq(h.ID), s, 0, true)
+		case r.EdgeBySeq(h.ID) != nil:
+			e := r.EdgeBySeq(h.ID)
+			run.addEdge(e)
+			run.addNode(r.Node(e.Source), s*0.9, 0, true)
+			run.addNode(r.Node(e.Target), s*0.9, 0, true)
+		case r.EpisodeBySeq(h.ID) != nil:
+			run.addNode(r.Node(r.EpisodeBySeq(h.ID).NodeID), s, 0, true)
+		default:
+			continue
+		}
+		kept++
+	}
+}
+
+func (run *run) addEdge(e *particle.Edge) {
+	if _, ok := run.edges[e.ID]; !ok {
+		run.edges[e.ID] = e
+		run.edgeScore[e.ID] = run.scoreEdge(e)
+	}
+}
+
+func (run *run) full() bool {
+	return len(run.nodeScore)+len(run.edges) >= run.req.Budget
+}
+
+// expand walks out from the seeds, hop by hop, taking each node's best
+// admissible edges, until the hops or the budget run out.
+func (run *run) expand() {
+	r := run.r
+	frontier := slices.Clone(run.nodeOrder)
+	type cand struct {
+		e     *particle.Edge
+		score float64
+	}
+	var cands []cand
+	for hop := 1; hop <= run.req.Hops && len(frontier) > 0; hop++ {
+		sort.SliceStable(frontier, func(a, b int) bool { return run.nodeScore[frontier[a]] > run.nodeScore[frontier[b]] })
+		var next []string
+		for _, id := range frontier {
+			if run.full() {
+				run.truncated = true
+				return
+			}
+			cands = cands[:0]
+			collect := func(e *particle.Edge) bool {
+				if _, seen := run.edges[e.ID]; seen || !run.admits(e) {
+					return true
+				}
+				cands = append(cands, cand{e, run.scoreEdge(e)})
+				return len(cands) < maxScan
+			}
+			r.Out(id, collect)
+			r.In(id, collect)
+			sort.Slice(cands, func(a, b int) bool { return cands[a].score > cands[b].score })
+			for _, c := range cands[:min(len(cands), run.p.opts.PerNodeFanout)] {
+				if run.full() {
+					run.truncated = true
+					return
+				}
+				other := c.e.Target
+				if other == id {
+					other = c.e.Source
+				}
+				on := r.Node(other)
+				if on == nil {
+					continue
+				}
+				run.edges[c.e.ID] = c.e
+				run.edgeScore[c.e.ID] = c.score
+				if _, had := run.nodeScore[other]; !had {
+					next = append(next, other)
+				}
+				run.addNode(on, run.scoreNode(on)*0.5+c.score*0.5, hop, false)
+			}
+		}
+		frontier = next
+	}
+}
+
+// rerank scores every node once more against the query (edges were
+// scored as they were admitted).
+func (run *run) rerank() {
+	for id, s := range run.nodeScore {
+		if n := run.r.Node(id); n != nil {
+			run.nodeScore[id] = math.Max(s, run.scoreNode(n))
+		}
+	}
+}
+
+// scoreEdge is cosine × decayed salience × confidence.
+func (run *run) scoreEdge(e *particle.Edge) float64 {
+	sim := 0.5
+	if len(e.Embedding) == len(run.q) {
+		sim = cos01(wave.Dot(run.q, e.Embedding))
+	}
+	return sim * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
+}
+
+func (run *run) salience(e *particle.Edge) float64 {
+	d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
+	return d.Apply(e.Salience.Score, e.Salience.LastUpdated, run.now)
+}
+
+func (run *run) scoreNode(n *particle.Node) float64 {
+	sim := 0.5
+	if len(n.Embedding) == len(run.q) {
+		sim = cos01(wave.Dot(run.q, n.Embedding))
+	}
+	return sim * (0.5 + 0.5*n.Belief.Score)
+}
+
+func cos01(c float32) float64 { return (float64(c) + 1) / 2 }
+
+// topNodes returns the n best-scored nodes of the run.
+func (run *run) topNodes(n int) []*particle.Node {
+	ids := slices.Clone(run.nodeOrder)
+	sort.SliceStable(ids, func(a, b int) bool { return run.nodeScore[ids[a]] > run.nodeScore[ids[b]] })
+	var out []*particle.Node
+	for _, id := range ids[:min(n, len(ids))] {
+		if nd := run.r.Node(id); nd != nil {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// stitch orders the kept nodes and edges by score and fills the answer,
+// every edge with its provenance and confidence.
+func (run *run) stitch() *Answer {
+	r := run.r
+	ans := &Answer{Nodes: []NodeOut{}, Edges: []EdgeOut{}, Unknowns: run.unknowns, Hypotheses: []string{},
+		Contradictions: []Contradiction{}, Truncated: run.truncated}
+	if ans.Unknowns == nil {
+		ans.Unknowns = []Unknown{}
+	}
+	edgeIDs := make([]string, 0, len(run.edges))
+	for id := range run.edges {
+		edgeIDs = append(edgeIDs, id)
+	}
+	sort.Slice(edgeIDs, func(a, b int) bool {
+		sa, sb := run.edgeScore[edgeIDs[a]], run.edgeScore[edgeIDs[b]]
+		if sa != sb {
+			return sa > sb
+		}
+		return edgeIDs[a] < edgeIDs[b]
+	})
+	name := func(id string) string {
+		if n := r.Node(id); n != nil {
+			return n.Name
+		}
+		return ""
+	}
+	for _, id := range edgeIDs {
+		e := run.edges[id]
+		hyp := e.Status == particle.StatusHypothesis || e.Belief.Score < run.p.opts.HypothesisBelow
+		out := EdgeOut{
+			ID: e.ID, Source: e.Source, Target: e.Target, SourceName: name(e.Source), TargetName: name(e.Target),
+			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: run.salience(e),
+			Score: run.edgeScore[id], Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
+			Provenance: e.Provenance, Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
+		}
+		if e.Assertion != nil {
+			out.Value = e.Assertion.Value
+		}
+		ans.Edges = append(ans.Edges, out)
+		if hyp {
+			ans.Hypotheses = append(ans.Hypotheses, e.ID)
+		}
+	}
+	nodeIDs := slices.Clone(run.nodeOrder)
+	sort.SliceStable(nodeIDs, func(a, b int) bool { return run.nodeScore[nodeIDs[a]] > run.nodeScore[nodeIDs[b]] })
+	for _, id := range nodeIDs {
+		n := r.Node(id)
+		if n == nil {
+			continue
+		}
+		ans.Nodes = append(ans.Nodes, NodeOut{
+			ID: n.ID, Type: string(n.Type), Name: n.Name, Aliases: n.Aliases, Tags: n.Attributes.Tags,
+			Score: run.nodeScore[id], Belief: n.Belief.Score, Seed: run.seeds[id], Hop: run.nodeHop[id],
+			Episodes: n.Attributes.RLDSEpisodeIDs, Spans: n.Attributes.CMSSpanIDs,
+		})
+	}
+	ans.Contradictions = contradictions(ans.Edges)
+	return ans
+}
+
+// contradictions pairs edges of the answer marked contradicted that share
+// a subject and predicate.
+func contradictions(edges []EdgeOut) []Contradiction {
+	out := []Contradiction{}
+	for i := range edges {
+		a := edges[i]
+		if a.Status != string(particle.StatusContradicted) {
+			continue
+		}
+		for j := i + 1; j < len(edges); j++ {
+			b := edges[j]
+			if b.Status == string(particle.StatusContradicted) && b.Source == a.Source && b.Predicate == a.Predicate {
+				out = append(out, Contradiction{Subject: a.SourceName, Predicate: a.Predicate, EdgeA: a.ID, EdgeB: b.ID,
+					ConfidenceA: a.Confidence, ConfidenceB: b.Confidence})
+			}
+		}
+	}
+	return out
+}
