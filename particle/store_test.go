@@ -143,7 +143,9 @@ func TestUpdateIsAllOrNothing(t *testing.T) {
 		t.Errorf("a failed batch left %d nodes", n)
 	}
 	var found bool
-	s.Read(func(r particle.Reader) { found = r.Lookup(particle.DefaultNamespace, particle.NodeTool, "wrench") != nil })
+	s.Read(func(r particle.Reader) {
+		found = r.Lookup(particle.DefaultNamespace, particle.NodeTool, "wrench") != nil
+	})
 	if found {
 		t.Error("a failed batch is visible in the view")
 	}

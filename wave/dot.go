@@ -7,10 +7,22 @@ import (
 )
 
 // Dot returns the dot product of a and b, which must have the same
-// length. For L2-normalised vectors it is their cosine similarity.
+// length (extra elements of the longer one are ignored). For
+// L2-normalised vectors it is their cosine similarity.
+//
+// On amd64 with AVX2 and FMA it runs a hand-written kernel; elsewhere it
+// uses gonum's blas32 (SSE assembly on amd64, Go elsewhere), which beat
+// the unrolled Go loop [dotGeneric] by 3x at 384 dimensions.
 func Dot(a, b []float32) float32 {
 	n := min(len(a), len(b))
-	return blas32.Dot(blas32.Vector{N: n, Inc: 1, Data: a}, blas32.Vector{N: n, Inc: 1, Data: b})
+	if n == 0 {
+		return 0
+	}
+	return dot(a[:n], b[:n])
+}
+
+func dotBLAS(a, b []float32) float32 {
+	return blas32.Dot(blas32.Vector{N: len(a), Inc: 1, Data: a}, blas32.Vector{N: len(a), Inc: 1, Data: b})
 }
 
 // dotGeneric is the portable unrolled kernel.

@@ -25,7 +25,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}", d.httpSessionGet)
 	mux.HandleFunc("PATCH /v1/sessions/{id}", d.httpSessionUpdate)
 	mux.HandleFunc("GET /v1/stats", d.httpStats)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	mux.HandleFunc("GET /readyz", d.httpReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
