@@ -48,8 +48,15 @@ export from. 'ctxgraph serve' runs it; the other commands are its clients.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(serveCmd(stderr), replayCmd(), importCmd(), contextCmd(), statsCmd())
+	for _, c := range extraCommands {
+		root.AddCommand(c())
+	}
 	return root
 }
+
+// extraCommands are subcommands that files of this package register in
+// init (export, policy, keys, dlq, check, backup, bench, ...).
+var extraCommands []func() *cobra.Command
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level

@@ -30,8 +30,15 @@ func (d *Daemon) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", d.httpReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	for _, add := range extraRoutes {
+		add(d, mux)
+	}
 	return mux
 }
+
+// extraRoutes are route groups that files of this package register in
+// init (export, policies, introspection, ...).
+var extraRoutes []func(d *Daemon, mux *http.ServeMux)
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

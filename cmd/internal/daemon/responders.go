@@ -54,6 +54,10 @@ var (
 // maxRequestBytes bounds planner and session request bodies.
 const maxRequestBytes = 1 << 20
 
+// extraResponders are NATS request/reply handlers that files of this
+// package register in init (policy edits, ...).
+var extraResponders []func(d *Daemon) error
+
 // startResponders subscribes the request/reply subjects.
 func (d *Daemon) startResponders() error {
 	p := d.cfg.Prefix()
@@ -69,6 +73,11 @@ func (d *Daemon) startResponders() error {
 	for _, s := range subs {
 		if _, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", s.fn); err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
+		}
+	}
+	for _, add := range extraResponders {
+		if err := add(d); err != nil {
+			return err
 		}
 	}
 	// Push: every session change goes to <prefix>.session.<id>.context.
