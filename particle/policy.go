@@ -49,3 +49,9 @@ func audienceAdmits(aud []string, p Principal) bool {
 	}
 	return false
 }
+
+// NodeVisible is the policy check every read path applies to a node.
+// Nodes carry no policy of their own in the data model yet, so every
+// node of the caller's namespace is visible; policies attached to nodes
+// extend this function, and every read path picks that up.
+func NodeVisible(n *Node, p Principal) bool { return n != nil }
