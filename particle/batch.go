@@ -28,9 +28,12 @@ type Batch struct {
 	applied  map[string]bool
 	newNodes map[string]bool
 	newEdges map[string]bool
-	order    []string // pending node/edge/episode keys in write order
-	counts   Counts
-	err      error
+
+	deletedNodes map[string]*Node
+	deletedEdges map[string]*Edge
+	order        []string // pending node/edge/episode keys in write order
+	counts       Counts
+	err          error
 }
 
 func (s *Store) newBatch() *Batch {
@@ -42,6 +45,7 @@ func (s *Store) newBatch() *Batch {
 		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
 		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
 		newNodes: map[string]bool{}, newEdges: map[string]bool{}, counts: c,
+		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
 	}
 }
 
@@ -100,6 +104,9 @@ func (b *Batch) MarkApplied(stream, msgID string) {
 func (b *Batch) Node(id string) *Node {
 	if n, ok := b.nodes[id]; ok {
 		return n
+	}
+	if _, gone := b.deletedNodes[id]; gone {
+		return nil
 	}
 	b.s.mu.RLock()
 	n := b.s.v.nodes[id]
@@ -196,6 +203,9 @@ func (b *Batch) FindEdge(ns, src string, t EdgeType, predicate, dst string) *Edg
 func (b *Batch) Edge(id string) *Edge {
 	if e, ok := b.edges[id]; ok {
 		return e
+	}
+	if _, gone := b.deletedEdges[id]; gone {
+		return nil
 	}
 	b.s.mu.RLock()
 	e := b.s.v.edges[id]
@@ -379,6 +389,7 @@ func (b *Batch) flush() error {
 		}
 		b.set(episodeKey(e.Namespace, e.ID), v)
 	}
+	b.flushDeletes()
 	c := b.counts
 	c.Nodes, c.Edges = nil, nil // derived from the view on load
 	v, err := encodeValue(&c, nil)
@@ -416,6 +427,7 @@ func (b *Batch) publish() Changes {
 	for ak, id := range b.aliases {
 		s.v.aliases[ak] = id
 	}
+	b.publishDeletes(&ch)
 	s.counts = b.counts
 	return ch
 }

@@ -56,6 +56,9 @@ type Changes struct {
 	Nodes    []*Node
 	Edges    []*Edge
 	Episodes []*Episode
+	// RemovedNodes and RemovedEdges were deleted by the batch.
+	RemovedNodes []*Node
+	RemovedEdges []*Edge
 }
 
 // Store is the particle graph: Badger holds it durably, and a

@@ -175,3 +175,60 @@ func TestEdgeVisible(t *testing.T) {
 		t.Error("outside the audience must not see the edge")
 	}
 }
+
+func TestDeleteNodeRemovesItsEdgesEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	observe(t, s, particle.EdgeAssertion, "mug", "located_on", "table", 0, t0)
+	observe(t, s, particle.EdgeAssertion, "table", "in", "kitchen", 1, t0)
+	var removed particle.Changes
+	s.Subscribe(func(ch particle.Changes) { removed = ch })
+	var mugID string
+	s.Read(func(r particle.Reader) { mugID = r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "mug").ID })
+	if _, err := s.Update(context.Background(), func(b *particle.Batch) error { return b.DeleteNode(mugID) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(removed.RemovedNodes) != 1 || len(removed.RemovedEdges) != 1 {
+		t.Fatalf("changes removed %d nodes %d edges, want 1 and 1", len(removed.RemovedNodes), len(removed.RemovedEdges))
+	}
+	check := func(s *particle.Store) {
+		t.Helper()
+		s.Read(func(r particle.Reader) {
+			if r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "mug") != nil || r.Node(mugID) != nil {
+				t.Error("deleted node still resolvable")
+			}
+			n := 0
+			r.Edges(func(*particle.Edge) bool { n++; return true })
+			if n != 1 {
+				t.Errorf("%d edges, want 1 (table in kitchen)", n)
+			}
+			tbl := r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "table")
+			deg := 0
+			r.In(tbl.ID, func(*particle.Edge) bool { deg++; return true })
+			if deg != 0 {
+				t.Errorf("table still has %d incoming edges", deg)
+			}
+		})
+		c := s.Counts()
+		if c.Nodes[particle.NodeEntity] != 2 || c.Edges[particle.EdgeAssertion] != 1 {
+			t.Errorf("counts %+v", c)
+		}
+	}
+	check(s)
+	s.Close()
+	s2 := openStore(t, dir)
+	check(s2)
+	// Badger's adjacency holds no trace of the deleted edge.
+	var tblID string
+	s2.Read(func(r particle.Reader) { tblID = r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "table").ID })
+	n := 0
+	if err := s2.Adjacency(particle.DefaultNamespace, tblID, false, func(particle.EdgeType, string) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d in-adjacency keys left on disk", n)
+	}
+	// Re-observing the mug creates it afresh.
+	observe(t, s2, particle.EdgeAssertion, "mug", "located_on", "table", 2, t0)
+}

@@ -44,6 +44,12 @@ func Index(store *particle.Store, idx wave.Index) error {
 		for _, e := range ch.Episodes {
 			_ = addEpisode(idx, e)
 		}
+		for _, n := range ch.RemovedNodes {
+			idx.Remove(n.Seq)
+		}
+		for _, e := range ch.RemovedEdges {
+			idx.Remove(e.Seq)
+		}
 	})
 	return nil
 }

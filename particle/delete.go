@@ -1,0 +1,152 @@
+package particle
+
+import (
+	"fmt"
+	"slices"
+)
+
+// DeleteEdge removes edge id with its identity and adjacency entries.
+// Deleting an edge that does not exist is not an error.
+func (b *Batch) DeleteEdge(id string) error {
+	e := b.Edge(id)
+	if e == nil {
+		return nil
+	}
+	delete(b.edges, id)
+	if b.newEdges[id] {
+		// Created in this batch: it never reached Badger or the view.
+		delete(b.newEdges, id)
+		delete(b.identity, edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))
+		return nil
+	}
+	b.deletedEdges[id] = e
+	return nil
+}
+
+// DeleteNode removes node id, its alias entries and every edge touching
+// it. Deleting a node that does not exist is not an error.
+func (b *Batch) DeleteNode(id string) error {
+	n := b.Node(id)
+	if n == nil {
+		return nil
+	}
+	for _, eid := range b.touching(id) {
+		if err := b.DeleteEdge(eid); err != nil {
+			return err
+		}
+	}
+	delete(b.nodes, id)
+	for ak, nid := range b.aliases {
+		if nid == id {
+			delete(b.aliases, ak)
+		}
+	}
+	if b.newNodes[id] {
+		delete(b.newNodes, id)
+		return nil
+	}
+	b.deletedNodes[id] = n
+	return nil
+}
+
+// touching lists the ids of the edges that leave or enter node id, in
+// the view and among this batch's new edges.
+func (b *Batch) touching(id string) []string {
+	b.s.mu.RLock()
+	ids := slices.Concat(b.s.v.out[id], b.s.v.in[id])
+	b.s.mu.RUnlock()
+	for eid := range b.newEdges {
+		if e := b.edges[eid]; e != nil && (e.Source == id || e.Target == id) {
+			ids = append(ids, eid)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// flushDeletes writes the batch's deletions into the transaction.
+func (b *Batch) flushDeletes() {
+	del := func(k []byte) {
+		if b.err != nil {
+			return
+		}
+		if err := b.txn.Delete(k); err != nil {
+			b.err = fmt.Errorf("%w: delete: %v", ErrStorage, err)
+		}
+	}
+	for _, e := range b.deletedEdges {
+		del(edgeKey(e.Namespace, e.ID))
+		del(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID))
+		del(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID))
+		del(identityDBKey(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)))
+	}
+	for _, n := range b.deletedNodes {
+		del(nodeKey(n.Namespace, n.ID))
+		del(aliasDBKey(aliasKey(n.Namespace, n.Type, n.Name)))
+		for _, a := range n.Aliases {
+			del(aliasDBKey(aliasKey(n.Namespace, n.Type, a)))
+		}
+	}
+}
+
+// publishDeletes removes the batch's deletions from the view. Called with
+// Store.mu held.
+func (b *Batch) publishDeletes(ch *Changes) {
+	v := b.s.v
+	for _, e := range b.deletedEdges {
+		if v.removeEdge(e.ID) {
+			b.counts.Edges[e.Type]--
+		}
+		ch.RemovedEdges = append(ch.RemovedEdges, e)
+	}
+	for _, n := range b.deletedNodes {
+		if v.removeNode(n.ID) {
+			b.counts.Nodes[n.Type]--
+		}
+		ch.RemovedNodes = append(ch.RemovedNodes, n)
+	}
+}
+
+func (v *view) removeEdge(id string) bool {
+	e, ok := v.edges[id]
+	if !ok {
+		return false
+	}
+	delete(v.edges, id)
+	delete(v.edgeSeq, e.Seq)
+	ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+	if v.identity[ik] == id {
+		delete(v.identity, ik)
+	}
+	v.out[e.Source] = without(v.out[e.Source], id)
+	v.in[e.Target] = without(v.in[e.Target], id)
+	return true
+}
+
+func (v *view) removeNode(id string) bool {
+	n, ok := v.nodes[id]
+	if !ok {
+		return false
+	}
+	delete(v.nodes, id)
+	delete(v.nodeSeq, n.Seq)
+	for ak, nid := range v.aliases {
+		if nid == id {
+			delete(v.aliases, ak)
+		}
+	}
+	delete(v.out, id)
+	delete(v.in, id)
+	return true
+}
+
+// without returns ids less id, as a new slice (readers may hold the old).
+func without(ids []string, id string) []string {
+	i := slices.Index(ids, id)
+	if i < 0 {
+		return ids
+	}
+	out := make([]string, 0, len(ids)-1)
+	out = append(out, ids[:i]...)
+	return append(out, ids[i+1:]...)
+}
