@@ -31,9 +31,13 @@ type Batch struct {
 
 	deletedNodes map[string]*Node
 	deletedEdges map[string]*Edge
-	order        []string // pending node/edge/episode keys in write order
-	counts       Counts
-	err          error
+
+	preds       map[string]*Predicate
+	predAliases map[string]string
+	redirects   map[string]string
+	order       []string // pending node/edge/episode keys in write order
+	counts      Counts
+	err         error
 }
 
 func (s *Store) newBatch() *Batch {
@@ -46,6 +50,7 @@ func (s *Store) newBatch() *Batch {
 		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
 		newNodes: map[string]bool{}, newEdges: map[string]bool{}, counts: c,
 		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
+		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 	}
 }
 
@@ -428,6 +433,12 @@ func (b *Batch) publish() Changes {
 		s.v.aliases[ak] = id
 	}
 	b.publishDeletes(&ch)
+	for _, p := range b.preds {
+		s.v.putPredicate(p)
+	}
+	for from, to := range b.redirects {
+		s.v.redirects[from] = to
+	}
 	s.counts = b.counts
 	return ch
 }

@@ -66,9 +66,20 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	if ns == "" {
 		ns = DefaultNamespace
 	}
-	pred := o.Predicate
-	if o.Type != EdgeAssertion {
-		pred = "" // identity of non-assertion edges ignores the label
+	// The identity of non-assertion edges ignores their label; a fact's
+	// is its registered predicate and scope location.
+	var pred string
+	var reg *Predicate
+	if o.Type == EdgeAssertion {
+		if Canonical(o.Predicate) == "" {
+			return nil, false, fmt.Errorf("%w: an assertion needs a predicate", ErrInvalid)
+		}
+		var err error
+		if reg, err = b.predicate(ns, o.Predicate); err != nil {
+			return nil, false, err
+		}
+		o.Predicate = reg.Name
+		pred = factKey(reg.Name, o.Location)
 	}
 	if e := b.FindEdge(ns, o.Source, o.Type, pred, o.Target); e != nil {
 		d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
@@ -113,7 +124,15 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		e.Embedding = v
 	}
-	return e, true, b.PutEdge(e)
+	if err := b.PutEdge(e); err != nil {
+		return nil, false, err
+	}
+	if reg != nil {
+		if err := b.settle(e, reg); err != nil {
+			return nil, false, err
+		}
+	}
+	return e, true, nil
 }
 
 // observeBelief folds one sighting of confidence c into a belief: the

@@ -190,6 +190,12 @@ func (s *Store) load() error {
 	if err != nil {
 		return fmt.Errorf("particle: %w", err)
 	}
+	if err := s.loadPredicates(v); err != nil {
+		return fmt.Errorf("particle: load predicates: %w", err)
+	}
+	if err := s.loadRedirects(v); err != nil {
+		return fmt.Errorf("particle: load redirects: %w", err)
+	}
 	s.counts.ensure()
 	// Node and edge counts are those of the view, whatever was recorded.
 	s.counts.Nodes, s.counts.Edges = v.countNodes(), v.countEdges()

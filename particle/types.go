@@ -187,9 +187,15 @@ type Edge struct {
 	ValidFrom  time.Time    `json:"valid_from"`
 	ValidTo    time.Time    `json:"valid_to,omitzero"`
 	Status     Status       `json:"status"`
-	CreatedAt  time.Time    `json:"created_at"`
-	UpdatedAt  time.Time    `json:"updated_at"`
-	Seq        uint64       `json:"seq"`
+	// SupersededBy is the fact that ended this one; EndedAt is when the
+	// graph learned that it ended (as-of queries before it still see it).
+	SupersededBy string    `json:"superseded_by,omitempty"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
+	// Contradicts lists facts this one conflicts with, both kept.
+	Contradicts []string  `json:"contradicts,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	Seq         uint64    `json:"seq"`
 }
 
 // Predicate is the assertion predicate of e, or its type name.

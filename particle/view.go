@@ -4,16 +4,19 @@ package particle
 // immutable: a writer clones a node or edge, changes the clone and swaps
 // the pointer under Store.mu, so a reader may keep a pointer it got.
 type view struct {
-	nodes      map[string]*Node
-	edges      map[string]*Edge
-	episodes   map[string]*Episode // ns \0 id
-	nodeSeq    map[uint64]*Node
-	edgeSeq    map[uint64]*Edge
-	episodeSeq map[uint64]*Episode
-	aliases    map[string]string   // aliasKey -> node id
-	identity   map[string]string   // edgeIdentity -> edge id
-	out        map[string][]string // node id -> edge ids
-	in         map[string][]string // node id -> edge ids
+	nodes       map[string]*Node
+	edges       map[string]*Edge
+	episodes    map[string]*Episode // ns \0 id
+	nodeSeq     map[uint64]*Node
+	edgeSeq     map[uint64]*Edge
+	episodeSeq  map[uint64]*Episode
+	aliases     map[string]string     // aliasKey -> node id
+	identity    map[string]string     // edgeIdentity -> edge id
+	out         map[string][]string   // node id -> edge ids
+	in          map[string][]string   // node id -> edge ids
+	preds       map[string]*Predicate // scope \0 name
+	predAliases map[string]string     // scope \0 alias -> name
+	redirects   map[string]string     // merged node id -> survivor id
 }
 
 func newView() *view {
@@ -22,6 +25,7 @@ func newView() *view {
 		nodeSeq: map[uint64]*Node{}, edgeSeq: map[uint64]*Edge{}, episodeSeq: map[uint64]*Episode{},
 		aliases: map[string]string{}, identity: map[string]string{},
 		out: map[string][]string{}, in: map[string][]string{},
+		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 	}
 }
 
@@ -59,11 +63,21 @@ func (v *view) putEpisode(e *Episode) (created bool) {
 // identityPredicate is the predicate part of an edge's identity: the
 // assertion predicate for assertion edges; nothing for the other types,
 // whose label is descriptive and not part of what makes them unique.
+//
+// A fact (assertion) is unique per (namespace, scope location, subject,
+// predicate, object): the location is part of its predicate key.
 func identityPredicate(e *Edge) string {
 	if e.Type == EdgeAssertion && e.Assertion != nil {
-		return e.Assertion.Predicate
+		return factKey(e.Assertion.Predicate, e.Scope.Location)
 	}
 	return ""
+}
+
+func factKey(pred, location string) string {
+	if location == "" {
+		return Canonical(pred)
+	}
+	return Canonical(pred) + "@" + Canonical(location)
 }
 
 func (v *view) countNodes() map[NodeType]int64 {

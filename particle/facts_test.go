@@ -1,0 +1,232 @@
+package particle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// assert states subject -pred-> object at time at, from an episode step.
+func assert(t *testing.T, s *particle.Store, subject, pred, object string, step int, at time.Time, conf float64) *particle.Edge {
+	t.Helper()
+	var out *particle.Edge
+	_, err := s.Update(context.Background(), func(b *particle.Batch) error {
+		a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, subject)
+		if err != nil {
+			return err
+		}
+		o, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, object)
+		if err != nil {
+			return err
+		}
+		if err := b.PutNode(a); err != nil {
+			return err
+		}
+		if err := b.PutNode(o); err != nil {
+			return err
+		}
+		idx := step
+		out, _, err = b.Observe(particle.Observation{
+			Source: a.ID, Target: o.ID, Type: particle.EdgeAssertion, Predicate: pred, At: at, Confidence: conf,
+			Provenance: particle.Provenance{EpisodeID: "ep-facts", StepIndex: &idx, ObservedAt: at},
+			Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func edgeByID(t *testing.T, s *particle.Store, id string) *particle.Edge {
+	t.Helper()
+	e, err := s.Edge(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func configure(t *testing.T, s *particle.Store, name string, card particle.Cardinality, status particle.PredicateStatus, aliases ...string) {
+	t.Helper()
+	_, err := s.ConfigurePredicate(context.Background(), particle.Predicate{
+		Name: name, Scope: particle.DefaultNamespace, Cardinality: card, Status: status, Aliases: aliases,
+	}, "operator:ana", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnknownPredicateRegistersPendingMulti(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	assert(t, s, "mug", "Located  ON", "table", 0, t0, 0.9)
+	var p *particle.Predicate
+	s.Read(func(r particle.Reader) { p = r.Predicate(particle.DefaultNamespace, "located on") })
+	if p == nil || p.Status != particle.PredicatePending || p.Cardinality != particle.Multi || p.Scope != particle.DefaultNamespace {
+		t.Fatalf("registered predicate = %+v, want pending/multi in default/default", p)
+	}
+	// Multi: a second object is another fact, nothing superseded.
+	a := assert(t, s, "mug", "located on", "shelf", 1, t0.Add(time.Minute), 0.9)
+	if a.Status != particle.StatusActive {
+		t.Errorf("multi-cardinality fact status %s, want active", a.Status)
+	}
+}
+
+func TestScopePrecedence(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	ctx := context.Background()
+	for _, p := range []particle.Predicate{
+		{Name: "holds", Scope: "", Cardinality: particle.Multi, Status: particle.PredicateActive},
+		{Name: "holds", Scope: "default", Cardinality: particle.Single, Status: particle.PredicatePending},
+		{Name: "holds", Scope: "default/default", Cardinality: particle.Single, Status: particle.PredicateActive},
+	} {
+		if _, err := s.ConfigurePredicate(ctx, p, "op", "scopes"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Read(func(r particle.Reader) {
+		if p := r.Predicate("default/default", "holds"); p.Scope != "default/default" || p.Status != particle.PredicateActive {
+			t.Errorf("tenant:project scope should win: %+v", p)
+		}
+		if p := r.Predicate("acme/default", "holds"); p.Scope != "default" {
+			t.Errorf("project scope should apply to another tenant's same project: %+v", p)
+		}
+		if p := r.Predicate("acme/robots", "holds"); p.Scope != "" {
+			t.Errorf("global scope should apply elsewhere: %+v", p)
+		}
+	})
+}
+
+func TestSingleActivePredicateSupersedes(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	configure(t, s, "located_in", particle.Single, particle.PredicateActive, "is in")
+	first := assert(t, s, "red block", "located_in", "bin a", 0, t0, 0.9)
+	second := assert(t, s, "red block", "is in", "bin b", 1, t0.Add(time.Hour), 0.8) // alias resolves
+	third := assert(t, s, "red block", "located_in", "bin c", 2, t0.Add(2*time.Hour), 0.7)
+
+	f1, f2, f3 := edgeByID(t, s, first.ID), edgeByID(t, s, second.ID), edgeByID(t, s, third.ID)
+	if f1.Status != particle.StatusSuperseded || !f1.ValidTo.Equal(f2.ValidFrom) || f1.SupersededBy != f2.ID {
+		t.Errorf("first fact: status %s valid_to %v superseded_by %s", f1.Status, f1.ValidTo, f1.SupersededBy)
+	}
+	if f2.Status != particle.StatusSuperseded || !f2.ValidTo.Equal(f3.ValidFrom) {
+		t.Errorf("second fact: status %s valid_to %v", f2.Status, f2.ValidTo)
+	}
+	if f3.Status != particle.StatusActive || !f3.ValidTo.IsZero() {
+		t.Errorf("third fact should be the one open fact: %s %v", f3.Status, f3.ValidTo)
+	}
+	if f2.Assertion.Predicate != "located_in" {
+		t.Errorf("alias not resolved: predicate %q", f2.Assertion.Predicate)
+	}
+	recs, err := s.Supersessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Old != f1.ID || recs[0].New != f2.ID || recs[0].Provenance.StepIndex == nil || *recs[0].Provenance.StepIndex != 1 {
+		t.Fatalf("supersession records = %+v", recs)
+	}
+	// Re-ingesting the open fact appends evidence, no duplicate.
+	again := assert(t, s, "red block", "located_in", "bin c", 3, t0.Add(3*time.Hour), 0.9)
+	if again.ID != f3.ID || again.Evidence != 2 || len(again.Provenance) != 2 {
+		t.Errorf("re-ingest: id %s evidence %d, want %s and 2", again.ID, again.Evidence, f3.ID)
+	}
+	// Late evidence of an earlier fact becomes history, not the open fact.
+	late := assert(t, s, "red block", "located_in", "bin z", 9, t0.Add(30*time.Minute), 0.6)
+	if late.Status != particle.StatusSuperseded || !late.ValidTo.Equal(f3.ValidFrom) {
+		t.Errorf("late fact: %s valid_to %v, want superseded at %v", late.Status, late.ValidTo, f3.ValidFrom)
+	}
+	if f3 = edgeByID(t, s, third.ID); f3.Status != particle.StatusActive {
+		t.Errorf("late evidence must not end the open fact: %s", f3.Status)
+	}
+}
+
+func TestConflictWithoutSupersessionIsAContradiction(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	configure(t, s, "color", particle.Single, particle.PredicatePending)
+	a := assert(t, s, "cube", "color", "red", 0, t0, 0.9)
+	b := assert(t, s, "cube", "color", "green", 1, t0.Add(time.Minute), 0.4)
+	ea, eb := edgeByID(t, s, a.ID), edgeByID(t, s, b.ID)
+	if ea.Status != particle.StatusContradicted || eb.Status != particle.StatusContradicted {
+		t.Fatalf("statuses %s %s, want both contradicted", ea.Status, eb.Status)
+	}
+	if len(ea.Contradicts) != 1 || ea.Contradicts[0] != eb.ID || !ea.ValidTo.IsZero() || !eb.ValidTo.IsZero() {
+		t.Errorf("both facts must be kept open and point at each other: %+v %+v", ea.Contradicts, eb.Contradicts)
+	}
+	recs, err := s.Contradictions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].ConfidenceA != ea.Confidence || recs[0].ConfidenceB != eb.Confidence || len(recs[0].Provenance) != 2 {
+		t.Errorf("contradiction record = %+v", recs)
+	}
+}
+
+func TestAliasResolutionAndMerge(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	ctx := context.Background()
+	assert(t, s, "coffee mug", "located_on", "table", 0, t0, 0.9)
+	assert(t, s, "Mug #2", "located_on", "table", 1, t0.Add(time.Minute), 0.7)
+	assert(t, s, "mug #2", "color", "blue", 2, t0.Add(2*time.Minute), 0.7)
+	var mug, mug2, table *particle.Node
+	s.Read(func(r particle.Reader) {
+		mug = r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "Coffee  Mug")
+		mug2 = r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "mug #2")
+		table = r.Lookup(particle.DefaultNamespace, particle.NodeEntity, "table")
+	})
+	if mug == nil || mug2 == nil {
+		t.Fatal("lookup by canonical name failed")
+	}
+	if _, err := s.AddAlias(ctx, mug.ID, "my cup"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddAlias(ctx, mug2.ID, "my cup"); err == nil {
+		t.Error("an alias naming another node must be refused")
+	}
+	rec, err := s.MergeNodes(ctx, mug.ID, mug2.ID, "operator:ana", "same physical mug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *particle.Store) {
+		t.Helper()
+		s.Read(func(r particle.Reader) {
+			for _, name := range []string{"my cup", "mug #2", "COFFEE MUG"} {
+				if n := r.Lookup(particle.DefaultNamespace, particle.NodeEntity, name); n == nil || n.ID != mug.ID {
+					t.Errorf("%q does not resolve to the survivor", name)
+				}
+			}
+			if r.Resolve(mug2.ID) != mug.ID || r.Node(mug2.ID) != nil {
+				t.Error("merged id must redirect to the survivor and be gone itself")
+			}
+			var on []*particle.Edge
+			r.Out(mug.ID, func(e *particle.Edge) bool { on = append(on, e); return true })
+			if len(on) != 2 {
+				t.Fatalf("survivor has %d edges, want 2 (located_on folded, color moved)", len(on))
+			}
+			for _, e := range on {
+				if e.Target == table.ID && (e.Evidence != 2 || len(e.Provenance) != 2) {
+					t.Errorf("folded edge evidence %d provenance %d, want 2 and 2", e.Evidence, len(e.Provenance))
+				}
+			}
+		})
+	}
+	check(s)
+	if rec.Who != "operator:ana" || rec.Why == "" || len(rec.Edges) != 2 {
+		t.Errorf("merge record = %+v", rec)
+	}
+	s.Close()
+	s2 := openStore(t, dir)
+	check(s2)
+	if n, err := s2.ResolveNode(mug2.ID); err != nil || n.ID != mug.ID {
+		t.Errorf("ResolveNode(merged) = %v, %v", n, err)
+	}
+	merges, err := s2.Merges()
+	if err != nil || len(merges) != 1 || merges[0].Merged != mug2.ID {
+		t.Errorf("merges = %+v, %v", merges, err)
+	}
+}
