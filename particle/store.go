@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -85,6 +86,8 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	fault atomic.Pointer[error] // see InjectFault
 }
 
 // Open opens (or creates) the store described by o and loads its view.
@@ -244,6 +247,9 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 		return Changes{}, err
 	}
 	if err := b.flush(); err != nil {
+		return Changes{}, err
+	}
+	if err := s.injectedFault(); err != nil {
 		return Changes{}, err
 	}
 	if err := b.txn.Commit(); err != nil {

@@ -1,0 +1,454 @@
+package particle
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// CheckReport is what [Store.Check] found: how many records of each kind
+// it read and every inconsistency between them.
+type CheckReport struct {
+	Nodes      int64 `json:"nodes"`
+	Edges      int64 `json:"edges"`
+	Episodes   int64 `json:"episodes"`
+	Steps      int64 `json:"steps"`
+	Spans      int64 `json:"spans"`
+	Blobs      int64 `json:"blobs"`
+	Sessions   int64 `json:"sessions"`
+	Aliases    int64 `json:"aliases"`
+	Identities int64 `json:"identities"`
+	Adjacency  int64 `json:"adjacency"`
+	Applied    int64 `json:"applied"`
+	Records    int64 `json:"records"`
+	// Problems lists the inconsistencies, at most MaxCheckProblems of
+	// each kind; Suppressed counts the rest by kind.
+	Problems   []Problem        `json:"problems"`
+	Suppressed map[string]int64 `json:"suppressed,omitempty"`
+}
+
+// Problem is one inconsistency: its kind (a short stable name such as
+// "edge-endpoint") and what exactly is wrong.
+type Problem struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+// MaxCheckProblems bounds the problems a report lists per kind.
+const MaxCheckProblems = 20
+
+// OK reports whether the check found nothing wrong.
+func (r *CheckReport) OK() bool { return len(r.Problems) == 0 && len(r.Suppressed) == 0 }
+
+// Add records a problem of kind; past MaxCheckProblems of a kind it is
+// only counted.
+func (r *CheckReport) Add(kind, format string, args ...any) {
+	n := 0
+	for _, p := range r.Problems {
+		if p.Kind == kind {
+			n++
+		}
+	}
+	if n >= MaxCheckProblems {
+		if r.Suppressed == nil {
+			r.Suppressed = map[string]int64{}
+		}
+		r.Suppressed[kind]++
+		return
+	}
+	r.Problems = append(r.Problems, Problem{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Check verifies the store's own consistency, reading Badger directly
+// (not the view) in one read transaction:
+//
+//   - every value decodes, and its key matches its id and namespace;
+//   - every edge's endpoints exist, and it has exactly its identity
+//     entry and its out and in adjacency entries, each pointing back at it;
+//   - every alias and identity entry points at a live record of the
+//     right type; no two records share a compact seq;
+//   - every episode's node exists; every step belongs to an episode and
+//     lies inside its step count; every blob a step references exists;
+//   - the recorded counts match what is stored;
+//   - the memory-resident view (loaded at Open) matches Badger: the same
+//     nodes, edges and adjacency lists.
+//
+// Run it on a store no daemon is writing to; a store that is being
+// written may show transient differences between the view and Badger.
+func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
+	r := &CheckReport{}
+	c := &checker{r: r, nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
+		seqs: map[uint64]string{}, out: map[string][]string{}, in: map[string][]string{}, blobs: map[string]bool{}}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			item := it.Item()
+			k := item.KeyCopy(nil)
+			if err := item.Value(func(v []byte) error { c.visit(k, v); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("particle: check: %w", err)
+	}
+	c.crossCheck()
+	s.mu.RLock()
+	c.checkView(s.v)
+	s.mu.RUnlock()
+	return r, nil
+}
+
+// checker holds what one pass over the keys collected; crossCheck then
+// compares the tables with each other.
+type checker struct {
+	r *CheckReport
+
+	nodes    map[string]*Node    // id
+	edges    map[string]*Edge    // id
+	episodes map[string]*Episode // ns \0 id
+	seqs     map[uint64]string   // seq -> what holds it
+	aliases  [][2]string         // alias key, node id
+	idents   [][2]string         // identity key, edge id
+	out, in  map[string][]string // edge id -> adjacency keys naming it
+	steps    [][3]string         // ns, episode, index
+	stepIdx  []int
+	blobRefs map[string]string // blob hex -> a step that references it
+	blobs    map[string]bool
+	spans    map[int]int64
+	counts   *Counts
+}
+
+var blobRef = regexp.MustCompile(`blob:([0-9a-f]{64})`)
+
+func (c *checker) visit(k, v []byte) {
+	if len(k) == 0 {
+		return
+	}
+	body := string(k[1:])
+	r := c.r
+	switch prefix(k[0]) {
+	case prefixNode:
+		r.Nodes++
+		ns, id, _ := strings.Cut(body, "\x00")
+		n, err := decodeNode(v)
+		if err != nil {
+			r.Add("decode", "node %s: %v", id, err)
+			return
+		}
+		if n.ID != id || n.Namespace != ns {
+			r.Add("key-mismatch", "node key %q/%q holds node %q/%q", ns, id, n.Namespace, n.ID)
+		}
+		if !n.Type.Valid() {
+			r.Add("node-type", "node %s has unknown type %q", n.ID, n.Type)
+		}
+		c.nodes[n.ID] = n
+		c.seq(n.Seq, "node "+n.ID)
+	case prefixEdge:
+		r.Edges++
+		ns, id, _ := strings.Cut(body, "\x00")
+		e, err := decodeEdge(v)
+		if err != nil {
+			r.Add("decode", "edge %s: %v", id, err)
+			return
+		}
+		if e.ID != id || e.Namespace != ns {
+			r.Add("key-mismatch", "edge key %q/%q holds edge %q/%q", ns, id, e.Namespace, e.ID)
+		}
+		if !e.Type.Valid() {
+			r.Add("edge-type", "edge %s has unknown type %q", e.ID, e.Type)
+		}
+		c.edges[e.ID] = e
+		c.seq(e.Seq, "edge "+e.ID)
+	case prefixAlias:
+		r.Aliases++
+		c.aliases = append(c.aliases, [2]string{body, string(v)})
+	case prefixIdentity:
+		r.Identities++
+		c.idents = append(c.idents, [2]string{body, string(v)})
+	case prefixEpisode:
+		r.Episodes++
+		ns, id, _ := strings.Cut(body, "\x00")
+		e, err := decodeEpisode(v)
+		if err != nil {
+			r.Add("decode", "episode %s: %v", id, err)
+			return
+		}
+		if e.ID != id || e.Namespace != ns {
+			r.Add("key-mismatch", "episode key %q/%q holds episode %q/%q", ns, id, e.Namespace, e.ID)
+		}
+		c.episodes[ns+"\x00"+id] = e
+		c.seq(e.Seq, "episode "+ns+"/"+id)
+	case prefixStep:
+		r.Steps++
+		idx, ok := stepIndexOf(k)
+		parts := strings.Split(string(k[1:max(1, len(k)-5)]), "\x00")
+		if !ok || len(parts) != 2 || k[len(k)-5] != 0 {
+			r.Add("key-corrupt", "step key %x", k)
+			return
+		}
+		c.steps = append(c.steps, [3]string{parts[0], parts[1], fmt.Sprint(idx)})
+		c.stepIdx = append(c.stepIdx, idx)
+		for _, m := range blobRef.FindAllSubmatch(v, -1) {
+			if c.blobRefs == nil {
+				c.blobRefs = map[string]string{}
+			}
+			c.blobRefs[string(m[1])] = fmt.Sprintf("%s/%s step %d", parts[0], parts[1], idx)
+		}
+	case prefixSpan:
+		r.Spans++
+		var sp struct {
+			Level int `json:"level"`
+		}
+		if err := json.Unmarshal(v, &sp); err != nil {
+			r.Add("decode", "span %q: %v", body, err)
+			return
+		}
+		if c.spans == nil {
+			c.spans = map[int]int64{}
+		}
+		c.spans[sp.Level]++
+	case prefixSession:
+		r.Sessions++
+	case prefixBlob:
+		r.Blobs++
+		if sum, err := hex.DecodeString(body); err != nil || len(sum) != 32 {
+			r.Add("key-corrupt", "blob key %q", body)
+		}
+		c.blobs[body] = true
+	case prefixOut, prefixIn:
+		r.Adjacency++
+		parts := strings.Split(body, "\x00")
+		if len(parts) != 4 {
+			r.Add("key-corrupt", "adjacency key %x", k)
+			return
+		}
+		m := c.out
+		if prefix(k[0]) == prefixIn {
+			m = c.in
+		}
+		m[parts[3]] = append(m[parts[3]], body)
+	case prefixApplied:
+		r.Applied++
+	case prefixRecord:
+		r.Records++
+	case prefixMeta:
+		if body == "counts" {
+			var cn Counts
+			if _, err := decodeValue(v, &cn); err != nil {
+				r.Add("decode", "counts: %v", err)
+				return
+			}
+			c.counts = &cn
+		}
+	default:
+		r.Add("key-corrupt", "key with unknown table prefix %#x", k[0])
+	}
+}
+
+func (c *checker) seq(seq uint64, what string) {
+	if seq == 0 {
+		c.r.Add("seq", "%s has no compact seq", what)
+		return
+	}
+	if other, ok := c.seqs[seq]; ok {
+		c.r.Add("seq", "%s and %s share seq %d", other, what, seq)
+		return
+	}
+	c.seqs[seq] = what
+}
+
+func (c *checker) crossCheck() {
+	r := c.r
+	for _, e := range c.edges {
+		for _, end := range []struct{ role, id string }{{"source", e.Source}, {"target", e.Target}} {
+			n, ok := c.nodes[end.id]
+			switch {
+			case !ok:
+				r.Add("edge-endpoint", "edge %s: %s %s does not exist", e.ID, end.role, end.id)
+			case n.Namespace != e.Namespace:
+				r.Add("edge-endpoint", "edge %s in %s: %s %s is in %s", e.ID, e.Namespace, end.role, end.id, n.Namespace)
+			}
+		}
+		wantOut := string(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID)[1:])
+		wantIn := string(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID)[1:])
+		if got := c.out[e.ID]; len(got) != 1 || got[0] != wantOut {
+			r.Add("adjacency", "edge %s: out entries %q, want exactly %q", e.ID, got, wantOut)
+		}
+		if got := c.in[e.ID]; len(got) != 1 || got[0] != wantIn {
+			r.Add("adjacency", "edge %s: in entries %q, want exactly %q", e.ID, got, wantIn)
+		}
+	}
+	for id, keys := range c.out {
+		if c.edges[id] == nil {
+			r.Add("adjacency", "out entries %q name edge %s, which does not exist", keys, id)
+		}
+	}
+	for id, keys := range c.in {
+		if c.edges[id] == nil {
+			r.Add("adjacency", "in entries %q name edge %s, which does not exist", keys, id)
+		}
+	}
+
+	identOf := map[string]string{} // edge id -> identity key
+	for _, kv := range c.idents {
+		ik, id := kv[0], kv[1]
+		e := c.edges[id]
+		if e == nil {
+			r.Add("identity", "identity %q names edge %s, which does not exist", ik, id)
+			continue
+		}
+		if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); want != ik {
+			r.Add("identity", "identity %q names edge %s, whose identity is %q", ik, id, want)
+			continue
+		}
+		identOf[id] = ik
+	}
+	for _, e := range c.edges {
+		if _, ok := identOf[e.ID]; !ok {
+			r.Add("identity", "edge %s has no identity entry", e.ID)
+		}
+	}
+
+	for _, kv := range c.aliases {
+		ak, id := kv[0], kv[1]
+		n := c.nodes[id]
+		if n == nil {
+			r.Add("alias", "alias %q names node %s, which does not exist", ak, id)
+			continue
+		}
+		// A merged node's names point at the survivor, which may be of
+		// another type; the namespace must match.
+		if ns, _, _ := strings.Cut(ak, "\x00"); ns != n.Namespace {
+			r.Add("alias", "alias %q names node %s of namespace %s", ak, id, n.Namespace)
+		}
+	}
+
+	for _, ep := range c.episodes {
+		if ep.NodeID != "" && c.nodes[ep.NodeID] == nil {
+			r.Add("episode", "episode %s/%s: node %s does not exist", ep.Namespace, ep.ID, ep.NodeID)
+		}
+	}
+	for i, st := range c.steps {
+		ep := c.episodes[st[0]+"\x00"+st[1]]
+		switch {
+		case ep == nil:
+			r.Add("step", "step %s of %s/%s belongs to no episode", st[2], st[0], st[1])
+		case c.stepIdx[i] >= ep.Steps:
+			r.Add("step", "step %s of %s/%s is past the episode's %d steps", st[2], st[0], st[1], ep.Steps)
+		}
+	}
+	refs := make([]string, 0, len(c.blobRefs))
+	for h := range c.blobRefs {
+		refs = append(refs, h)
+	}
+	slices.Sort(refs)
+	for _, h := range refs {
+		if !c.blobs[h] {
+			r.Add("blob", "%s references blob %s, which does not exist", c.blobRefs[h], h)
+		}
+	}
+
+	if c.counts == nil {
+		if r.Steps+r.Spans+r.Blobs+r.Sessions > 0 {
+			r.Add("counts", "no recorded counts, but %d steps, %d spans, %d blobs, %d sessions are stored", r.Steps, r.Spans, r.Blobs, r.Sessions)
+		}
+		return
+	}
+	for _, cmp := range []struct {
+		what       string
+		have, want int64
+	}{
+		{"steps", c.counts.Steps, r.Steps}, {"spans", c.counts.Spans, r.Spans},
+		{"blobs", c.counts.Blobs, r.Blobs}, {"sessions", c.counts.Sessions, r.Sessions},
+	} {
+		if cmp.have != cmp.want {
+			r.Add("counts", "recorded %s %d, stored %d", cmp.what, cmp.have, cmp.want)
+		}
+	}
+	for lvl, n := range c.spans {
+		if c.counts.SpansLevels[lvl] != n {
+			r.Add("counts", "recorded spans at level %d: %d, stored %d", lvl, c.counts.SpansLevels[lvl], n)
+		}
+	}
+	for lvl, n := range c.counts.SpansLevels {
+		if n != 0 && c.spans[lvl] == 0 {
+			r.Add("counts", "recorded spans at level %d: %d, stored 0", lvl, n)
+		}
+	}
+}
+
+// checkView compares the memory-resident view with what Badger holds.
+func (c *checker) checkView(v *view) {
+	r := c.r
+	if len(v.nodes) != len(c.nodes) {
+		r.Add("view", "view holds %d nodes, Badger %d", len(v.nodes), len(c.nodes))
+	}
+	if len(v.edges) != len(c.edges) {
+		r.Add("view", "view holds %d edges, Badger %d", len(v.edges), len(c.edges))
+	}
+	if len(v.episodes) != len(c.episodes) {
+		r.Add("view", "view holds %d episodes, Badger %d", len(v.episodes), len(c.episodes))
+	}
+	for id := range c.nodes {
+		if v.nodes[id] == nil {
+			r.Add("view", "node %s is in Badger, not in the view", id)
+		}
+	}
+	// Adjacency: the view's out/in lists against the Badger entries.
+	want := func(m map[string][]string, end func(*Edge) string) map[string][]string {
+		out := map[string][]string{}
+		for id := range m {
+			if e := c.edges[id]; e != nil {
+				out[end(e)] = append(out[end(e)], id)
+			}
+		}
+		return out
+	}
+	for _, side := range []struct {
+		name string
+		disk map[string][]string
+		mem  map[string][]string
+	}{
+		{"out", want(c.out, func(e *Edge) string { return e.Source }), v.out},
+		{"in", want(c.in, func(e *Edge) string { return e.Target }), v.in},
+	} {
+		for node, ids := range side.disk {
+			got := slices.Clone(side.mem[node])
+			slices.Sort(got)
+			slices.Sort(ids)
+			if !slices.Equal(got, ids) {
+				r.Add("view-adjacency", "node %s: view %s-edges %v, Badger %v", node, side.name, got, ids)
+			}
+		}
+		for node, ids := range side.mem {
+			if len(ids) > 0 && len(side.disk[node]) == 0 {
+				r.Add("view-adjacency", "node %s: view has %s-edges %v, Badger none", node, side.name, ids)
+			}
+		}
+	}
+	for id, e := range v.edges {
+		if d := c.edges[id]; d == nil {
+			r.Add("view", "edge %s is in the view, not in Badger", id)
+		} else if !bytes.Equal(mustJSON(d), mustJSON(e)) {
+			r.Add("view", "edge %s differs between the view and Badger", id)
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
