@@ -85,7 +85,10 @@ func (b *Batch) settle(e *Edge, p *Predicate) error {
 			if e.ValidFrom.Before(f.ValidFrom) {
 				older, newer = e, f // late evidence of an earlier fact
 			}
-			older.ValidTo, older.Status, older.SupersededBy, older.EndedAt = newer.ValidFrom, StatusSuperseded, newer.ID, b.now
+			// EndedAt is when the ending was observed: the observation
+			// time of the evidence that settled it.
+			older.ValidTo, older.Status, older.SupersededBy = newer.ValidFrom, StatusSuperseded, newer.ID
+			older.EndedAt = e.Provenance[len(e.Provenance)-1].ObservedAt
 			if err := b.PutEdge(older); err != nil {
 				return err
 			}

@@ -188,7 +188,8 @@ type Edge struct {
 	ValidTo    time.Time    `json:"valid_to,omitzero"`
 	Status     Status       `json:"status"`
 	// SupersededBy is the fact that ended this one; EndedAt is when the
-	// graph learned that it ended (as-of queries before it still see it).
+	// evidence of its end was observed (as-of queries before it still
+	// see it).
 	SupersededBy string    `json:"superseded_by,omitempty"`
 	EndedAt      time.Time `json:"ended_at,omitzero"`
 	// Contradicts lists facts this one conflicts with, both kept.

@@ -1,6 +1,9 @@
 package planner
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // formatters render an answer in a format other than JSON; the key is
 // the request's format name.
@@ -16,3 +19,13 @@ func Render(a *Answer, format string) ([]byte, string, error) {
 }
 
 func jsonMarshal(a *Answer) ([]byte, error) { return json.Marshal(a) }
+
+// Formats lists the answer formats Render knows.
+func Formats() []string {
+	out := []string{"json"}
+	for f := range formatters {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
+}

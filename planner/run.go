@@ -44,8 +44,15 @@ func (run *run) admits(e *particle.Edge) bool {
 		return false
 	}
 	if req.AsOf != nil {
+		// What was valid then, as the graph knew it then (knowledge is
+		// dated by observation time, so replayed history answers as it
+		// was lived): a fact first observed later is absent; an end
+		// observed later did not end it yet.
 		at := *req.AsOf
-		if e.CreatedAt.After(at) || e.ValidFrom.After(at) || (!e.ValidTo.IsZero() && !e.ValidTo.After(at)) {
+		if e.ValidFrom.After(at) {
+			return false
+		}
+		if !e.ValidTo.IsZero() && !e.ValidTo.After(at) && !e.EndedAt.After(at) {
 			return false
 		}
 	} else if e.Status == particle.StatusSuperseded {
@@ -85,7 +92,7 @@ func (run *run) episodeInWindow(ep *particle.Episode) bool {
 }
 
 func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) {
-	if n == nil || n.Namespace != run.ns {
+	if n == nil || n.Namespace != run.ns || !particle.NodeVisible(n, run.principal) {
 		return
 	}
 	if old, ok := run.nodeScore[n.ID]; ok {

@@ -88,7 +88,10 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
-	n, err := d.store.Node(r.PathValue("id"))
+	n, err := d.store.ResolveNode(r.PathValue("id"))
+	if err == nil && !particle.NodeVisible(n, principalOf(r)) {
+		err = fmt.Errorf("node %s: %w", r.PathValue("id"), particle.ErrNotFound)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
