@@ -1,0 +1,77 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func dotAVX2(a, b *float32, n int) float32
+//
+// Four 8-wide FMA accumulators over 32 floats per iteration, then 8-wide
+// steps, then a scalar tail.
+TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop32:
+	CMPQ        CX, $32
+	JL          loop8
+	VMOVUPS     (SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         loop32
+
+loop8:
+	CMPQ        CX, $8
+	JL          reduce
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         loop8
+
+reduce:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+
+tail:
+	CMPQ        CX, $0
+	JE          done
+	VMOVSS      (SI), X1
+	VFMADD231SS (DI), X1, X0
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JMP         tail
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func prefetch(p *float32)
+//
+// Hints the first four cache lines at p into all cache levels.
+TEXT ·prefetch(SB), NOSPLIT, $0-8
+	MOVQ       p+0(FP), AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	RET
