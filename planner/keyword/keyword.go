@@ -1,0 +1,502 @@
+package keyword
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+
+	"github.com/ctxgraph/ctxgraph/cms"
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+var (
+	// ErrClosed is returned by Search after Close.
+	ErrClosed = errors.New("keyword: closed")
+)
+
+// Options configures an Index.
+type Options struct {
+	// Dir is where the index lives on disk (for the daemon,
+	// DATA/keyword). Empty keeps it in memory.
+	Dir string
+	// BatchSize is how many documents one bleve batch of a build holds.
+	// Default 2000.
+	BatchSize int
+	// Logger receives structured logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) ensureDefaults() {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 2000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Kind is what a hit is.
+type Kind uint8
+
+// Kinds of documents.
+const (
+	KindNode Kind = iota + 1
+	KindEdge
+	KindEpisode
+	KindSpan
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNode:
+		return "node"
+	case KindEdge:
+		return "edge"
+	case KindEpisode:
+		return "episode"
+	case KindSpan:
+		return "span"
+	}
+	return "unknown"
+}
+
+// Hit is one search result.
+type Hit struct {
+	Kind Kind
+	// ID is the node, edge, episode or span id.
+	ID string
+	// Namespace is the hit's tenant/project.
+	Namespace string
+	// Score is the BM25 score (higher is better).
+	Score float64
+	// Nodes are the ids of the nodes that list a span (spans only).
+	Nodes []string
+}
+
+// Index is the keyword index over one store. It is safe for concurrent
+// use.
+type Index struct {
+	store *particle.Store
+	bl    bleve.Index
+	opts  Options
+	log   *slog.Logger
+
+	mu        sync.RWMutex // guards the fields below
+	fps       map[string]uint64
+	spanNodes map[string][]string // span doc id -> nodes listing it
+	dirty     bool                // the on-disk clean marker has been cleared
+	closed    bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Internal keys of the on-disk index.
+var (
+	keyState   = []byte("ctxgraph.state")
+	keyVersion = []byte("ctxgraph.version")
+	keyFPs     = []byte("ctxgraph.fingerprints")
+)
+
+// Open builds (or, from Dir, reconciles) the index from store and keeps
+// it current from then on. Call it before writers start, as the vector
+// index is built: a batch committed between the build and the
+// subscription would be missed until the next Open.
+func Open(store *particle.Store, o Options) (*Index, error) {
+	o.ensureDefaults()
+	m, err := newMapping()
+	if err != nil {
+		return nil, fmt.Errorf("keyword: mapping: %w", err)
+	}
+	ix := &Index{store: store, opts: o, log: o.Logger, fps: map[string]uint64{}, spanNodes: map[string][]string{}}
+	if o.Dir == "" {
+		ix.bl, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
+	} else {
+		err = ix.openDisk(m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keyword: open index: %w", err)
+	}
+	if err := ix.build(); err != nil {
+		ix.bl.Close()
+		return nil, fmt.Errorf("keyword: build: %w", err)
+	}
+	store.Subscribe(ix.apply)
+	return ix, nil
+}
+
+// openDisk opens the index in Dir when it was closed cleanly with this
+// mapping, loading its fingerprints; otherwise it starts a new one.
+func (ix *Index) openDisk(m any) error {
+	cfg := map[string]any{"unsafe_batch": true} // durability is the clean marker's job
+	if _, err := os.Stat(ix.opts.Dir); err == nil {
+		bl, err := bleve.OpenUsing(ix.opts.Dir, cfg)
+		if err == nil {
+			state, _ := bl.GetInternal(keyState)
+			version, _ := bl.GetInternal(keyVersion)
+			raw, _ := bl.GetInternal(keyFPs)
+			fps, derr := decodeFingerprints(raw)
+			if string(state) == "clean" && string(version) == mappingVersion && derr == nil {
+				ix.bl, ix.fps = bl, fps
+				return nil
+			}
+			ix.log.Warn("keyword index not closed cleanly or from another version; rebuilding",
+				"dir", ix.opts.Dir, "state", string(state), "version", string(version))
+			bl.Close()
+		} else {
+			ix.log.Warn("keyword index unreadable; rebuilding", "dir", ix.opts.Dir, "err", err)
+		}
+		if err := os.RemoveAll(ix.opts.Dir); err != nil {
+			return err
+		}
+	}
+	im, err := newMapping()
+	if err != nil {
+		return err
+	}
+	bl, err := bleve.NewUsing(ix.opts.Dir, im, scorch.Name, scorch.Name, cfg)
+	if err != nil {
+		return err
+	}
+	ix.bl = bl
+	ix.dirty = true // nothing persisted yet says clean
+	return nil
+}
+
+// Document ids: a kind letter, then the record's key, parts separated
+// by the unit separator.
+const sep = "\x1f"
+
+func nodeDocID(id string) string        { return "n" + sep + id }
+func edgeDocID(id string) string        { return "e" + sep + id }
+func episodeDocID(ns, id string) string { return "p" + sep + ns + sep + id }
+func spanDocID(ns, id string) string    { return "s" + sep + ns + sep + id }
+func fingerprint(ns, text string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(ns + "\x00" + text))
+	return h.Sum64()
+}
+
+// parseDocID inverts the doc id builders.
+func parseDocID(id string) (Kind, string, string, bool) {
+	k, rest, ok := strings.Cut(id, sep)
+	if !ok {
+		return 0, "", "", false
+	}
+	switch k {
+	case "n":
+		return KindNode, "", rest, true
+	case "e":
+		return KindEdge, "", rest, true
+	case "p", "s":
+		ns, rid, ok := strings.Cut(rest, sep)
+		if !ok {
+			return 0, "", "", false
+		}
+		if k == "p" {
+			return KindEpisode, ns, rid, true
+		}
+		return KindSpan, ns, rid, true
+	}
+	return 0, "", "", false
+}
+
+// The text each record contributes.
+
+func nodeText(n *particle.Node) string {
+	if len(n.Aliases) == 0 {
+		return n.Name
+	}
+	return n.Name + "\n" + strings.Join(n.Aliases, "\n")
+}
+
+func edgeText(e *particle.Edge) string {
+	if e.Assertion == nil {
+		return ""
+	}
+	return e.Assertion.Value
+}
+
+// pending is one document a build wants.
+type pending struct {
+	id string
+	document
+}
+
+// build computes every document from the store, indexes those whose
+// fingerprint differs from what the index holds and deletes the rest.
+func (ix *Index) build() error {
+	t0 := time.Now()
+	var want []pending
+	namespaces := map[string]bool{}
+	ix.store.Read(func(r particle.Reader) {
+		r.Nodes(func(n *particle.Node) bool {
+			want = append(want, pending{nodeDocID(n.ID), document{n.Namespace, nodeText(n)}})
+			namespaces[n.Namespace] = true
+			for _, sid := range n.Attributes.CMSSpanIDs {
+				k := spanDocID(n.Namespace, sid)
+				ix.spanNodes[k] = append(ix.spanNodes[k], n.ID)
+			}
+			return true
+		})
+		r.Edges(func(e *particle.Edge) bool {
+			if t := edgeText(e); t != "" {
+				want = append(want, pending{edgeDocID(e.ID), document{e.Namespace, t}})
+			}
+			return true
+		})
+		r.Episodes(func(ep *particle.Episode) bool {
+			namespaces[ep.Namespace] = true
+			if ep.LanguageInstruction != "" {
+				want = append(want, pending{episodeDocID(ep.Namespace, ep.ID), document{ep.Namespace, ep.LanguageInstruction}})
+			}
+			return true
+		})
+	})
+	for ns := range namespaces {
+		err := ix.store.Spans(ns, func(raw []byte) error {
+			s, err := cms.DecodeStored(raw)
+			if err != nil {
+				return err
+			}
+			if s.Text != "" {
+				want = append(want, pending{spanDocID(ns, s.ID), document{ns, s.Text}})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("spans of %s: %w", ns, err)
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	seen := make(map[string]bool, len(want))
+	b := ix.bl.NewBatch()
+	changed := 0
+	flush := func() error {
+		if b.Size() == 0 {
+			return nil
+		}
+		err := ix.writeLocked(b)
+		b = ix.bl.NewBatch()
+		return err
+	}
+	for _, p := range want {
+		seen[p.id] = true
+		fp := fingerprint(p.NS, p.Text)
+		if old, ok := ix.fps[p.id]; ok && old == fp {
+			continue
+		}
+		if err := b.Index(p.id, p.document); err != nil {
+			return err
+		}
+		ix.fps[p.id] = fp
+		changed++
+		if b.Size() >= ix.opts.BatchSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	for id := range ix.fps {
+		if !seen[id] {
+			b.Delete(id)
+			delete(ix.fps, id)
+			changed++
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	ix.log.Info("keyword index ready", "docs", len(ix.fps), "indexed", changed, "took", time.Since(t0))
+	return nil
+}
+
+// writeLocked runs a batch, first clearing the on-disk clean marker.
+// ix.mu is held.
+func (ix *Index) writeLocked(b *bleve.Batch) error {
+	if !ix.dirty && ix.opts.Dir != "" {
+		b.SetInternal(keyState, []byte("dirty"))
+	}
+	ix.dirty = true
+	return ix.bl.Batch(b)
+}
+
+// stage adds the document id to b if its text changed (an empty text
+// removes it). ix.mu is held.
+func (ix *Index) stage(b *bleve.Batch, id, ns, text string) {
+	old, had := ix.fps[id]
+	if text == "" {
+		if had {
+			b.Delete(id)
+			delete(ix.fps, id)
+		}
+		return
+	}
+	fp := fingerprint(ns, text)
+	if had && old == fp {
+		return
+	}
+	if err := b.Index(id, document{ns, text}); err != nil {
+		ix.log.Warn("keyword: stage document", "id", id, "err", err)
+		return
+	}
+	ix.fps[id] = fp
+}
+
+// apply is the store subscription: it indexes what a committed batch
+// changed. It runs on the writer's goroutine.
+func (ix *Index) apply(ch particle.Changes) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return
+	}
+	b := ix.bl.NewBatch()
+	for _, n := range ch.Nodes {
+		ix.stage(b, nodeDocID(n.ID), n.Namespace, nodeText(n))
+		for _, sid := range n.Attributes.CMSSpanIDs {
+			k := spanDocID(n.Namespace, sid)
+			nodes, known := ix.spanNodes[k]
+			if !slices.Contains(nodes, n.ID) {
+				ix.spanNodes[k] = append(nodes, n.ID)
+			}
+			if !known {
+				ix.stage(b, k, n.Namespace, ix.spanText(n.Namespace, sid))
+			}
+		}
+	}
+	for _, e := range ch.Edges {
+		ix.stage(b, edgeDocID(e.ID), e.Namespace, edgeText(e))
+	}
+	for _, ep := range ch.Episodes {
+		ix.stage(b, episodeDocID(ep.Namespace, ep.ID), ep.Namespace, ep.LanguageInstruction)
+	}
+	// Removed records (an entity merged into another) leave the index;
+	// span hits naming a removed node are dropped by the reader.
+	for _, n := range ch.RemovedNodes {
+		ix.stage(b, nodeDocID(n.ID), n.Namespace, "")
+	}
+	for _, e := range ch.RemovedEdges {
+		ix.stage(b, edgeDocID(e.ID), e.Namespace, "")
+	}
+	if b.Size() == 0 {
+		return
+	}
+	if err := ix.writeLocked(b); err != nil {
+		ix.log.Error("keyword: index batch", "err", err)
+	}
+}
+
+func (ix *Index) spanText(ns, id string) string {
+	raw, err := ix.store.Span(ns, id)
+	if err != nil {
+		ix.log.Warn("keyword: read span", "span", id, "err", err)
+		return ""
+	}
+	s, err := cms.DecodeStored(raw)
+	if err != nil {
+		ix.log.Warn("keyword: decode span", "span", id, "err", err)
+		return ""
+	}
+	return s.Text
+}
+
+// Search returns the k best documents of namespace ns for query, by
+// BM25. Quoted phrases must match as phrases; identifier-like tokens
+// ("SN-4471-XQ") also match whole. An empty query has no hits.
+func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
+	q := buildQuery(ns, query)
+	if q == nil || k <= 0 {
+		return nil, nil
+	}
+	ix.mu.RLock()
+	closed := ix.closed
+	ix.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	req := bleve.NewSearchRequestOptions(q, k, 0, false)
+	res, err := ix.bl.Search(req)
+	if err != nil {
+		return nil, fmt.Errorf("keyword: search: %w", err)
+	}
+	hits := make([]Hit, 0, len(res.Hits))
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for _, h := range res.Hits {
+		kind, hns, id, ok := parseDocID(h.ID)
+		if !ok {
+			continue
+		}
+		if hns == "" {
+			hns = ns
+		}
+		hit := Hit{Kind: kind, ID: id, Namespace: hns, Score: h.Score}
+		if kind == KindSpan {
+			hit.Nodes = slices.Clone(ix.spanNodes[h.ID])
+		}
+		hits = append(hits, hit)
+	}
+	return hits, nil
+}
+
+// Len is the number of documents indexed.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.fps)
+}
+
+// Close stops following the store and closes the index. On disk it
+// first persists the fingerprints and the clean marker, so that the next
+// Open reuses the index. It is safe to call twice.
+func (ix *Index) Close() error {
+	ix.closeOnce.Do(func() {
+		ix.mu.Lock()
+		ix.closed = true
+		dirty := ix.dirty
+		fps := encodeFingerprints(ix.fps)
+		ix.mu.Unlock()
+		var errs []error
+		if ix.opts.Dir != "" && dirty {
+			errs = append(errs, ix.markClean(fps))
+		}
+		errs = append(errs, ix.bl.Close())
+		ix.closeErr = errors.Join(errs...)
+	})
+	return ix.closeErr
+}
+
+// markClean persists the fingerprints and the clean marker in one batch
+// and waits until scorch has written it.
+func (ix *Index) markClean(fps []byte) error {
+	b := ix.bl.NewBatch()
+	b.SetInternal(keyFPs, fps)
+	b.SetInternal(keyVersion, []byte(mappingVersion))
+	b.SetInternal(keyState, []byte("clean"))
+	done := make(chan error, 1)
+	b.SetPersistedCallback(func(err error) { done <- err })
+	if err := ix.bl.Batch(b); err != nil {
+		return fmt.Errorf("keyword: mark clean: %w", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("keyword: persist: %w", err)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		// Not marked clean: the next Open rebuilds, which is safe.
+		return errors.New("keyword: persisting the clean marker timed out")
+	}
+}

@@ -1,0 +1,285 @@
+package keyword
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/cms"
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+const ns = particle.DefaultNamespace
+
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+func openStore(t testing.TB) *particle.Store {
+	t.Helper()
+	s, err := particle.Open(particle.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func update(t testing.TB, s *particle.Store, fn func(b *particle.Batch) error) {
+	t.Helper()
+	if _, err := s.Update(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fact writes subject -predicate-> object with a value in namespace n.
+func fact(t testing.TB, s *particle.Store, n, subj, pred, obj, value string) {
+	t.Helper()
+	update(t, s, func(b *particle.Batch) error {
+		a, _, err := b.Resolve(n, particle.NodeEntity, subj)
+		if err != nil {
+			return err
+		}
+		c, _, err := b.Resolve(n, particle.NodeEntity, obj)
+		if err != nil {
+			return err
+		}
+		if err := b.PutNode(a); err != nil {
+			return err
+		}
+		if err := b.PutNode(c); err != nil {
+			return err
+		}
+		_, _, err = b.Observe(particle.Observation{Namespace: n, Source: a.ID, Target: c.ID, Type: particle.EdgeAssertion,
+			Predicate: pred, Value: value, At: t0, Provenance: particle.Provenance{EpisodeID: "ep-1"}})
+		return err
+	})
+}
+
+// fixture is a small graph with one of each kind of document.
+func fixture(t testing.TB, s *particle.Store) {
+	t.Helper()
+	update(t, s, func(b *particle.Batch) error {
+		n, _, err := b.Resolve(ns, particle.NodeEntity, "red block")
+		if err != nil {
+			return err
+		}
+		n.Aliases = append(n.Aliases, "crimson cube")
+		if err := b.PutNode(n); err != nil {
+			return err
+		}
+		ep, _, err := b.Resolve(ns, particle.NodeEpisode, "ep-alpha-0001")
+		if err != nil {
+			return err
+		}
+		if err := b.PutNode(ep); err != nil {
+			return err
+		}
+		return b.PutEpisode(&particle.Episode{ID: "ep-alpha-0001", Agent: "ur5-alpha", StartTime: t0, NodeID: ep.ID,
+			LanguageInstruction: "stack the wooden cylinder on the tray"})
+	})
+	fact(t, s, ns, "fixture", "serial_number", "calibration rig", "SN-4471-XQ")
+	update(t, s, func(b *particle.Batch) error {
+		a := &cms.Applier{}
+		return a.Apply(context.Background(), b, &cms.Span{ID: "span-0200", Level: 2, EpisodeID: "ep-alpha-0001", Start: t0, End: t0.Add(time.Minute),
+			Text: "peg insertion fails without the torque wrench", Concepts: []string{"peg insertion"}, Entities: []string{"peg"}})
+	})
+}
+
+func search(t *testing.T, ix *Index, n, q string) []Hit {
+	t.Helper()
+	hits, err := ix.Search(n, q, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
+func hitIDs(hits []Hit) []string {
+	var out []string
+	for _, h := range hits {
+		out = append(out, h.Kind.String()+":"+h.ID)
+	}
+	return out
+}
+
+func nodeID(s *particle.Store, t particle.NodeType, name string) string {
+	var id string
+	s.Read(func(r particle.Reader) {
+		if n := r.Lookup(ns, t, name); n != nil {
+			id = n.ID
+		}
+	})
+	return id
+}
+
+func TestSearchFindsEveryKindOfText(t *testing.T) {
+	s := openStore(t)
+	fixture(t, s)
+	ix, err := Open(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+
+	red := nodeID(s, particle.NodeEntity, "red block")
+	for _, tc := range []struct {
+		name, q string
+		kind    Kind
+		id      string
+	}{
+		{"node name", "red block", KindNode, red},
+		{"alias", "crimson", KindNode, red},
+		{"language instruction", "wooden cylinder", KindEpisode, "ep-alpha-0001"},
+		{"span text", "torque wrench", KindSpan, "span-0200"},
+		{"quoted phrase", `"torque wrench"`, KindSpan, "span-0200"},
+		{"serial number whole", "SN-4471-XQ", KindEdge, ""},
+		{"serial number, other case", "sn-4471-xq", KindEdge, ""},
+		{"serial number part", "4471", KindEdge, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits := search(t, ix, ns, tc.q)
+			if len(hits) == 0 || hits[0].Kind != tc.kind || (tc.id != "" && hits[0].ID != tc.id) {
+				t.Fatalf("search %q = %v, want first %s %s", tc.q, hitIDs(hits), tc.kind, tc.id)
+			}
+			if hits[0].Score <= 0 {
+				t.Errorf("score %v, want > 0", hits[0].Score)
+			}
+		})
+	}
+	// A span hit names the nodes the span touched.
+	hits := search(t, ix, ns, "torque")
+	if len(hits) == 0 || !slices.Contains(hits[0].Nodes, nodeID(s, particle.NodeConcept, "peg insertion")) {
+		t.Errorf("span hit %+v, want the peg insertion concept among its nodes", hits)
+	}
+	// A quoted phrase must match as a phrase.
+	if hits := search(t, ix, ns, `"wrench torque"`); len(hits) != 0 {
+		t.Errorf(`"wrench torque" = %v, want nothing`, hitIDs(hits))
+	}
+	for _, q := range []string{"", "  ", `""`, "the of"} {
+		if hits := search(t, ix, ns, q); len(hits) != 0 {
+			t.Errorf("%q = %v, want nothing", q, hitIDs(hits))
+		}
+	}
+}
+
+func TestSearchIsPerNamespace(t *testing.T) {
+	s := openStore(t)
+	fact(t, s, "acme/lab", "gripper", "firmware", "controller", "FW-9.1.2")
+	ix, err := Open(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if hits := search(t, ix, ns, "FW-9.1.2"); len(hits) != 0 {
+		t.Errorf("default namespace sees %v", hitIDs(hits))
+	}
+	if hits := search(t, ix, "acme/lab", "FW-9.1.2"); len(hits) != 1 || hits[0].Namespace != "acme/lab" {
+		t.Errorf("acme/lab: %+v, want the firmware edge", hits)
+	}
+}
+
+func TestIndexFollowsTheStore(t *testing.T) {
+	s := openStore(t)
+	ix, err := Open(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ix.Len() != 0 {
+		t.Fatalf("empty store, %d docs", ix.Len())
+	}
+	fixture(t, s)
+	if hits := search(t, ix, ns, "SN-4471-XQ"); len(hits) != 1 {
+		t.Fatalf("after ingest: %v", hitIDs(hits))
+	}
+	if hits := search(t, ix, ns, "torque wrench"); len(hits) != 1 || hits[0].Kind != KindSpan {
+		t.Fatalf("span indexed from the changes: %v", hitIDs(hits))
+	}
+	// A new value replaces the old one.
+	fact(t, s, ns, "fixture", "serial_number", "calibration rig", "QT-9000-AB")
+	if hits := search(t, ix, ns, "SN-4471-XQ"); len(hits) != 0 {
+		t.Errorf("old value still found: %v", hitIDs(hits))
+	}
+	if hits := search(t, ix, ns, "QT-9000-AB"); len(hits) != 1 {
+		t.Errorf("new value: %v", hitIDs(hits))
+	}
+	docs := ix.Len()
+	// Reinforcing what is known writes nothing.
+	fact(t, s, ns, "fixture", "serial_number", "calibration rig", "QT-9000-AB")
+	if ix.Len() != docs {
+		t.Errorf("docs %d -> %d on a reinforcement", docs, ix.Len())
+	}
+	ix.Close()
+	if _, err := ix.Search(ns, "peg", 3); err != ErrClosed {
+		t.Errorf("search after close: %v, want ErrClosed", err)
+	}
+	fact(t, s, ns, "after", "close", "is ignored", "XYZ-1") // the subscription is a no-op now
+}
+
+func TestReopenReusesACleanIndexAndRebuildsADirtyOne(t *testing.T) {
+	dir := t.TempDir() + "/keyword"
+	s := openStore(t)
+	fixture(t, s)
+	ix, err := Open(s, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ix.Len()
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Clean: nothing to index, same answers.
+	ix2, err := Open(s, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix2.Len() != want || ix2.dirty {
+		t.Errorf("clean reopen: %d docs (want %d), dirty %v", ix2.Len(), want, ix2.dirty)
+	}
+	if hits := search(t, ix2, ns, "SN-4471-XQ"); len(hits) != 1 {
+		t.Errorf("after reopen: %v", hitIDs(hits))
+	}
+	// Writes clear the marker; a crash (bleve closed without Close)
+	// leaves it cleared.
+	fact(t, s, ns, "gripper", "serial_number", "arm", "GR-0042")
+	if !ix2.dirty {
+		t.Error("a write did not clear the clean marker")
+	}
+	ix2.mu.Lock()
+	ix2.closed = true
+	ix2.mu.Unlock()
+	ix2.bl.Close()
+
+	// The store moved on while the index was down.
+	fact(t, s, ns, "gripper", "serial_number", "arm", "HX-7781")
+	ix3, err := Open(s, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix3.Close()
+	if hits := search(t, ix3, ns, "HX-7781"); len(hits) != 1 {
+		t.Errorf("after rebuild: %v", hitIDs(hits))
+	}
+	if hits := search(t, ix3, ns, "GR-0042"); len(hits) != 0 {
+		t.Errorf("stale value after rebuild: %v", hitIDs(hits))
+	}
+}
+
+func TestFingerprintsRoundTrip(t *testing.T) {
+	in := map[string]uint64{"n\x1fa": 1, "s\x1fdefault/default\x1fspan": 1 << 63, "": 7}
+	out, err := decodeFingerprints(encodeFingerprints(in))
+	if err != nil || len(out) != len(in) {
+		t.Fatalf("round trip: %v %v", out, err)
+	}
+	for k, v := range in {
+		if out[k] != v {
+			t.Errorf("%q: %d != %d", k, out[k], v)
+		}
+	}
+	for _, bad := range [][]byte{nil, {0}, {fpsV1, 5, 'a'}, {fpsV1, 1, 'a', 1, 2}} {
+		if _, err := decodeFingerprints(bad); err == nil {
+			t.Errorf("decode %x: no error", bad)
+		}
+	}
+}
