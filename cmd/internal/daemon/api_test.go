@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/session"
+)
+
+func TestDefaultConfigFileIsTheBuiltInDefault(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join(testdataDir(), "..", "configs", "ctxgraph.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := DefaultConfig(); !reflect.DeepEqual(cfg, want) {
+		t.Errorf("configs/ctxgraph.yaml differs from DefaultConfig:\nfile    %+v\ndefault %+v", cfg, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("default config invalid: %v", err)
+	}
+	bad := DefaultConfig()
+	bad.Ingest.BatchSize = 0
+	bad.Salience.Decay = "sideways"
+	bad.HTTP.Addr = "nowhere"
+	err = bad.Validate()
+	for _, want := range []string{"batch_size", "sideways", "http.addr"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate should report %q, got %v", want, err)
+		}
+	}
+}
+
+func TestSessionsOverHTTPAndNATSWithPush(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+
+	var s session.Session
+	if code := httpDo(t, d, "POST", "/v1/sessions", session.Session{ID: "kitchen-shift", Agent: "ur5-alpha", Goals: []string{"pick up the red block and put it in the blue bowl"}}, &s); code != 201 {
+		t.Fatalf("create session: %d", code)
+	}
+	if len(s.ContextStateVector) != 384 || s.StateUpdates != 0 {
+		t.Fatalf("new session state: %d-d, %d updates", len(s.ContextStateVector), s.StateUpdates)
+	}
+	if code := httpDo(t, d, "POST", "/v1/sessions", session.Session{ID: "kitchen-shift"}, nil); code != 400 {
+		t.Errorf("duplicate session: %d, want 400", code)
+	}
+
+	pushes := make(chan *nats.Msg, 16)
+	sub, err := c.nc.ChanSubscribe("ctxgraph.session.kitchen-shift.context", pushes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.nc.Flush()
+
+	// A planner request in the session uses its goals and moves its state.
+	a := c.ask(planner.Request{SessionID: "kitchen-shift", Tools: []string{"parallel gripper"}})
+	if len(a.Unknowns) != 0 || a.ContextState == nil || math.Abs(a.ContextState.Norm-1) > 1e-3 {
+		t.Fatalf("session answer: unknowns %v state %+v", a.Unknowns, a.ContextState)
+	}
+	select {
+	case m := <-pushes:
+		var pushed session.Session
+		if err := json.Unmarshal(m.Data, &pushed); err != nil || pushed.StateUpdates != 1 {
+			t.Errorf("pushed session: %v, %d updates", err, pushed.StateUpdates)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no push on ctxgraph.session.kitchen-shift.context")
+	}
+
+	// Update over NATS, read back over HTTP.
+	body, _ := json.Marshal(map[string]any{"patch": map[string]any{"tools": []string{"suction cup"}, "active_entities": []string{"peg"}}})
+	reply, err := c.nc.Request("ctxgraph.session.kitchen-shift.update", body, 5*time.Second)
+	if err != nil || reply.Header.Get("Status") != "" {
+		t.Fatalf("update over NATS: %v %s", err, reply.Data)
+	}
+	var got session.Session
+	httpDo(t, d, "GET", "/v1/sessions/kitchen-shift", nil, &got)
+	if !reflect.DeepEqual(got.Tools, []string{"suction cup"}) || !reflect.DeepEqual(got.ActiveEntities, []string{"peg"}) || got.StateUpdates != 1 {
+		t.Errorf("session after update = %+v", got)
+	}
+	// Bad updates are refused with a reason, over both transports.
+	if code := httpDo(t, d, "PATCH", "/v1/sessions/kitchen-shift", map[string]any{"vector": []float32{1, 2}}, nil); code != 400 {
+		t.Errorf("wrong-dimension vector: %d, want 400", code)
+	}
+	reply, _ = c.nc.Request("ctxgraph.session.nope.get", nil, 5*time.Second)
+	if reply.Header.Get("Status") != "404" {
+		t.Errorf("unknown session over NATS: status %q", reply.Header.Get("Status"))
+	}
+	// Sessions persist across a restart.
+	dir := d.cfg.Data
+	d.Shutdown(context.Background())
+	d2 := startDaemon(t, testConfig(dir))
+	var after session.Session
+	if code := httpDo(t, d2, "GET", "/v1/sessions/kitchen-shift", nil, &after); code != 200 || !reflect.DeepEqual(after.ContextStateVector, got.ContextStateVector) {
+		t.Errorf("session after restart: %d", code)
+	}
+}
+
+func TestHealthReadyStatsAndMetrics(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	c.ask(redBlockQuery)
+
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code := httpDo(t, d, "GET", p, nil, nil); code != 200 {
+			t.Errorf("%s: %d", p, code)
+		}
+	}
+	var st Stats
+	httpDo(t, d, "GET", "/v1/stats", nil, &st)
+	if st.Counts.Steps != 32 || st.Counts.Episodes != 4 || st.Ingest[StreamRLDS].Applied != 40 || st.Vectors == 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`ctxgraph_ingest_messages_total{result="applied",stream="RLDS"} 40`,
+		`ctxgraph_planner_stage_seconds_bucket{stage="prefilter"`,
+		`ctxgraph_planner_stage_seconds_count{stage="total"} 1`,
+		`ctxgraph_store_steps 32`,
+		`ctxgraph_ingest_lag_messages 0`,
+		`ctxgraph_ingest_batch_seconds_count{stream="RLDS"}`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestOpenAICompatibleEmbedderFromConfig(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/embeddings" || r.Header.Get("Authorization") != "Bearer sk-test" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		var req struct {
+			Input []string `json:"input"`
+			Model string   `json:"model"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		calls.Add(1)
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i, s := range req.Input {
+			v := make([]float32, 8)
+			for j, r := range s {
+				v[(j+int(r))%8] += float32(r%7) + 1
+			}
+			out.Data = append(out.Data, item{Index: i, Embedding: v})
+		}
+		json.NewEncoder(w).Encode(out)
+	}))
+	defer srv.Close()
+	t.Setenv("CTXGRAPH_TEST_KEY", "sk-test")
+	cfg := testConfig(t.TempDir())
+	cfg.Embed.Provider, cfg.Embed.Dimensions, cfg.Embed.BaseURL = "openai", 8, srv.URL
+	cfg.Embed.Model, cfg.Embed.APIKeyEnv = "test-embed", "CTXGRAPH_TEST_KEY"
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl")[:10])
+	c.waitApplied()
+	a := c.ask(planner.Request{Query: "red block", Budget: 20})
+	if calls.Load() == 0 || len(a.Nodes) == 0 || a.ContextState.Dim != 8 {
+		t.Errorf("provider calls %d, nodes %d, state dim %d", calls.Load(), len(a.Nodes), a.ContextState.Dim)
+	}
+}
