@@ -165,8 +165,9 @@ type Policy struct {
 }
 
 // MaxProvenance is how many provenance records an edge keeps (the most
-// recent); Evidence counts them all.
-const MaxProvenance = 32
+// recent); Evidence counts them all. Every batch that touches an edge
+// rewrites it, so this bounds the bytes a re-observation costs.
+const MaxProvenance = 8
 
 // Edge is a typed, directed relation between two nodes.
 type Edge struct {
