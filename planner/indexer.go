@@ -1,76 +1,185 @@
 package planner
 
 import (
+	"context"
+	"sync"
+
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-// Index keeps a vector index in step with the store: BuildIndex fills it
-// from the view at start, and the subscription adds every committed node,
-// edge and episode vector. The index is derived state: it can always be
-// rebuilt from the store.
-func Index(store *particle.Store, idx wave.Index) error {
+// Indexer keeps a vector index in step with the store. The index is
+// derived state: NewIndexer fills it from the store's view, then every
+// committed batch's changes are queued and applied by one background
+// goroutine, off the commit path. The queue is bounded: when the index
+// falls that far behind, commits wait (back-pressure, not memory growth).
+type Indexer struct {
+	idx   wave.Index
+	queue chan particle.Changes
+	done  chan struct{}
+
+	sendMu  sync.RWMutex // held to send on queue; Close takes it to close queue
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending int
+	closed  bool
+	// vecs remembers which vector each id was indexed with, so a batch
+	// that rewrites a node without changing its vector costs nothing.
+	vecs map[uint64]*float32
+}
+
+// NewIndexer fills idx with every vector of store and keeps it current.
+// queue bounds the batches waiting to be indexed (default 64).
+func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, error) {
+	if queue <= 0 {
+		queue = 64
+	}
+	ix := &Indexer{idx: idx, queue: make(chan particle.Changes, queue), done: make(chan struct{}), vecs: map[uint64]*float32{}}
+	ix.cond = sync.NewCond(&ix.mu)
 	var err error
 	store.Read(func(r particle.Reader) {
 		r.Nodes(func(n *particle.Node) bool {
-			err = addNode(idx, n)
+			err = ix.add(n.Seq, n.Embedding, nodeMeta(n))
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
 		r.Edges(func(e *particle.Edge) bool {
-			err = addEdge(idx, e)
+			err = ix.add(e.Seq, e.Embedding, edgeMeta(e))
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
 		r.Episodes(func(e *particle.Episode) bool {
-			err = addEpisode(idx, e)
+			err = ix.add(e.Seq, e.Embedding, episodeMeta(e))
 			return err == nil
 		})
 	})
 	if err != nil {
+		return nil, err
+	}
+	go ix.run()
+	store.Subscribe(ix.enqueue)
+	return ix, nil
+}
+
+func (ix *Indexer) enqueue(ch particle.Changes) {
+	ix.sendMu.RLock()
+	defer ix.sendMu.RUnlock()
+	ix.mu.Lock()
+	if ix.closed {
+		ix.mu.Unlock()
+		return
+	}
+	ix.pending++
+	ix.mu.Unlock()
+	ix.queue <- ch
+}
+
+func (ix *Indexer) run() {
+	defer close(ix.done)
+	for ch := range ix.queue {
+		ix.apply(ch)
+		ix.mu.Lock()
+		ix.pending--
+		if ix.pending == 0 {
+			ix.cond.Broadcast()
+		}
+		ix.mu.Unlock()
+	}
+}
+
+// apply adds and removes the vectors of one batch. Vectors were
+// validated before the commit; one the index refuses is skipped.
+func (ix *Indexer) apply(ch particle.Changes) {
+	for _, n := range ch.Nodes {
+		_ = ix.add(n.Seq, n.Embedding, nodeMeta(n))
+	}
+	for _, e := range ch.Edges {
+		_ = ix.add(e.Seq, e.Embedding, edgeMeta(e))
+	}
+	for _, e := range ch.Episodes {
+		_ = ix.add(e.Seq, e.Embedding, episodeMeta(e))
+	}
+	for _, n := range ch.RemovedNodes {
+		ix.remove(n.Seq)
+	}
+	for _, e := range ch.RemovedEdges {
+		ix.remove(e.Seq)
+	}
+}
+
+// add indexes vec under id unless it is already there: published values
+// never change a vector in place, so the same backing array means the
+// same vector.
+func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
+	if len(vec) != ix.idx.Dim() {
+		return nil
+	}
+	if ix.vecs[id] == &vec[0] {
+		return nil
+	}
+	if err := ix.idx.Add(id, vec, m); err != nil {
 		return err
 	}
-	store.Subscribe(func(ch particle.Changes) {
-		for _, n := range ch.Nodes {
-			_ = addNode(idx, n) // vectors were validated before the commit
-		}
-		for _, e := range ch.Edges {
-			_ = addEdge(idx, e)
-		}
-		for _, e := range ch.Episodes {
-			_ = addEpisode(idx, e)
-		}
-		for _, n := range ch.RemovedNodes {
-			idx.Remove(n.Seq)
-		}
-		for _, e := range ch.RemovedEdges {
-			idx.Remove(e.Seq)
-		}
-	})
+	ix.vecs[id] = &vec[0]
 	return nil
 }
 
-func addNode(idx wave.Index, n *particle.Node) error {
-	if len(n.Embedding) != idx.Dim() {
-		return nil
-	}
-	return idx.Add(n.Seq, n.Embedding, wave.Meta{Kind: wave.KindNode, Type: n.Type.Code(), Time: n.UpdatedAt.UnixNano()})
+func (ix *Indexer) remove(id uint64) {
+	ix.idx.Remove(id)
+	delete(ix.vecs, id)
 }
 
-func addEdge(idx wave.Index, e *particle.Edge) error {
-	if len(e.Embedding) != idx.Dim() {
-		return nil
-	}
-	return idx.Add(e.Seq, e.Embedding, wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(), Time: e.ValidFrom.UnixNano()})
+// Pending is the number of committed batches not yet in the index.
+func (ix *Indexer) Pending() int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.pending
 }
 
-func addEpisode(idx wave.Index, e *particle.Episode) error {
-	if len(e.Embedding) != idx.Dim() {
-		return nil
+// Sync waits until every batch committed so far is in the index.
+func (ix *Indexer) Sync(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		ix.mu.Lock()
+		ix.cond.Broadcast()
+		ix.mu.Unlock()
+	})
+	defer stop()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for ix.pending > 0 && ctx.Err() == nil {
+		ix.cond.Wait()
 	}
-	return idx.Add(e.Seq, e.Embedding, wave.Meta{Kind: wave.KindEpisode, Time: e.StartTime.UnixNano()})
+	return ctx.Err()
+}
+
+// Close indexes what is queued and stops. Call it after the store's last
+// commit; later commits are not indexed.
+func (ix *Indexer) Close() {
+	ix.mu.Lock()
+	if ix.closed {
+		ix.mu.Unlock()
+		return
+	}
+	ix.closed = true
+	ix.mu.Unlock()
+	ix.sendMu.Lock()
+	close(ix.queue)
+	ix.sendMu.Unlock()
+	<-ix.done
+}
+
+func nodeMeta(n *particle.Node) wave.Meta {
+	return wave.Meta{Kind: wave.KindNode, Type: n.Type.Code(), Time: n.CreatedAt.UnixNano()}
+}
+
+func edgeMeta(e *particle.Edge) wave.Meta {
+	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(), Time: e.ValidFrom.UnixNano()}
+}
+
+func episodeMeta(e *particle.Episode) wave.Meta {
+	return wave.Meta{Kind: wave.KindEpisode, Time: e.StartTime.UnixNano()}
 }

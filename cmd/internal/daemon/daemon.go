@@ -55,6 +55,7 @@ type Daemon struct {
 	js       jetstream.JetStream
 	store    *particle.Store
 	index    wave.Index
+	indexer  *planner.Indexer
 	embedder embed.Embedder
 	planner  *planner.Planner
 	sessions *session.Manager
@@ -108,7 +109,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	d.storeOK.Store(true)
 	d.index = wave.NewFlat(d.embedder.Dimensions())
 	t := time.Now()
-	if err := planner.Index(d.store, d.index); err != nil {
+	if d.indexer, err = planner.NewIndexer(d.store, d.index, 0); err != nil {
 		return nil, fmt.Errorf("build vector index: %w", err)
 	}
 	log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
@@ -266,6 +267,9 @@ func (d *Daemon) Store() *particle.Store { return d.store }
 // Planner is the daemon's planner.
 func (d *Daemon) Planner() *planner.Planner { return d.planner }
 
+// WaitIndexed waits until every committed batch is in the vector index.
+func (d *Daemon) WaitIndexed(ctx context.Context) error { return d.indexer.Sync(ctx) }
+
 func (d *Daemon) setStorageOK(ok bool) {
 	if d.storeOK.Swap(ok) != ok {
 		if ok {
@@ -303,6 +307,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			case <-time.After(10 * time.Second):
 				d.log.Error("nats drain timed out")
 			}
+		}
+		if d.indexer != nil {
+			d.indexer.Close()
 		}
 		if d.store != nil {
 			errs = append(errs, d.store.Close())

@@ -58,6 +58,7 @@ func startDaemon(t *testing.T, cfg Config) *Daemon {
 // client over TCP.
 type controller struct {
 	t  *testing.T
+	d  *Daemon
 	nc *nats.Conn
 	js jetstream.JetStream
 }
@@ -69,7 +70,7 @@ func connect(t *testing.T, d *Daemon) *controller {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return &controller{t: t, nc: nc, js: js}
+	return &controller{t: t, d: d, nc: nc, js: js}
 }
 
 func readMessages(t *testing.T, name string) []*rlds.Message {
@@ -133,6 +134,11 @@ func (c *controller) waitApplied() {
 	err := client.WaitApplied(context.Background(), c.js, 30*time.Second,
 		map[string]string{StreamRLDS: DurableRLDS, StreamCMS: DurableCMS})
 	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.d.WaitIndexed(ctx); err != nil {
 		c.t.Fatal(err)
 	}
 }
