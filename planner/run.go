@@ -32,6 +32,12 @@ type run struct {
 	edgeScore map[string]float64
 	unknowns  []Unknown
 	truncated bool
+
+	// scratch for scoreEdges
+	batch  []*particle.Edge
+	scores []float64
+	ages   []float64
+	groups []decayGroup
 }
 
 // admits applies every constraint of the request to an edge.
@@ -195,11 +201,18 @@ func (run *run) expand() {
 				if _, seen := run.edges[e.ID]; seen || !run.admits(e) {
 					return true
 				}
-				cands = append(cands, cand{e, run.scoreEdge(e)})
+				cands = append(cands, cand{e: e})
 				return len(cands) < maxScan
 			}
 			r.Out(id, collect)
 			r.In(id, collect)
+			run.batch = run.batch[:0]
+			for _, c := range cands {
+				run.batch = append(run.batch, c.e)
+			}
+			for i, s := range run.scoreEdges(run.batch) {
+				cands[i].score = s
+			}
 			sort.Slice(cands, func(a, b int) bool { return cands[a].score > cands[b].score })
 			for _, c := range cands[:min(len(cands), run.p.opts.PerNodeFanout)] {
 				if run.full() {
@@ -243,6 +256,59 @@ func (run *run) scoreEdge(e *particle.Edge) float64 {
 		sim = cos01(wave.Dot(run.q, e.Embedding))
 	}
 	return sim * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
+}
+
+// scoreEdges scores a candidate set at once: saliences are decayed with
+// gonum over each group of edges that share decay parameters.
+func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
+	n := len(edges)
+	run.scores = slices.Grow(run.scores[:0], n)[:n]
+	run.ages = slices.Grow(run.ages[:0], n)[:n]
+	run.groups = run.groups[:0]
+	for i, e := range edges {
+		run.scores[i] = e.Salience.Score
+		run.ages[i] = run.now.Sub(e.Salience.LastUpdated).Seconds()
+		k := decayKey{e.Salience.DecayFn, e.Salience.HalfLifeS}
+		g := slices.IndexFunc(run.groups, func(g decayGroup) bool { return g.key == k })
+		if g < 0 {
+			run.groups = append(run.groups, decayGroup{key: k})
+			g = len(run.groups) - 1
+		}
+		run.groups[g].idx = append(run.groups[g].idx, i)
+	}
+	for _, g := range run.groups {
+		d := wave.Decay{Fn: wave.DecayFn(g.key.fn), HalfLife: time.Duration(g.key.halfLifeS * float64(time.Second))}
+		if len(g.idx) == n {
+			d.ApplyBatch(run.scores, run.scores, run.ages)
+			break
+		}
+		s, a := make([]float64, len(g.idx)), make([]float64, len(g.idx))
+		for j, i := range g.idx {
+			s[j], a[j] = run.scores[i], run.ages[i]
+		}
+		d.ApplyBatch(s, s, a)
+		for j, i := range g.idx {
+			run.scores[i] = s[j]
+		}
+	}
+	for i, e := range edges {
+		sim := 0.5
+		if len(e.Embedding) == len(run.q) {
+			sim = cos01(wave.Dot(run.q, e.Embedding))
+		}
+		run.scores[i] = sim * (run.p.opts.SalienceFloor + run.scores[i]) * e.Confidence
+	}
+	return run.scores
+}
+
+type decayKey struct {
+	fn        string
+	halfLifeS float64
+}
+
+type decayGroup struct {
+	key decayKey
+	idx []int
 }
 
 func (run *run) salience(e *particle.Edge) float64 {

@@ -409,9 +409,29 @@ func (w *episodeWriter) event(ev Event) error {
 			conf = 1e-6 // an explicit zero is a real (near-)zero, not "unset"
 		}
 	}
+	vec, err := w.eventVector(ev.Embedding)
+	if err != nil {
+		return err
+	}
 	pol := &particle.Policy{AllowRoles: ev.AllowRoles, DenyRoles: ev.DenyRoles}
-	_, err = w.edgeWith(subj.ID, obj.ID, t, ev.Predicate, ev.Value, conf, pol, ev.Audience)
+	_, err = w.edgeWith(subj.ID, obj.ID, t, ev.Predicate, ev.Value, conf, pol, ev.Audience, vec)
 	return err
+}
+
+// eventVector checks an event's own embedding against the embedder's
+// dimensions and returns a normalised copy (nil when the event has none).
+func (w *episodeWriter) eventVector(v []float32) ([]float32, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	if w.a.Embedder != nil && len(v) != w.a.Embedder.Dimensions() {
+		return nil, fmt.Errorf("%w: event embedding has %d dimensions, want %d", ErrInvalid, len(v), w.a.Embedder.Dimensions())
+	}
+	c := slices.Clone(v)
+	if !wave.Normalize(c) {
+		return nil, fmt.Errorf("%w: event embedding is all zeros", ErrInvalid)
+	}
+	return c, nil
 }
 
 // node resolves (or creates) a node, gives a new one its embedding, and
@@ -449,10 +469,12 @@ func (w *episodeWriter) embedNode(n *particle.Node) error {
 }
 
 func (w *episodeWriter) edge(src, dst string, t particle.EdgeType, pred, value string, conf float64, pol *particle.Policy) (*particle.Edge, error) {
-	return w.edgeWith(src, dst, t, pred, value, conf, pol, nil)
+	return w.edgeWith(src, dst, t, pred, value, conf, pol, nil, nil)
 }
 
-func (w *episodeWriter) edgeWith(src, dst string, t particle.EdgeType, pred, value string, conf float64, pol *particle.Policy, audience []string) (*particle.Edge, error) {
+// edgeWith observes an edge; vec, when set, is its embedding (else its
+// text is embedded).
+func (w *episodeWriter) edgeWith(src, dst string, t particle.EdgeType, pred, value string, conf float64, pol *particle.Policy, audience []string, vec []float32) (*particle.Edge, error) {
 	prov := particle.Provenance{EpisodeID: w.m.EpisodeID, StepIndex: w.idx, Agent: w.m.Agent, ObservedAt: w.at}
 	o := particle.Observation{
 		Namespace: w.ns, Source: src, Target: dst, Type: t, Predicate: pred, Value: value,
@@ -464,6 +486,9 @@ func (w *episodeWriter) edgeWith(src, dst string, t particle.EdgeType, pred, val
 		o.Policy = *pol
 	}
 	o.Embed = func() ([]float32, error) {
+		if vec != nil {
+			return vec, nil
+		}
 		if w.a.Embedder == nil {
 			return nil, nil
 		}
@@ -525,15 +550,31 @@ func signature(t Tensor) string {
 }
 
 // encodeStep stores image and byte tensors as blobs and returns the
-// step's storage encoding (the wire JSON with Bytes replaced by Ref).
+// step's storage encoding (the wire JSON with Bytes replaced by Ref, and
+// without event embeddings: those live on their edges).
 func (w *episodeWriter) encodeStep(s *Step) ([]byte, error) {
 	c := *s
 	c.Observation = w.blobs(s.Observation)
 	c.Action = w.blobs(s.Action)
+	c.Annotations = withoutEventVectors(s.Annotations)
 	if err := w.blobErr(); err != nil {
 		return nil, err
 	}
 	return EncodeStep(&c)
+}
+
+// withoutEventVectors returns an, or a copy of it whose events carry no
+// embedding.
+func withoutEventVectors(an *Annotations) *Annotations {
+	if an == nil || !slices.ContainsFunc(an.Events, func(e Event) bool { return len(e.Embedding) > 0 }) {
+		return an
+	}
+	c := *an
+	c.Events = slices.Clone(an.Events)
+	for i := range c.Events {
+		c.Events[i].Embedding = nil
+	}
+	return &c
 }
 
 func (w *episodeWriter) blobs(f Features) Features {

@@ -107,6 +107,12 @@ type Event struct {
 	AllowRoles []string `json:"allow_roles,omitempty"`
 	DenyRoles  []string `json:"deny_roles,omitempty"`
 	Audience   []string `json:"audience,omitempty"`
+	// Embedding, when set, is the vector of the edge the event creates
+	// (the controller's own embedding of what it saw), used instead of
+	// embedding the event's text. It needs the daemon's embedding
+	// dimensions and finite values, not all zero; it is stored with the
+	// edge, not repeated in the step record.
+	Embedding []float32 `json:"embedding,omitempty"`
 }
 
 // DType names a tensor's element type.
@@ -417,7 +423,28 @@ func (s *Step) Validate() error {
 			if c := e.Confidence; c != nil && (math.IsNaN(*c) || *c < 0 || *c > 1) {
 				return fmt.Errorf("%w: event %d confidence %v is outside [0,1]", ErrInvalid, i, *c)
 			}
+			if err := checkEmbedding(e.Embedding); err != nil {
+				return fmt.Errorf("event %d embedding: %w", i, err)
+			}
 		}
+	}
+	return nil
+}
+
+// checkEmbedding rejects a vector with a NaN or infinite element, or
+// one that is all zeros (it has no direction). Empty is fine: no vector.
+func checkEmbedding(v []float32) error {
+	zero := true
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("%w: element %d is %v", ErrNonFinite, i, x)
+		}
+		if x != 0 {
+			zero = false
+		}
+	}
+	if len(v) > 0 && zero {
+		return fmt.Errorf("%w: all %d elements are zero", ErrInvalid, len(v))
 	}
 	return nil
 }
