@@ -1,0 +1,38 @@
+package planner
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// The batch scoring of a candidate set (gonum decay per group of decay
+// parameters) must agree with scoring each edge alone.
+func TestScoreEdgesMatchesScalarScoring(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	q := make([]float32, 8)
+	q[0] = 1
+	run := &run{p: &Planner{opts: Options{SalienceFloor: 0.05}}, q: q, now: now}
+	fns := []wave.DecayFn{wave.DecayExp, wave.DecayPower, wave.DecayLinear}
+	var edges []*particle.Edge
+	for i := 0; i < 300; i++ {
+		emb := make([]float32, 8)
+		emb[i%8] = 1
+		edges = append(edges, &particle.Edge{
+			Embedding: emb, Confidence: 0.2 + float64(i%7)/10,
+			Salience: particle.Salience{
+				Score: float64(i%10) / 10, DecayFn: string(fns[i%3]), HalfLifeS: float64(60 * (1 + i%4)),
+				LastUpdated: now.Add(-time.Duration(i) * 17 * time.Second),
+			},
+		})
+	}
+	got := run.scoreEdges(edges)
+	for i, e := range edges {
+		if want := run.scoreEdge(e); math.Abs(got[i]-want) > 1e-9 {
+			t.Fatalf("edge %d: batch %v, scalar %v", i, got[i], want)
+		}
+	}
+}
