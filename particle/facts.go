@@ -2,6 +2,7 @@ package particle
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -135,27 +136,23 @@ func (b *Batch) record(kind string, v any) error {
 
 // Supersessions returns every recorded supersession, oldest first.
 func (s *Store) Supersessions() ([]Supersession, error) {
-	var out []Supersession
-	err := s.Records(recordSupersession, func(_ string, raw []byte) error {
-		var r Supersession
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return err
-		}
-		out = append(out, r)
-		return nil
-	})
-	return out, err
+	return listRecords[Supersession](s, recordSupersession)
 }
 
 // Contradictions returns every recorded contradiction, oldest first.
 func (s *Store) Contradictions() ([]Contradiction, error) {
-	var out []Contradiction
-	err := s.Records(recordContradict, func(_ string, raw []byte) error {
-		var r Contradiction
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return err
+	return listRecords[Contradiction](s, recordContradict)
+}
+
+// listRecords decodes every JSON record of kind, in key order.
+func listRecords[T any](s *Store, kind string) ([]T, error) {
+	var out []T
+	err := s.Records(kind, func(key string, raw []byte) error {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("%w: %s record %s: %v", ErrCorrupt, kind, key, err)
 		}
-		out = append(out, r)
+		out = append(out, v)
 		return nil
 	})
 	return out, err

@@ -181,18 +181,7 @@ func foldEdge(into, from *Edge) {
 }
 
 // Merges returns every recorded merge, oldest first.
-func (s *Store) Merges() ([]Merge, error) {
-	var out []Merge
-	err := s.Records(recordMerge, func(_ string, raw []byte) error {
-		var m Merge
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return err
-		}
-		out = append(out, m)
-		return nil
-	})
-	return out, err
-}
+func (s *Store) Merges() ([]Merge, error) { return listRecords[Merge](s, recordMerge) }
 
 func (s *Store) loadRedirects(v *view) error {
 	return s.Records(recordRedirect, func(from string, raw []byte) error {

@@ -24,6 +24,19 @@ func init() {
 	})
 }
 
+// readJSON decodes a request's JSON body (at most maxRequestBytes) into
+// v; a body that is not that JSON is a bad request.
+func readJSON(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: malformed JSON: %v", errBadRequest, err)
+	}
+	return nil
+}
+
 // whoOf names the caller for audit records.
 func whoOf(r *http.Request) string {
 	if u := r.Header.Get("X-Ctxgraph-User"); u != "" {
@@ -81,14 +94,9 @@ type DiffRequest struct {
 }
 
 func (d *Daemon) httpDiff(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var req DiffRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, fmt.Errorf("%w: malformed JSON: %v", errBadRequest, err))
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
 		return
 	}
 	if req.To.IsZero() {
@@ -148,14 +156,9 @@ type PredicateEdit struct {
 }
 
 func (d *Daemon) httpPutPredicate(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var e PredicateEdit
-	if err := json.Unmarshal(body, &e); err != nil {
-		writeError(w, fmt.Errorf("%w: malformed JSON: %v", errBadRequest, err))
+	if err := readJSON(r, &e); err != nil {
+		writeError(w, err)
 		return
 	}
 	out, err := d.store.ConfigurePredicate(r.Context(), e.Predicate, whoOf(r), e.Why)
@@ -176,14 +179,9 @@ type MergeRequest struct {
 }
 
 func (d *Daemon) httpMerge(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var m MergeRequest
-	if err := json.Unmarshal(body, &m); err != nil {
-		writeError(w, fmt.Errorf("%w: malformed JSON: %v", errBadRequest, err))
+	if err := readJSON(r, &m); err != nil {
+		writeError(w, err)
 		return
 	}
 	ns := particle.Namespace(m.Tenant, m.Project)
@@ -210,16 +208,11 @@ func (d *Daemon) httpMerge(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) httpAlias(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var a struct {
 		Alias string `json:"alias"`
 	}
-	if err := json.Unmarshal(body, &a); err != nil {
-		writeError(w, fmt.Errorf("%w: malformed JSON: %v", errBadRequest, err))
+	if err := readJSON(r, &a); err != nil {
+		writeError(w, err)
 		return
 	}
 	n, err := d.store.AddAlias(r.Context(), r.PathValue("id"), a.Alias)
