@@ -11,26 +11,13 @@ import (
 )
 
 // clustered returns n L2-normalised dim-dimensional vectors drawn from c
-// gaussian clusters, deterministically from seed. Each cluster has its
-// own principal axes with a power-law spectrum (variance of the j-th axis
-// proportional to 1/(j+1)), so the data has the low intrinsic dimension
-// (participation ratio about 20 at 384-d) of real text embeddings rather
-// than isotropic noise; see clusteredIso for the harder isotropic case.
+// isotropic gaussian clusters around random unit centres, the noise
+// having norm about 0.6 (comparable to the distance between centres),
+// deterministically from seed. The seed also draws the centres, so
+// queries must come from the same call: split its result.
 func clustered(seed uint64, n, dim, c int) [][]float32 {
-	return genClusters(seed, n, dim, c, false)
-}
-
-// clusteredIso is clustered with isotropic clusters: within a cluster the
-// points are like uniform noise in dim dimensions, a worst case for
-// graph indexes.
-func clusteredIso(seed uint64, n, dim, c int) [][]float32 {
-	return genClusters(seed, n, dim, c, true)
-}
-
-func genClusters(seed uint64, n, dim, c int, iso bool) [][]float32 {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	centres := make([][]float32, c)
-	axes := make([][]int, c)
 	for i := range centres {
 		v := make([]float32, dim)
 		for j := range v {
@@ -38,31 +25,15 @@ func genClusters(seed uint64, n, dim, c int, iso bool) [][]float32 {
 		}
 		Normalize(v)
 		centres[i] = v
-		axes[i] = r.Perm(dim)
 	}
-	// Per-axis standard deviation, scaled so the noise has norm about
-	// 0.6: the spread within a cluster is comparable to the distance
-	// between clusters.
-	scale := make([]float64, dim)
-	var tot float64
-	for j := range scale {
-		scale[j] = 1
-		if !iso {
-			scale[j] = 1 / math.Sqrt(float64(j+1))
-		}
-		tot += scale[j] * scale[j]
-	}
-	for j := range scale {
-		scale[j] *= 0.6 / math.Sqrt(tot)
-	}
+	sigma := 0.6 / math.Sqrt(float64(dim))
 	out := make([][]float32, n)
 	flat := make([]float32, n*dim)
 	for i := range out {
 		v := flat[i*dim : (i+1)*dim : (i+1)*dim]
-		ci := r.IntN(c)
-		copy(v, centres[ci])
-		for j, ax := range axes[ci] {
-			v[ax] += float32(scale[j] * r.NormFloat64())
+		ctr := centres[r.IntN(c)]
+		for j := range v {
+			v[j] = ctr[j] + float32(sigma*r.NormFloat64())
 		}
 		Normalize(v)
 		out[i] = v
@@ -174,7 +145,8 @@ func TestFlatAddErrors(t *testing.T) {
 
 func TestFlatSearchMatchesBruteForce(t *testing.T) {
 	const n, dim = 2000, 32
-	vecs := clustered(7, n, dim, 20)
+	all := clustered(7, n+20, dim, 20)
+	vecs, queries := all[:n], all[n:]
 	x := NewFlat(dim)
 	ref := map[uint64][]float32{}
 	metas := map[uint64]Meta{}
@@ -186,7 +158,6 @@ func TestFlatSearchMatchesBruteForce(t *testing.T) {
 		}
 		ref[id], metas[id] = v, m
 	}
-	queries := clustered(8, 20, dim, 20)
 	filters := []struct {
 		name string
 		f    *Filter
@@ -322,14 +293,14 @@ func BenchmarkDot(b *testing.B) {
 
 func BenchmarkFlatSearchSmall(b *testing.B) {
 	const n, dim = 20_000, 128
-	vecs := clustered(1, n, dim, 100)
+	all := clustered(1, n+100, dim, 100)
+	vecs, qs := all[:n], all[n:]
 	x := NewFlat(dim)
 	for i, v := range vecs {
 		if err := x.Add(uint64(i), v, Meta{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	qs := clustered(2, 100, dim, 100)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

@@ -1,0 +1,429 @@
+package wave
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/rand/v2"
+)
+
+// An HNSW snapshot, format version 1. Integers are little-endian; the
+// CRC-32 (Castagnoli) covers the payload, everything after the 8-byte
+// header. Slots keep their numbers, so the graph loads without a rebuild.
+//
+//	header   "wvHNSW" | version u8 = 1 | flags u8 = 0
+//	options  dim u32 | M u32 | efConstruction u32 | efSearch u32 | seed u64
+//	graph    nslots u32 | top u64 (0 = empty, else 1<<63 | level<<32 | slot)
+//	states   nslots × u8 (0 free, 1 live, 2 deleted)
+//	levels   nslots × u8
+//	ids      nslots × u64
+//	metas    nslots × (time i64 | namespace u32 | kind u8 | type u8 | 0 u16)
+//	vectors  nslots × dim × f32 (zeros for free slots)
+//	counts   for each non-free slot, for layers 0..level: count u32
+//	links    the neighbour slots (u32) of those lists, concatenated
+//	crc      u32
+//
+// ReadHNSW checks every count, slot number and level, so a damaged
+// snapshot gives an error wrapping [ErrCorrupt], never a panic or a
+// graph that could crash a search. hnsw_fuzz_test.go fuzzes it.
+const (
+	snapMagic   = "wvHNSW"
+	snapVersion = 1
+	snapChunk   = 64 << 10
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// WriteTo writes a snapshot of the index to w (see the format above) and
+// returns the number of bytes written. Searches go on while it runs;
+// Add, Remove and Cleanup wait for it.
+func (h *HNSW) WriteTo(w io.Writer) (int64, error) {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	e := &encoder{w: bufio.NewWriterSize(w, 1<<20), buf: make([]byte, 0, snapChunk)}
+	e.w.WriteString(snapMagic)
+	e.w.Write([]byte{snapVersion, 0})
+	e.n = int64(len(snapMagic) + 2)
+
+	n := int(h.nslots.Load())
+	e.u32(uint32(h.dim))
+	e.u32(uint32(h.m))
+	e.u32(uint32(h.efC))
+	e.u32(uint32(h.efS.Load()))
+	e.u64(h.seed)
+	e.u32(uint32(n))
+	e.u64(h.top.Load())
+
+	// Cleanup, which holds wmu shared, cannot be halfway: there are no
+	// condemned slots.
+	for s := range n {
+		p, i := h.page(uint32(s))
+		e.u8(uint8(p.state[i].Load()))
+	}
+	for s := range n {
+		p, i := h.page(uint32(s))
+		e.u8(p.levels[i])
+	}
+	for s := range n {
+		p, i := h.page(uint32(s))
+		e.u64(p.ids[i])
+	}
+	for s := range n {
+		p, i := h.page(uint32(s))
+		m := p.metas[i]
+		e.u64(uint64(m.time))
+		e.u32(m.ns)
+		e.u8(uint8(m.kind))
+		e.u8(m.typ)
+		e.u8(0)
+		e.u8(0)
+	}
+	for s := range n {
+		for _, x := range h.vec(uint32(s)) {
+			e.u32(math.Float32bits(x))
+		}
+	}
+	for pass := range 2 {
+		for s := range n {
+			p, i := h.page(uint32(s))
+			if p.state[i].Load() == stateFree {
+				continue
+			}
+			for l := 0; l <= int(p.levels[i]); l++ {
+				ls := h.list(p, i, l)
+				c := int(ls[0])
+				if pass == 0 {
+					e.u32(uint32(c))
+					continue
+				}
+				for _, x := range ls[1 : c+1] {
+					e.u32(x)
+				}
+			}
+		}
+	}
+	e.flushBuf()
+	crc := e.crc
+	e.buf = binary.LittleEndian.AppendUint32(e.buf[:0], crc)
+	e.write(e.buf)
+	if e.err == nil {
+		e.err = e.w.Flush()
+	}
+	if e.err != nil {
+		return e.n, fmt.Errorf("wave: write snapshot: %w", e.err)
+	}
+	return e.n, nil
+}
+
+// encoder batches little-endian values into buf and writes them through
+// the CRC.
+type encoder struct {
+	w   *bufio.Writer
+	n   int64
+	crc uint32
+	err error
+	buf []byte
+}
+
+func (e *encoder) write(b []byte) {
+	if e.err != nil {
+		return
+	}
+	m, err := e.w.Write(b)
+	e.n += int64(m)
+	e.err = err
+}
+
+func (e *encoder) flushBuf() {
+	e.crc = crc32.Update(e.crc, castagnoli, e.buf)
+	e.write(e.buf)
+	e.buf = e.buf[:0]
+}
+
+func (e *encoder) room(n int) {
+	if len(e.buf)+n > cap(e.buf) {
+		e.flushBuf()
+	}
+}
+
+func (e *encoder) u8(v uint8)   { e.room(1); e.buf = append(e.buf, v) }
+func (e *encoder) u32(v uint32) { e.room(4); e.buf = binary.LittleEndian.AppendUint32(e.buf, v) }
+func (e *encoder) u64(v uint64) { e.room(8); e.buf = binary.LittleEndian.AppendUint64(e.buf, v) }
+
+// decoder reads exact byte counts (never past the snapshot) and keeps
+// the CRC of what it read.
+type decoder struct {
+	r   io.Reader
+	crc uint32
+	buf []byte
+	err error
+}
+
+// read returns the next n bytes (valid until the next call), or nil after
+// an error.
+func (d *decoder) read(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if cap(d.buf) < n {
+		d.buf = make([]byte, n)
+	}
+	b := d.buf[:n]
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			d.err = fmt.Errorf("%w: truncated: %w", ErrCorrupt, io.ErrUnexpectedEOF)
+		} else {
+			d.err = fmt.Errorf("wave: read snapshot: %w", err)
+		}
+		return nil
+	}
+	d.crc = crc32.Update(d.crc, castagnoli, b)
+	return b
+}
+
+func (d *decoder) u32() uint32 {
+	if b := d.read(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (d *decoder) u64() uint64 {
+	if b := d.read(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+// each reads n records of size bytes in chunks, calling fn with each
+// chunk and the index of its first record, so memory grows only with
+// what was actually read.
+func (d *decoder) each(n, size int, fn func(b []byte, first int)) {
+	per := max(1, snapChunk/size)
+	for first := 0; first < n && d.err == nil; first += per {
+		c := min(per, n-first)
+		if b := d.read(c * size); b != nil {
+			fn(b, first)
+		}
+	}
+}
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+}
+
+// ReadHNSW reads a snapshot written by [HNSW.WriteTo]. It reads exactly
+// the snapshot's bytes from r. A damaged or truncated snapshot gives an
+// error wrapping [ErrCorrupt].
+func ReadHNSW(r io.Reader) (*HNSW, error) {
+	d := &decoder{r: r}
+	hdr := d.read(len(snapMagic) + 2)
+	if d.err != nil {
+		return nil, d.err
+	}
+	if string(hdr[:len(snapMagic)]) != snapMagic {
+		return nil, corrupt("bad magic %q", hdr[:len(snapMagic)])
+	}
+	if v := hdr[len(snapMagic)]; v != snapVersion || hdr[len(snapMagic)+1] != 0 {
+		return nil, corrupt("unsupported version %d flags %d", v, hdr[len(snapMagic)+1])
+	}
+	d.crc = 0
+	dim, m, efC, efS := d.u32(), d.u32(), d.u32(), d.u32()
+	seed := d.u64()
+	n64, top := d.u32(), d.u64()
+	if d.err != nil {
+		return nil, d.err
+	}
+	const maxEf = 1 << 20
+	switch {
+	case dim < 1 || dim > maxDim:
+		return nil, corrupt("dimension %d", dim)
+	case m < 2 || m > maxM:
+		return nil, corrupt("M %d", m)
+	case efC < 1 || efC > maxEf || efS < 1 || efS > maxEf:
+		return nil, corrupt("ef %d/%d", efC, efS)
+	case n64 > math.MaxInt32:
+		return nil, corrupt("%d slots", n64)
+	}
+	n := int(n64)
+	h := NewHNSW(int(dim), HNSWOptions{M: int(m), EfConstruction: int(efC), EfSearch: int(efS), Seed: seed})
+
+	var states, levels []byte
+	d.each(n, 1, func(b []byte, _ int) { states = append(states, b...) })
+	d.each(n, 1, func(b []byte, _ int) { levels = append(levels, b...) })
+	if d.err != nil {
+		return nil, d.err
+	}
+	for s := range n {
+		if states[s] > uint8(stateDeleted) {
+			return nil, corrupt("slot %d: state %d", s, states[s])
+		}
+		if levels[s] > maxLevel || (states[s] == uint8(stateFree) && levels[s] != 0) {
+			return nil, corrupt("slot %d: level %d", s, levels[s])
+		}
+	}
+	var ids []uint64
+	d.each(n, 8, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += 8 {
+			ids = append(ids, binary.LittleEndian.Uint64(b[j:]))
+		}
+	})
+	var metas []nodeMeta
+	d.each(n, 16, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += 16 {
+			metas = append(metas, nodeMeta{
+				time: int64(binary.LittleEndian.Uint64(b[j:])),
+				ns:   binary.LittleEndian.Uint32(b[j+8:]),
+				kind: Kind(b[j+12]),
+				typ:  b[j+13],
+			})
+		}
+	})
+	if d.err != nil {
+		return nil, d.err
+	}
+
+	// Vectors, allocating each page when its first vector arrives.
+	var pages []*hnswPage
+	per, dimN := 1<<h.shift, int(dim)
+	d.each(n, 4*dimN, func(b []byte, first int) {
+		for r := range len(b) / (4 * dimN) {
+			s := first + r
+			if s%per == 0 {
+				pages = append(pages, h.newPage())
+			}
+			p, i := pages[len(pages)-1], s%per
+			v := p.vecs[i*dimN : (i+1)*dimN]
+			src := b[r*4*dimN:]
+			for j := range v {
+				v[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
+			}
+			p.ids[i] = ids[s]
+			p.metas[i] = metas[s]
+			p.levels[i] = levels[s]
+			p.state[i].Store(uint32(states[s]))
+		}
+	})
+	if d.err != nil {
+		return nil, d.err
+	}
+	h.dir.Store(&pages)
+	h.nslots.Store(uint32(n))
+	for s := range n {
+		if !finite(h.vec(uint32(s))) {
+			return nil, corrupt("slot %d: non-finite vector", s)
+		}
+	}
+
+	// Link counts, then the links themselves.
+	lists := 0
+	for s := range n {
+		if states[s] != uint8(stateFree) {
+			lists += int(levels[s]) + 1
+		}
+	}
+	var counts []uint32
+	d.each(lists, 4, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += 4 {
+			counts = append(counts, binary.LittleEndian.Uint32(b[j:]))
+		}
+	})
+	if d.err != nil {
+		return nil, d.err
+	}
+	// Set the counts, and make a cursor over the lists to fill.
+	type slotList struct {
+		ls   []uint32
+		s, l int
+	}
+	targets := make([]slotList, 0, len(counts))
+	links, ci := 0, 0
+	for s := range n {
+		if states[s] == uint8(stateFree) {
+			continue
+		}
+		p, i := h.page(uint32(s))
+		if levels[s] > 0 {
+			p.upper[i] = make([]uint32, int(levels[s])*h.strideU)
+		}
+		for l := 0; l <= int(levels[s]); l++ {
+			ls := h.list(p, i, l)
+			c := counts[ci]
+			ci++
+			if int(c) > len(ls)-1 {
+				return nil, corrupt("slot %d layer %d: %d links", s, l, c)
+			}
+			ls[0] = c
+			links += int(c)
+			if c > 0 {
+				targets = append(targets, slotList{ls, s, l})
+			}
+		}
+	}
+	var bad error
+	ti, tj := 0, 1
+	d.each(links, 4, func(b []byte, _ int) {
+		for j := 0; j < len(b) && bad == nil; j += 4 {
+			t := targets[ti]
+			x := binary.LittleEndian.Uint32(b[j:])
+			if x >= uint32(n) || states[x] == uint8(stateFree) || int(levels[x]) < t.l {
+				bad = corrupt("slot %d layer %d: bad link %d", t.s, t.l, x)
+				return
+			}
+			t.ls[tj] = x
+			if tj++; tj > int(t.ls[0]) {
+				ti, tj = ti+1, 1
+			}
+		}
+	})
+	if d.err != nil {
+		return nil, d.err
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	want := d.crc
+	got := d.u32()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if got != want {
+		return nil, corrupt("checksum %08x, want %08x", got, want)
+	}
+
+	if top != 0 {
+		ts, tl := topSlot(top), topLevel(top)
+		if top>>40 != 1<<23 || ts >= uint32(n) || states[ts] == uint8(stateFree) || int(levels[ts]) != tl {
+			return nil, corrupt("entry point %x", top)
+		}
+	}
+	for s := range n {
+		switch states[s] {
+		case uint8(stateFree):
+			h.free = append(h.free, uint32(s))
+			continue
+		case uint8(stateLive):
+			if _, dup := h.ids[ids[s]]; dup {
+				return nil, corrupt("id %d held twice", ids[s])
+			}
+			h.ids[ids[s]] = uint32(s)
+		case uint8(stateDeleted):
+			h.deleted++
+		}
+		if top == 0 {
+			return nil, corrupt("nodes without an entry point")
+		}
+		h.addPostings(uint32(s), metas[s].meta())
+	}
+	// Keep the free list popping low slots first, as a fresh index would.
+	for i, j := 0, len(h.free)-1; i < j; i, j = i+1, j-1 {
+		h.free[i], h.free[j] = h.free[j], h.free[i]
+	}
+	h.top.Store(top)
+	h.rng = rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d^uint64(n)))
+	return h, nil
+}
