@@ -40,4 +40,35 @@
 //
 // A value is a format byte (1), a big-endian u32 length, JSON, and the
 // embedding as a u32 count of little-endian float32s.
+//
+// # Policy
+//
+// Every read path filters with one evaluation function: inside
+// [Store.Read] call [Reader.EdgeVisible], [Reader.NodeVisible] or
+// [Reader.EpisodeVisible] (or [Reader.VisibleEpisode] for an episode
+// whose node and edge lists must drop what the caller may not see);
+// over a [Snapshot] (export) call [Snapshot.EdgeVisible] and friends;
+// elsewhere (an HTTP handler) [Store.EdgeVisible] and friends, never
+// inside Store.Read. There is no package-level check: evaluation needs
+// the store's rules. Pass the caller's [Principal] (roles, agent,
+// subject; Shared for a result several readers get, such as a session
+// push; Export for a result that leaves ctxgraph). An item the check
+// refuses is absent: leave it out of results, counts and suggestions.
+// [Reader.ExplainEdge] and [Reader.ExplainNode] say why (the rule and
+// the node the denial is about), for denial records.
+//
+// Rules ([Rule]) allow, deny or label (sensitivity, portability) a node,
+// an edge, an edge type, a tag or a namespace. Deny beats allow; among
+// allows the most specific level decides (item, tag, edge type,
+// scope); an edge is visible only if its endpoints are. Operators edit
+// rules with [Store.EditPolicy]; each edit is audited (record
+// policy.audit) and swaps an immutable compiled rule set, so the very
+// next read sees it. Each rule also stands in the graph as a policy
+// node (operators only), linked by a policy edge to a node it targets;
+// and a policy edge written by ingest that carries roles attaches them
+// to its target node. Rules live in records:
+//
+//	policy.rule   | rule id       -> Rule (JSON)
+//	policy.audit  | seq (16 hex)  -> AuditEntry (JSON)
+//	policy.denial | seq (16 hex)  -> Denial (JSON)
 package particle

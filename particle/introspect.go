@@ -24,7 +24,7 @@ func (r Reader) Diff(ns string, subjects []string, from, to time.Time, p Princip
 	d := &Diff{From: from, To: to, Added: []*Edge{}, Ended: []*Edge{}, Superseded: []*Edge{}}
 	in := func(t time.Time) bool { return !t.IsZero() && t.After(from) && !t.After(to) }
 	visit := func(e *Edge) bool {
-		if e.Namespace != ns || !EdgeVisible(e, p) {
+		if e.Namespace != ns || !r.EdgeVisible(e, p) {
 			return true
 		}
 		if in(e.ValidFrom) {
@@ -84,7 +84,7 @@ func (r Reader) Overview(ns string, p Principal) *Overview {
 	o := &Overview{NodeTypes: map[NodeType]int{}, EdgeTypes: map[EdgeType]int{}, Statuses: map[Status]int{}}
 	facts := map[string]int{}
 	r.Nodes(func(n *Node) bool {
-		if n.Namespace == ns && NodeVisible(n, p) {
+		if n.Namespace == ns && r.NodeVisible(n, p) {
 			o.NodeTypes[n.Type]++
 			if n.Type == NodeAgent {
 				o.Agents = append(o.Agents, n.Name)
@@ -93,7 +93,7 @@ func (r Reader) Overview(ns string, p Principal) *Overview {
 		return true
 	})
 	r.Edges(func(e *Edge) bool {
-		if e.Namespace != ns || !EdgeVisible(e, p) {
+		if e.Namespace != ns || !r.EdgeVisible(e, p) {
 			return true
 		}
 		o.EdgeTypes[e.Type]++
@@ -139,14 +139,14 @@ func (r Reader) Topic(ns, topic string, p Principal) (*Topic, error) {
 	if n == nil || n.Namespace != ns {
 		n = r.LookupAny(ns, topic)
 	}
-	if n == nil || !NodeVisible(n, p) {
+	if n == nil || !r.NodeVisible(n, p) {
 		return nil, fmt.Errorf("topic %q: %w", topic, ErrNotFound)
 	}
 	t := &Topic{Node: n, Coverage: map[Status]int{}, Relationships: map[string]int{}, Episodes: []string{}, Spans: []string{}}
 	neighbors := map[string]bool{}
 	preds := map[string]int{}
 	visit := func(e *Edge) bool {
-		if !EdgeVisible(e, p) {
+		if !r.EdgeVisible(e, p) {
 			return true
 		}
 		other := e.Target

@@ -1,57 +1,709 @@
 package particle
 
-import "slices"
+import (
+	"errors"
+	"unicode"
+	"unicode/utf8"
+)
 
-// Principal is who reads: the roles it holds and, for a robot, its agent.
+// RoleOperator is the role that administers policy: the only role that
+// sees policy nodes and the edges that attach them.
+const RoleOperator = "operator"
+
+// Principal is who reads, and in what setting. Every read path passes
+// the principal of the caller to the one evaluation function
+// ([Reader.EdgeVisible], [Reader.NodeVisible], [Reader.EpisodeVisible],
+// or their [Store] forms).
 type Principal struct {
+	// Roles are the roles the caller holds (from its API key or NATS
+	// user when authentication is on).
 	Roles []string `json:"roles,omitempty"`
-	Agent string   `json:"agent,omitempty"`
+	// Agent is the robot the caller speaks for, if any: an audience or
+	// a personal item naming the agent admits it.
+	Agent string `json:"agent,omitempty"`
+	// Subject is who the caller is (key name, NATS user): personal and
+	// sensitive items about the subject are visible to it.
+	Subject string `json:"subject,omitempty"`
+	// Context is the context the read serves (a session id, an agent):
+	// a non-portable item is visible only in the context it came from.
+	Context string `json:"context,omitempty"`
+	// Shared is set when the result goes to more than one reader (a
+	// shared screen, a session push): sensitive items are left out.
+	Shared bool `json:"shared,omitempty"`
+	// Export is set when the result leaves ctxgraph (training export):
+	// non-portable items never do.
+	Export bool `json:"export,omitempty"`
 }
 
-// EdgeVisible is the one policy check every read path applies to an edge:
-// deny beats allow; a non-empty allow list admits only its roles; a
-// non-empty audience admits only its roles (or the named agent).
-func EdgeVisible(e *Edge, p Principal) bool {
+// HasRole reports whether p holds role r.
+func (p Principal) HasRole(r string) bool { return hasAny(p.Roles, r) }
+
+// is reports whether name is the principal itself (subject or agent).
+func (p *Principal) is(name string) bool {
+	return name != "" && (name == p.Subject || name == p.Agent)
+}
+
+// Sensitivity is how private an item is.
+type Sensitivity string
+
+// Sensitivity levels. The empty value is public.
+const (
+	// SensitivityPublic items are visible to every role that policy
+	// admits.
+	SensitivityPublic Sensitivity = "public"
+	// SensitivityPersonal items are about one subject: visible to that
+	// subject, and to others only through an allow rule that names one
+	// of their roles.
+	SensitivityPersonal Sensitivity = "personal"
+	// SensitivitySensitive items are personal and, besides, never shown
+	// in a shared context, not even to their subject.
+	SensitivitySensitive Sensitivity = "sensitive"
+)
+
+// Valid reports whether s is a known sensitivity (or empty: public).
+func (s Sensitivity) Valid() bool {
+	switch s {
+	case "", SensitivityPublic, SensitivityPersonal, SensitivitySensitive:
+		return true
+	}
+	return false
+}
+
+// Reason says why an item is not visible.
+type Reason string
+
+// Reasons of a [Decision].
+const (
+	// ReasonDenied: a deny rule or deny list names one of the roles.
+	ReasonDenied Reason = "denied"
+	// ReasonNotAllowed: the most specific allow rules admit none of the
+	// roles.
+	ReasonNotAllowed Reason = "not_allowed"
+	// ReasonAudience: the item's audience names neither a role nor the
+	// agent.
+	ReasonAudience Reason = "audience"
+	// ReasonSensitivity: a personal or sensitive item of another
+	// subject, or a sensitive item in a shared context.
+	ReasonSensitivity Reason = "sensitivity"
+	// ReasonNotPortable: a non-portable item outside its context.
+	ReasonNotPortable Reason = "not_portable"
+	// ReasonEndpoint: the edge touches a node the caller may not see.
+	ReasonEndpoint Reason = "endpoint"
+	// ReasonMissing: there is no such item.
+	ReasonMissing Reason = "missing"
+)
+
+// Rule names of decisions taken by an item's own fields rather than by
+// a stored [Rule].
+const (
+	RuleItemPolicy = "item-policy" // the edge's policy{allow_roles, deny_roles}
+	RuleAudience   = "audience"    // the edge's scope.audience
+)
+
+// Decision is the evaluation of one item for one principal, with the
+// reason and the deciding rule when it is not visible.
+type Decision struct {
+	Visible bool   `json:"visible"`
+	Reason  Reason `json:"reason,omitempty"`
+	// Rule is the id of the deciding rule, or RuleItemPolicy,
+	// RuleAudience.
+	Rule string `json:"rule,omitempty"`
+	// Scope is the node the denial is about: the node itself, the
+	// subject (source) of an edge, or the hidden endpoint. Denial
+	// tightening counts denials per role and scope.
+	Scope string `json:"scope,omitempty"`
+}
+
+// EdgeVisible is the one policy check of an edge: every read path
+// (planner answers, search hits, GET of an edge, diff, introspection
+// counts, export, session pushes) keeps an edge only if it returns true.
+//
+// Deny beats allow at every level; among allow rules the most specific
+// level that has any decides (edge: its own allow list and rules on its
+// id; then tag rules on its location; then its edge type; then its
+// namespace); audience, sensitivity and portability apply on top; and
+// an edge is visible only if both its endpoint nodes are.
+//
+// It allocates nothing and, with no stored rules, costs a few
+// comparisons: the planner calls it for every candidate edge.
+func (r Reader) EdgeVisible(e *Edge, p Principal) bool {
+	j := judge{pol: r.pol, v: r.v}
+	return j.edge(e, &p, nil)
+}
+
+// NodeVisible is the one policy check of a node: rules on its id, on its
+// tags (and "location:<name>" for a location node, the episode's
+// location for an episode node), and on its namespace; sensitivity and
+// portability labels from rules (subject and origin from the node's
+// props "subject" and "origin", or its name for an agent node).
+func (r Reader) NodeVisible(n *Node, p Principal) bool {
+	j := judge{pol: r.pol, v: r.v}
+	return j.node(n, &p, nil)
+}
+
+// EpisodeVisible is the one policy check of an episode: the policy of
+// its node. Its Nodes and Edges lists still name items the caller may
+// not see; [Reader.VisibleEpisode] returns a copy without them.
+func (r Reader) EpisodeVisible(ep *Episode, p Principal) bool {
+	j := judge{pol: r.pol, v: r.v}
+	return j.episode(ep, &p, nil)
+}
+
+// ExplainEdge is [Reader.EdgeVisible] with its reason and deciding rule.
+func (r Reader) ExplainEdge(e *Edge, p Principal) Decision {
+	var d Decision
+	j := judge{pol: r.pol, v: r.v}
+	d.Visible = j.edge(e, &p, &d)
+	return d
+}
+
+// ExplainNode is [Reader.NodeVisible] with its reason and deciding rule.
+func (r Reader) ExplainNode(n *Node, p Principal) Decision {
+	var d Decision
+	j := judge{pol: r.pol, v: r.v}
+	d.Visible = j.node(n, &p, &d)
+	return d
+}
+
+// ExplainEpisode is [Reader.EpisodeVisible] with its reason and rule.
+func (r Reader) ExplainEpisode(ep *Episode, p Principal) Decision {
+	var d Decision
+	j := judge{pol: r.pol, v: r.v}
+	d.Visible = j.episode(ep, &p, &d)
+	return d
+}
+
+// VisibleEpisode returns ep as p may see it: nil if the episode is not
+// visible, else a copy whose Nodes and Edges lists hold only visible
+// items (an item the caller may not see is absent, not redacted).
+func (r Reader) VisibleEpisode(ep *Episode, p Principal) *Episode {
+	j := judge{pol: r.pol, v: r.v}
+	if !j.episode(ep, &p, nil) {
+		return nil
+	}
+	c := *ep
+	c.Nodes = make([]string, 0, len(ep.Nodes))
+	for _, id := range ep.Nodes {
+		if j.node(r.v.nodes[id], &p, nil) {
+			c.Nodes = append(c.Nodes, id)
+		}
+	}
+	c.Edges = make([]string, 0, len(ep.Edges))
+	for _, id := range ep.Edges {
+		if j.edge(r.v.edges[id], &p, nil) {
+			c.Edges = append(c.Edges, id)
+		}
+	}
+	return &c
+}
+
+// EdgeVisible is [Reader.EdgeVisible] over a snapshot (an export): the
+// policy is the one in force when the snapshot began, and the endpoint
+// nodes are read from the snapshot.
+func (sn *Snapshot) EdgeVisible(e *Edge, p Principal) bool {
+	j := judge{pol: sn.pol, sn: sn}
+	return j.edge(e, &p, nil)
+}
+
+// NodeVisible is [Reader.NodeVisible] over a snapshot.
+func (sn *Snapshot) NodeVisible(n *Node, p Principal) bool {
+	j := judge{pol: sn.pol, sn: sn}
+	return j.node(n, &p, nil)
+}
+
+// EpisodeVisible is [Reader.EpisodeVisible] over a snapshot.
+func (sn *Snapshot) EpisodeVisible(ep *Episode, p Principal) bool {
+	j := judge{pol: sn.pol, sn: sn}
+	return j.episode(ep, &p, nil)
+}
+
+// judge evaluates policy over the view (v) or a snapshot (sn).
+type judge struct {
+	pol *ruleSet
+	v   *view
+	sn  *Snapshot
+}
+
+func (j *judge) nodeOf(ns, id string) *Node {
+	if j.v != nil {
+		return j.v.nodes[id]
+	}
+	return j.sn.policyNode(ns, id)
+}
+
+func (j *judge) episodeOf(ns, id string) *Episode {
+	if j.v != nil {
+		return j.v.episodes[ns+"\x00"+id]
+	}
+	ep, _ := j.sn.Episode(ns, id)
+	return ep
+}
+
+// EdgeVisible is [Reader.EdgeVisible] for callers outside [Store.Read]
+// (an HTTP handler, an export streaming a [Snapshot]). It takes the
+// read lock for the call: never call it inside Store.Read.
+func (s *Store) EdgeVisible(e *Edge, p Principal) (ok bool) {
+	s.Read(func(r Reader) { ok = r.EdgeVisible(e, p) })
+	return ok
+}
+
+// NodeVisible is [Reader.NodeVisible] for callers outside [Store.Read].
+func (s *Store) NodeVisible(n *Node, p Principal) (ok bool) {
+	s.Read(func(r Reader) { ok = r.NodeVisible(n, p) })
+	return ok
+}
+
+// EpisodeVisible is [Reader.EpisodeVisible] for callers outside
+// [Store.Read].
+func (s *Store) EpisodeVisible(ep *Episode, p Principal) (ok bool) {
+	s.Read(func(r Reader) { ok = r.EpisodeVisible(ep, p) })
+	return ok
+}
+
+// Levels of specificity, most specific first.
+const (
+	levelItem  = iota // the item itself: its own policy, rules on its id
+	levelTag          // rules on its tags
+	levelType         // rules on its edge type
+	levelScope        // rules on its namespace, or on every namespace
+	levelNone
+)
+
+// eval accumulates one evaluation. It lives on the stack.
+type eval struct {
+	roles []string
+
+	denied   bool
+	denyRule string
+
+	// The most specific level with allow rules, and whether they admit.
+	allowLevel int
+	allowOK    bool
+	allowRule  string
+	// The level being evaluated: each target at it must admit.
+	lvHas, lvOK bool
+	lvRule      string
+
+	// Labels: the most specific level that sets one decides; at that
+	// level the most restrictive wins.
+	sens      Sensitivity
+	sensLevel int
+	sensRule  string
+	portable  int8 // 0 unset, 1 portable, -1 not portable
+	portLevel int
+	portRule  string
+	levelOpen int
+}
+
+func (ev *eval) start(roles []string) {
+	ev.roles = roles
+	ev.allowLevel, ev.sensLevel, ev.portLevel = levelNone, levelNone, levelNone
+}
+
+// beginLevel starts a level; endLevel records its allows if it is the
+// first level that has any.
+func (ev *eval) beginLevel(l int) { ev.levelOpen, ev.lvHas, ev.lvOK, ev.lvRule = l, false, true, "" }
+
+func (ev *eval) endLevel() {
+	if ev.lvHas && ev.allowLevel == levelNone {
+		ev.allowLevel, ev.allowOK, ev.allowRule = ev.levelOpen, ev.lvOK, ev.lvRule
+	}
+}
+
+// target folds one target's allow list: at one level every target that
+// has allows must admit (an edge tagged two ways needs both).
+func (ev *eval) target(has, ok bool, rule string) {
+	if !has {
+		return
+	}
+	ev.lvHas = true
+	if !ok && ev.lvOK {
+		ev.lvOK, ev.lvRule = false, rule
+	}
+	if ev.lvRule == "" {
+		ev.lvRule = rule
+	}
+}
+
+func (ev *eval) deny(rule string) {
+	if !ev.denied {
+		ev.denied, ev.denyRule = true, rule
+	}
+}
+
+func (ev *eval) label(s Sensitivity, portable int8, rule string) {
+	l := ev.levelOpen
+	if s != "" && (ev.sensLevel == levelNone || (ev.sensLevel == l && sensRank(s) > sensRank(ev.sens))) {
+		ev.sens, ev.sensLevel, ev.sensRule = s, l, rule
+	}
+	if portable != 0 && (ev.portLevel == levelNone || (ev.portLevel == l && portable < ev.portable)) {
+		ev.portable, ev.portLevel, ev.portRule = portable, l, rule
+	}
+}
+
+func sensRank(s Sensitivity) int {
+	switch s {
+	case SensitivityPersonal:
+		return 1
+	case SensitivitySensitive:
+		return 2
+	}
+	return 0
+}
+
+// tgt accumulates the allow rules of one target: any of them admits.
+type tgt struct {
+	has, ok bool
+	rule    string
+}
+
+// fold adds the rules g of one target, in namespace ns, to t.
+func (ev *eval) fold(g []ruleEntry, ns string, t *tgt) {
+	for i := range g {
+		en := &g[i]
+		if en.ns != "" && en.ns != ns {
+			continue
+		}
+		switch en.effect {
+		case EffectDeny:
+			if matchAny(en.roles, ev.roles) {
+				ev.deny(en.id)
+			}
+		case EffectAllow:
+			if !t.has {
+				t.rule = en.id
+			}
+			t.has = true
+			if !t.ok && matchAny(en.roles, ev.roles) {
+				t.ok, t.rule = true, en.id
+			}
+		case EffectLabel:
+			ev.label(en.sens, en.portable, en.id)
+		}
+	}
+}
+
+// group folds the rules of one target.
+func (ev *eval) group(g []ruleEntry, ns string) {
+	var t tgt
+	ev.fold(g, ns, &t)
+	ev.target(t.has, t.ok, t.rule)
+}
+
+// verdict applies allow, sensitivity and portability once every level
+// is folded. subject and origin name who the item is about and the
+// context it came from.
+func (ev *eval) verdict(p *Principal, d *Decision, subject, origin, scope string) bool {
+	if ev.denied {
+		return d.no(ReasonDenied, ev.denyRule, scope)
+	}
+	private := ev.sens == SensitivityPersonal || ev.sens == SensitivitySensitive
+	if !private {
+		if ev.allowLevel != levelNone && !ev.allowOK {
+			return d.no(ReasonNotAllowed, ev.allowRule, scope)
+		}
+	} else {
+		// Personal and sensitive items: their subject sees them (unless
+		// denied); anyone else needs an allow rule naming a role.
+		self := p.is(subject)
+		explicit := ev.allowLevel != levelNone && ev.allowOK
+		if !self && ev.allowLevel != levelNone && !ev.allowOK {
+			return d.no(ReasonNotAllowed, ev.allowRule, scope)
+		}
+		if !self && !explicit {
+			return d.no(ReasonSensitivity, ev.sensRule, scope)
+		}
+		if ev.sens == SensitivitySensitive && p.Shared {
+			return d.no(ReasonSensitivity, ev.sensRule, scope)
+		}
+	}
+	if ev.portable < 0 {
+		if p.Export || (origin != "" && origin != p.Context && !p.is(origin)) {
+			return d.no(ReasonNotPortable, ev.portRule, scope)
+		}
+	}
+	return true
+}
+
+// no records a negative decision (when explaining) and returns false.
+func (d *Decision) no(reason Reason, rule, scope string) bool {
+	if d != nil {
+		d.Reason, d.Rule, d.Scope = reason, rule, scope
+	}
+	return false
+}
+
+func (j *judge) edge(e *Edge, p *Principal, d *Decision) bool {
 	if e == nil {
+		return d.no(ReasonMissing, "", "")
+	}
+	rs := j.pol
+	pol := &e.Policy
+	if (rs == nil || !rs.edgeRules) && e.Type != EdgePolicy && len(e.Scope.Audience) == 0 &&
+		len(pol.AllowRoles) == 0 && len(pol.DenyRoles) == 0 && pol.Sensitivity == "" && pol.Portable == nil {
+		return true // nothing speaks about this edge: the common case
+	}
+	if rs != nil && rs.closed {
+		return d.no(ReasonDenied, RuleUnavailable, e.Source)
+	}
+	var ev eval
+	ev.start(p.Roles)
+
+	// The edge itself: its own policy and rules on its id, one target.
+	ev.beginLevel(levelItem)
+	if len(pol.DenyRoles) > 0 && matchAny(pol.DenyRoles, p.Roles) {
+		ev.deny(RuleItemPolicy)
+	}
+	var own tgt
+	if len(pol.AllowRoles) > 0 {
+		own = tgt{has: true, ok: matchAny(pol.AllowRoles, p.Roles), rule: RuleItemPolicy}
+	}
+	ev.label(pol.Sensitivity, portableFlag(pol.Portable), RuleItemPolicy)
+	if rs != nil && len(rs.byEdge) > 0 {
+		if g, ok := rs.byEdge[e.ID]; ok {
+			ev.fold(g, e.Namespace, &own)
+		}
+	}
+	ev.target(own.has, own.ok, own.rule)
+	ev.endLevel()
+
+	if rs != nil {
+		if len(rs.locations) > 0 && e.Scope.Location != "" {
+			ev.beginLevel(levelTag)
+			rs.locationGroups(&ev, e.Scope.Location, e.Namespace)
+			ev.endLevel()
+		}
+		if rs.typed {
+			if g := rs.byType[edgeTypeCode(e.Type)]; len(g) > 0 {
+				ev.beginLevel(levelType)
+				ev.group(g, e.Namespace)
+				ev.endLevel()
+			}
+		}
+		rs.scopeGroups(&ev, e.Namespace)
+	}
+
+	if len(e.Scope.Audience) > 0 && !audienceAdmits(e.Scope.Audience, p) && !ev.denied {
+		return d.no(ReasonAudience, RuleAudience, e.Source)
+	}
+	subject, origin := pol.Subject, pol.Origin
+	if subject == "" || origin == "" {
+		first := ""
+		if len(e.Provenance) > 0 {
+			first = e.Provenance[0].Agent
+		}
+		if subject == "" {
+			subject = first
+		}
+		if origin == "" {
+			origin = first
+		}
+	}
+	if !ev.verdict(p, d, subject, origin, e.Source) {
 		return false
 	}
-	return policyAdmits(e.Policy, p) && audienceAdmits(e.Scope.Audience, p)
+	if (rs != nil && rs.nodeRules) || e.Type == EdgePolicy {
+		for _, id := range [2]string{e.Source, e.Target} {
+			n := j.nodeOf(e.Namespace, id)
+			if n == nil {
+				continue // a dangling end hides nothing
+			}
+			if !j.node(n, p, nil) {
+				return d.no(ReasonEndpoint, j.endpointRule(n, p, d), id)
+			}
+		}
+	}
+	return true
 }
 
-func policyAdmits(pol Policy, p Principal) bool {
-	for _, r := range p.Roles {
-		if slices.Contains(pol.DenyRoles, r) {
+// endpointRule names the rule that hides endpoint n (only when
+// explaining: it evaluates n again).
+func (j *judge) endpointRule(n *Node, p *Principal, d *Decision) string {
+	if d == nil {
+		return ""
+	}
+	var nd Decision
+	j.node(n, p, &nd)
+	return nd.Rule
+}
+
+func (j *judge) node(n *Node, p *Principal, d *Decision) bool {
+	if n == nil {
+		return d.no(ReasonMissing, "", "")
+	}
+	if ruleNode(n) && !p.HasRole(RoleOperator) {
+		return d.no(ReasonNotAllowed, n.Attributes.Props["rule"], n.ID)
+	}
+	rs := j.pol
+	if rs == nil || !rs.nodeRules {
+		return true
+	}
+	if rs.closed {
+		return d.no(ReasonDenied, RuleUnavailable, n.ID)
+	}
+	var ev eval
+	ev.start(p.Roles)
+
+	ev.beginLevel(levelItem)
+	if g, ok := rs.byNode[n.ID]; ok {
+		ev.group(g, n.Namespace)
+	}
+	ev.endLevel()
+
+	ev.beginLevel(levelTag)
+	if len(rs.byTag) > 0 {
+		for _, t := range n.Attributes.Tags {
+			if g, ok := rs.byTag[t]; ok {
+				ev.group(g, n.Namespace)
+			}
+		}
+	}
+	if len(rs.locations) > 0 {
+		switch n.Type {
+		case NodeLocation:
+			rs.locationGroups(&ev, n.Name, n.Namespace)
+		case NodeEpisode:
+			if ep := j.episodeOf(n.Namespace, n.Name); ep != nil && ep.Location != "" {
+				rs.locationGroups(&ev, ep.Location, n.Namespace)
+			}
+		}
+	}
+	ev.endLevel()
+
+	rs.scopeGroups(&ev, n.Namespace)
+
+	subject, origin := n.Attributes.Props["subject"], n.Attributes.Props["origin"]
+	if subject == "" && n.Type == NodeAgent {
+		subject = n.Name
+	}
+	return ev.verdict(p, d, subject, origin, n.ID)
+}
+
+func (j *judge) episode(ep *Episode, p *Principal, d *Decision) bool {
+	if ep == nil {
+		return d.no(ReasonMissing, "", "")
+	}
+	n := j.nodeOf(ep.Namespace, ep.NodeID)
+	if n == nil {
+		// An episode whose node is gone: judge it by a stand-in.
+		n = &Node{ID: ep.NodeID, Namespace: ep.Namespace, Type: NodeEpisode, Name: ep.ID}
+	}
+	return j.node(n, p, d)
+}
+
+// matchAny reports whether any of roles is in list.
+func matchAny(list, roles []string) bool {
+	for _, r := range roles {
+		for _, l := range list {
+			if l == r {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasAny(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+func audienceAdmits(aud []string, p *Principal) bool {
+	if p.Agent != "" && hasAny(aud, p.Agent) {
+		return true
+	}
+	if p.Subject != "" && hasAny(aud, p.Subject) {
+		return true
+	}
+	return matchAny(aud, p.Roles)
+}
+
+func portableFlag(b *bool) int8 {
+	switch {
+	case b == nil:
+		return 0
+	case *b:
+		return 1
+	}
+	return -1
+}
+
+// canonEqual reports whether Canonical(s) == c without allocating; c is
+// already canonical.
+func canonEqual(s, c string) bool {
+	i := 0
+	space := false
+	started := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = started
+			continue
+		}
+		if space {
+			if i >= len(c) || c[i] != ' ' {
+				return false
+			}
+			i++
+			space = false
+		}
+		started = true
+		lr := unicode.ToLower(r)
+		if lr < utf8.RuneSelf {
+			if i >= len(c) || c[i] != byte(lr) {
+				return false
+			}
+			i++
+			continue
+		}
+		cr, size := utf8.DecodeRuneInString(c[i:])
+		if cr != lr {
 			return false
 		}
+		i += size
 	}
-	if len(pol.AllowRoles) == 0 {
-		return true
-	}
-	for _, r := range p.Roles {
-		if slices.Contains(pol.AllowRoles, r) {
-			return true
-		}
-	}
-	return false
+	return i == len(c)
 }
 
-func audienceAdmits(aud []string, p Principal) bool {
-	if len(aud) == 0 {
-		return true
+// policyNode reads node id of namespace ns for a policy check, once per
+// snapshot.
+func (sn *Snapshot) policyNode(ns, id string) *Node {
+	if n, ok := sn.policyNodes[id]; ok {
+		return n
 	}
-	if p.Agent != "" && slices.Contains(aud, p.Agent) {
-		return true
+	n, err := sn.Node(ns, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		n = nil // missing: nothing to hide
+	case err != nil:
+		// Unreadable: judge it as a node no one but operators sees.
+		n = &Node{ID: id, Namespace: ns, Type: NodePolicy, Attributes: Attributes{Props: map[string]string{"rule": RuleUnavailable}}}
 	}
-	for _, r := range p.Roles {
-		if slices.Contains(aud, r) {
-			return true
-		}
+	if sn.policyNodes == nil {
+		sn.policyNodes = map[string]*Node{}
 	}
-	return false
+	sn.policyNodes[id] = n
+	return n
 }
 
-// NodeVisible is the policy check every read path applies to a node.
-// Nodes carry no policy of their own in the data model yet, so every
-// node of the caller's namespace is visible; policies attached to nodes
-// extend this function, and every read path picks that up.
-func NodeVisible(n *Node, p Principal) bool { return n != nil }
+// edgeTypeCode is EdgeType.Code as a switch (no slice scan).
+func edgeTypeCode(t EdgeType) int {
+	switch t {
+	case EdgeCausal:
+		return 1
+	case EdgeTemporal:
+		return 2
+	case EdgeMembership:
+		return 3
+	case EdgePolicy:
+		return 4
+	case EdgeToolUse:
+		return 5
+	case EdgeAssertion:
+		return 6
+	}
+	return 0
+}

@@ -11,14 +11,18 @@ import (
 // Reader reads the memory-resident view. It is valid only inside the
 // function given to [Store.Read]; the values it returns stay valid (they
 // are never changed in place) but must not be modified.
-type Reader struct{ v *view }
+type Reader struct {
+	v   *view
+	pol *ruleSet // the policy compiled when the read began
+}
 
 // Read calls fn with a consistent view of the graph. Writers wait while
 // fn runs, so keep it short (the planner's expansion, a page of a list).
 func (s *Store) Read(fn func(r Reader)) {
+	pol := s.policies()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	fn(Reader{s.v})
+	fn(Reader{v: s.v, pol: pol})
 }
 
 // Node returns the node id, or nil.

@@ -26,6 +26,9 @@ import (
 type Snapshot struct {
 	ctx context.Context
 	txn *badger.Txn
+	pol *ruleSet // the policy when the snapshot began (policy.go)
+	// policyNodes caches endpoint nodes for policy checks.
+	policyNodes map[string]*Node
 }
 
 // Snapshot calls fn with a consistent snapshot of the store and
@@ -43,7 +46,7 @@ func (s *Store) Snapshot(ctx context.Context, fn func(sn *Snapshot) error) error
 	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
-	return fn(&Snapshot{ctx: ctx, txn: txn})
+	return fn(&Snapshot{ctx: ctx, txn: txn, pol: s.policies()})
 }
 
 // ctxCheckEvery is how many records an iterator reads between checks of

@@ -84,6 +84,8 @@ type Store struct {
 	subMu sync.RWMutex
 	subs  []func(Changes)
 
+	pol policyState // rules and the compiled policy (policyrules.go)
+
 	closeOnce sync.Once
 	closeErr  error
 

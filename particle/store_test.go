@@ -152,6 +152,7 @@ func TestUpdateIsAllOrNothing(t *testing.T) {
 }
 
 func TestEdgeVisible(t *testing.T) {
+	s := openStore(t, t.TempDir())
 	e := &particle.Edge{Policy: particle.Policy{AllowRoles: []string{"operator", "planner"}, DenyRoles: []string{"visitor"}}}
 	for _, tc := range []struct {
 		roles []string
@@ -163,15 +164,15 @@ func TestEdgeVisible(t *testing.T) {
 		{[]string{"guest"}, false},               // not in a non-empty allow list
 		{nil, false},
 	} {
-		if got := particle.EdgeVisible(e, particle.Principal{Roles: tc.roles}); got != tc.want {
+		if got := s.EdgeVisible(e, particle.Principal{Roles: tc.roles}); got != tc.want {
 			t.Errorf("roles %v: visible %v, want %v", tc.roles, got, tc.want)
 		}
 	}
 	aud := &particle.Edge{Scope: particle.Scope{Audience: []string{"ur5-alpha", "lab-staff"}}}
-	if !particle.EdgeVisible(aud, particle.Principal{Agent: "ur5-alpha"}) || !particle.EdgeVisible(aud, particle.Principal{Roles: []string{"lab-staff"}}) {
+	if !s.EdgeVisible(aud, particle.Principal{Agent: "ur5-alpha"}) || !s.EdgeVisible(aud, particle.Principal{Roles: []string{"lab-staff"}}) {
 		t.Error("audience members must see the edge")
 	}
-	if particle.EdgeVisible(aud, particle.Principal{Roles: []string{"visitor"}}) {
+	if s.EdgeVisible(aud, particle.Principal{Roles: []string{"visitor"}}) {
 		t.Error("outside the audience must not see the edge")
 	}
 }

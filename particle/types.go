@@ -162,6 +162,15 @@ type Salience struct {
 type Policy struct {
 	AllowRoles []string `json:"allow_roles,omitempty"`
 	DenyRoles  []string `json:"deny_roles,omitempty"`
+	// Sensitivity is public (default), personal or sensitive; Subject
+	// is who a personal or sensitive item is about (default: the agent
+	// of its first provenance).
+	Sensitivity Sensitivity `json:"sensitivity,omitempty"`
+	Subject     string      `json:"subject,omitempty"`
+	// Portable false keeps the item in the context it came from (Origin,
+	// default the agent of its first provenance) and out of exports.
+	Portable *bool  `json:"portable,omitempty"`
+	Origin   string `json:"origin,omitempty"`
 }
 
 // MaxProvenance is how many provenance records an edge keeps (the most

@@ -43,7 +43,7 @@ type run struct {
 // admits applies every constraint of the request to an edge.
 func (run *run) admits(e *particle.Edge) bool {
 	req := run.req
-	if e == nil || !particle.EdgeVisible(e, run.principal) {
+	if e == nil || !run.r.EdgeVisible(e, run.principal) {
 		return false
 	}
 	if e.Confidence < req.MinConfidence {
@@ -98,7 +98,7 @@ func (run *run) episodeInWindow(ep *particle.Episode) bool {
 }
 
 func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) {
-	if n == nil || n.Namespace != run.ns || !particle.NodeVisible(n, run.principal) {
+	if n == nil || n.Namespace != run.ns || !run.r.NodeVisible(n, run.principal) {
 		return
 	}
 	if old, ok := run.nodeScore[n.ID]; ok {

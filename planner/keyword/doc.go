@@ -45,6 +45,6 @@
 // # Policy
 //
 // The index holds text, not permissions: a hit is a candidate that the
-// caller must pass through particle.EdgeVisible / NodeVisible (the
+// caller must pass through Reader.EdgeVisible / NodeVisible (the
 // planner does, for every hit, before it becomes a seed).
 package keyword

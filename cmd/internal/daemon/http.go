@@ -89,7 +89,7 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
 	n, err := d.store.ResolveNode(r.PathValue("id"))
-	if err == nil && !particle.NodeVisible(n, principalOf(r)) {
+	if err == nil && !d.store.NodeVisible(n, principalOf(r)) {
 		err = fmt.Errorf("node %s: %w", r.PathValue("id"), particle.ErrNotFound)
 	}
 	if err != nil {
@@ -101,7 +101,7 @@ func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) httpEdge(w http.ResponseWriter, r *http.Request) {
 	e, err := d.store.Edge(r.PathValue("id"))
-	if err == nil && !particle.EdgeVisible(e, principalOf(r)) {
+	if err == nil && !d.store.EdgeVisible(e, principalOf(r)) {
 		err = fmt.Errorf("edge %s: %w", r.PathValue("id"), particle.ErrNotFound)
 	}
 	if err != nil {
