@@ -21,7 +21,11 @@ type Answer struct {
 	Contradictions []Contradiction `json:"contradictions"`
 	ContextState   *ContextState   `json:"context_state,omitempty"`
 	Timings        Timings         `json:"timings_us"`
-	Strategy       string          `json:"strategy"`
+	// Strategy is how the seeds were found (semantic, keyword, graph,
+	// temporal or hybrid); with auto or no strategy asked, the one
+	// chosen, and StrategyReason says why.
+	Strategy       string `json:"strategy"`
+	StrategyReason string `json:"strategy_reason,omitempty"`
 	// Truncated is true when the budget cut the expansion short.
 	Truncated bool `json:"truncated"`
 }
@@ -83,10 +87,12 @@ type Contradiction struct {
 type Timings struct {
 	EmbedUS     int64 `json:"embed"`
 	PrefilterUS int64 `json:"prefilter"`
-	ExpandUS    int64 `json:"expand"`
-	RerankUS    int64 `json:"rerank"`
-	StitchUS    int64 `json:"stitch"`
-	TotalUS     int64 `json:"total"`
+	// KeywordUS is the bleve search (keyword and hybrid strategies).
+	KeywordUS int64 `json:"keyword,omitempty"`
+	ExpandUS  int64 `json:"expand"`
+	RerankUS  int64 `json:"rerank"`
+	StitchUS  int64 `json:"stitch"`
+	TotalUS   int64 `json:"total"`
 }
 
 // ContextState is the context state vector after the answer, with a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/embed"
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner/keyword"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -44,7 +45,10 @@ type Options struct {
 	// PerNodeFanout caps the edges one node contributes per hop.
 	// Default 32.
 	PerNodeFanout int
-	Logger        *slog.Logger
+	// Keyword is the keyword index for the keyword and hybrid
+	// strategies; nil leaves them out (auto never picks them).
+	Keyword *keyword.Index
+	Logger  *slog.Logger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -106,18 +110,46 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := &run{p: p, req: req, ns: ns, q: q, now: p.opts.Now().UTC(), principal: req.principal()}
+	strategy, seedBy, reason, err := p.chooseStrategy(req, ns)
+	if err != nil {
+		return nil, err
+	}
+	run := &run{p: p, req: req, ns: ns, q: q, now: p.opts.Now().UTC(), principal: req.principal(),
+		temporal: strategy == StrategyTemporal, history: strategy == StrategyTemporal && req.AsOf == nil}
 	if req.AsOf != nil {
 		run.now = req.AsOf.UTC()
+	}
+	// The keyword search runs before the read lock: bleve has its own.
+	var kw []keyword.Hit
+	var keywordUS int64
+	if seedBy == StrategyKeyword || seedBy == StrategyHybrid {
+		tk := time.Now()
+		kw, err = p.opts.Keyword.Search(ns, req.Query, 2*req.K)
+		if err != nil {
+			return nil, fmt.Errorf("keyword search: %w", err)
+		}
+		keywordUS = us(time.Since(tk))
 	}
 
 	t1 := time.Now()
 	var ans *Answer
 	p.store.Read(func(r particle.Reader) {
 		run.r = r
-		hits := p.prefilter(run)
+		run.resetSeeds()
+		run.seedNamed()
+		var cands []candidate
+		switch seedBy {
+		case StrategySemantic:
+			cands = run.fromVector(p.prefilter(run))
+		case StrategyKeyword:
+			cands = run.fromKeyword(kw)
+		case StrategyHybrid:
+			cands = fuse(run.fromVector(p.prefilter(run)), run.fromKeyword(kw))
+		case StrategyGraph:
+			run.seedQueryNames()
+		}
 		t2 := time.Now()
-		run.seed(hits)
+		run.seedCandidates(cands)
 		run.expand()
 		t3 := time.Now()
 		run.rerank()
@@ -125,10 +157,10 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 		ans = run.stitch()
 		t5 := time.Now()
 		ans.Timings = Timings{
-			PrefilterUS: us(t2.Sub(t1)), ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
+			PrefilterUS: us(t2.Sub(t1)), KeywordUS: keywordUS, ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
 		}
 	})
-	ans.Strategy = "semantic+graph"
+	ans.Strategy, ans.StrategyReason = strategy, reason
 	ans.ContextState, err = p.contextState(ctx, run, ans, seeds)
 	if err != nil {
 		return nil, err
@@ -222,7 +254,7 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 			return e.Namespace == run.ns && run.admits(e)
 		}
 		if ep := r.EpisodeBySeq(id); ep != nil {
-			return ep.Namespace == run.ns && (!req.SameAgent || ep.Agent == req.Agent) && run.episodeInWindow(ep)
+			return ep.Namespace == run.ns && run.episodeAdmits(ep)
 		}
 		return false
 	}}

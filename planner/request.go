@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
@@ -110,6 +112,9 @@ func (r *Request) normalize(dims int) error {
 				return fmt.Errorf("%w: vector[%d] is %v", ErrInvalid, i, x)
 			}
 		}
+	}
+	if r.Strategy != "" && !slices.Contains(Strategies, r.Strategy) {
+		return fmt.Errorf("%w: unknown strategy %q (want one of %s)", ErrInvalid, r.Strategy, strings.Join(Strategies, ", "))
 	}
 	switch r.Format {
 	case "", "json":

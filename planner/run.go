@@ -33,6 +33,10 @@ type run struct {
 	unknowns  []Unknown
 	truncated bool
 
+	// temporal ranks edges by closeness in time to now (as_of, or the
+	// time window's end); history keeps superseded facts.
+	temporal, history bool
+
 	// scratch for scoreEdges
 	batch  []*particle.Edge
 	scores []float64
@@ -61,7 +65,7 @@ func (run *run) admits(e *particle.Edge) bool {
 		if !e.ValidTo.IsZero() && !e.ValidTo.After(at) && !e.EndedAt.After(at) {
 			return false
 		}
-	} else if e.Status == particle.StatusSuperseded {
+	} else if e.Status == particle.StatusSuperseded && !run.history {
 		return false
 	}
 	if tw := req.TimeWindow; tw != nil {
@@ -87,6 +91,12 @@ func (run *run) admits(e *particle.Edge) bool {
 		}
 	}
 	return true
+}
+
+// episodeAdmits applies the request's constraints to an episode:
+// policy, the same agent when asked, and the time window.
+func (run *run) episodeAdmits(ep *particle.Episode) bool {
+	return run.r.EpisodeVisible(ep, run.principal) && (!run.req.SameAgent || ep.Agent == run.req.Agent) && run.episodeInWindow(ep)
 }
 
 func (run *run) episodeInWindow(ep *particle.Episode) bool {
@@ -118,52 +128,6 @@ func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) {
 	run.nodeOrder = append(run.nodeOrder, n.ID)
 	if seed {
 		run.seeds[n.ID] = true
-	}
-}
-
-// seed turns prefilter hits and the request's named goals, tools and
-// entities into the expansion's starting nodes.
-func (run *run) seed(hits []wave.Hit) {
-	run.nodeScore, run.nodeHop, run.seeds = map[string]float64{}, map[string]int{}, map[string]bool{}
-	run.edges, run.edgeScore = map[string]*particle.Edge{}, map[string]float64{}
-	r := run.r
-	named := func(kind string, t particle.NodeType, names []string) {
-		for _, name := range names {
-			n := r.Lookup(run.ns, t, name)
-			if n == nil && t == particle.NodeEntity {
-				n = r.LookupAny(run.ns, name)
-			}
-			if n == nil {
-				run.unknowns = append(run.unknowns, Unknown{Kind: kind, Name: name})
-				continue
-			}
-			run.addNode(n, 1, 0, true)
-		}
-	}
-	named("goal", particle.NodeGoal, run.req.Goals)
-	named("tool", particle.NodeTool, run.req.Tools)
-	named("entity", particle.NodeEntity, run.req.Entities)
-
-	kept := 0
-	for _, h := range hits {
-		if kept >= run.req.K {
-			break
-		}
-		s := cos01(h.Score)
-		switch {
-		case r.NodeBySeq(h.ID) != nil:
-			run.addNode(r.NodeBySeq(h.ID), s, 0, true)
-		case r.EdgeBySeq(h.ID) != nil:
-			e := r.EdgeBySeq(h.ID)
-			run.addEdge(e)
-			run.addNode(r.Node(e.Source), s*0.9, 0, true)
-			run.addNode(r.Node(e.Target), s*0.9, 0, true)
-		case r.EpisodeBySeq(h.ID) != nil:
-			run.addNode(r.Node(r.EpisodeBySeq(h.ID).NodeID), s, 0, true)
-		default:
-			continue
-		}
-		kept++
 	}
 }
 
@@ -255,7 +219,33 @@ func (run *run) scoreEdge(e *particle.Edge) float64 {
 	if len(e.Embedding) == len(run.q) {
 		sim = cos01(wave.Dot(run.q, e.Embedding))
 	}
-	return sim * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
+	s := sim * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
+	if run.temporal {
+		s *= run.recency(e)
+	}
+	return s
+}
+
+// recencyScale is the time over which a fact's recency weight halves
+// from 1 towards 0.5 (temporal strategy).
+const recencyScale = 24 * time.Hour
+
+// recency weighs a fact by how close its validity is to the reference
+// time: 1 for a fact valid at it, towards 0.5 for one long before or
+// after.
+func (run *run) recency(e *particle.Edge) float64 {
+	ref := run.now
+	if tw := run.req.TimeWindow; tw != nil && !tw.To.IsZero() && tw.To.Before(ref) {
+		ref = tw.To
+	}
+	var d time.Duration
+	switch {
+	case e.ValidFrom.After(ref):
+		d = e.ValidFrom.Sub(ref)
+	case !e.ValidTo.IsZero() && e.ValidTo.Before(ref):
+		d = ref.Sub(e.ValidTo)
+	}
+	return 0.5 + 0.5/(1+float64(d)/float64(recencyScale))
 }
 
 // scoreEdges scores a candidate set at once: saliences are decayed with
@@ -297,6 +287,9 @@ func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
 			sim = cos01(wave.Dot(run.q, e.Embedding))
 		}
 		run.scores[i] = sim * (run.p.opts.SalienceFloor + run.scores[i]) * e.Confidence
+		if run.temporal {
+			run.scores[i] *= run.recency(e)
+		}
 	}
 	return run.scores
 }

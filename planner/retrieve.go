@@ -1,0 +1,235 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner/keyword"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// rrfK is the reciprocal-rank fusion constant (Cormack et al. 2009):
+// an item's fused score is the sum over the rankings of 1/(rrfK + rank).
+const rrfK = 60
+
+// candidate is one retrieved item on its way to becoming seeds: a node,
+// an edge with its endpoints, an episode's node or the nodes a CMS span
+// touched. Every candidate has passed the request's constraints.
+type candidate struct {
+	key   string // kind and id: the same item from two rankings fuses
+	score float64
+	edge  *particle.Edge
+	nodes []*particle.Node
+	// endpointScale scales the score for an edge's endpoints.
+	endpointScale float64
+}
+
+// chooseStrategy resolves the request's strategy: the one to report,
+// the one that finds the seeds (they differ for temporal) and, for
+// auto, why.
+func (p *Planner) chooseStrategy(req *Request, ns string) (strategy, seedBy, reason string, err error) {
+	name := req.Strategy
+	if name == "" {
+		name = StrategyAuto
+	}
+	hasKeyword := p.opts.Keyword != nil
+	switch name {
+	case StrategyKeyword, StrategyHybrid:
+		if !hasKeyword {
+			return "", "", "", fmt.Errorf("%w: strategy %s needs the keyword index, which this planner does not have", ErrInvalid, name)
+		}
+		return name, name, "", nil
+	case StrategySemantic, StrategyGraph:
+		return name, name, "", nil
+	}
+	adv := advise(req, p.knownName(req, ns), hasKeyword)
+	if name == StrategyAuto {
+		name, reason = adv.Chosen, "auto: "+adv.Reason
+	}
+	seedBy = name
+	if name == StrategyTemporal {
+		seedBy = seeding(adv.Suggestions)
+		if reason == "" {
+			reason = "seeds by " + seedBy
+		} else {
+			reason += "; seeds by " + seedBy
+		}
+	}
+	return name, seedBy, reason, nil
+}
+
+// knownName reports whether a text is the name or alias of a node the
+// request may see (the one visibility check, through addNode).
+func (p *Planner) knownName(req *Request, ns string) func(string) bool {
+	return func(s string) bool {
+		var ok bool
+		p.store.Read(func(r particle.Reader) {
+			probe := &run{p: p, req: req, ns: ns, principal: req.principal(), r: r}
+			probe.resetSeeds()
+			probe.addNode(r.LookupAny(ns, s), 1, 0, false)
+			ok = len(probe.nodeScore) > 0
+		})
+		return ok
+	}
+}
+
+// resetSeeds prepares the run's maps.
+func (run *run) resetSeeds() {
+	run.nodeScore, run.nodeHop, run.seeds = map[string]float64{}, map[string]int{}, map[string]bool{}
+	run.edges, run.edgeScore = map[string]*particle.Edge{}, map[string]float64{}
+}
+
+// seedNamed seeds the request's named goals, tools and entities; what
+// the graph lacks becomes an unknown.
+func (run *run) seedNamed() {
+	r := run.r
+	named := func(kind string, t particle.NodeType, names []string) {
+		for _, name := range names {
+			n := r.Lookup(run.ns, t, name)
+			if n == nil && t == particle.NodeEntity {
+				n = r.LookupAny(run.ns, name)
+			}
+			if n == nil {
+				run.unknowns = append(run.unknowns, Unknown{Kind: kind, Name: name})
+				continue
+			}
+			run.addNode(n, 1, 0, true)
+		}
+	}
+	named("goal", particle.NodeGoal, run.req.Goals)
+	named("tool", particle.NodeTool, run.req.Tools)
+	named("entity", particle.NodeEntity, run.req.Entities)
+}
+
+// maxNameWords bounds the word n-grams the graph strategy looks up.
+const maxNameWords = 4
+
+// seedQueryNames seeds the nodes the query names: its quoted phrases
+// and every run of up to maxNameWords words that is a node's name or
+// alias (graph strategy).
+func (run *run) seedQueryNames() {
+	phrases, rest := keyword.Phrases(run.req.Query)
+	for _, ph := range phrases {
+		run.addNode(run.r.LookupAny(run.ns, ph), 1, 0, true)
+	}
+	words := strings.FieldsFunc(rest, func(r rune) bool { return strings.ContainsRune(" \t\n\r,;?!()[]{}\"", r) })
+	for i := range words {
+		for j := min(len(words), i+maxNameWords); j > i; j-- {
+			if n := run.r.LookupAny(run.ns, strings.Join(words[i:j], " ")); n != nil {
+				run.addNode(n, 1, 0, true)
+				break
+			}
+		}
+	}
+}
+
+// fromVector turns vector-index hits into candidates (they passed the
+// prefilter's constraints).
+func (run *run) fromVector(hits []wave.Hit) []candidate {
+	r := run.r
+	out := make([]candidate, 0, len(hits))
+	for _, h := range hits {
+		s := cos01(h.Score)
+		if n := r.NodeBySeq(h.ID); n != nil {
+			out = append(out, candidate{key: "n:" + n.ID, score: s, nodes: []*particle.Node{n}})
+		} else if e := r.EdgeBySeq(h.ID); e != nil {
+			out = append(out, candidate{key: "e:" + e.ID, score: s, edge: e, endpointScale: 0.9,
+				nodes: []*particle.Node{r.Node(e.Source), r.Node(e.Target)}})
+		} else if ep := r.EpisodeBySeq(h.ID); ep != nil {
+			out = append(out, candidate{key: "n:" + ep.NodeID, score: s, nodes: []*particle.Node{r.Node(ep.NodeID)}})
+		}
+	}
+	return out
+}
+
+// fromKeyword turns keyword hits into candidates, applying the same
+// constraints the vector prefilter applies: namespace, policy, time
+// window and agent. BM25 scores are scaled to (0, 1] by the best.
+func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
+	r := run.r
+	best := 0.0
+	for _, h := range hits {
+		best = max(best, h.Score)
+	}
+	out := make([]candidate, 0, len(hits))
+	for _, h := range hits {
+		s := 1.0
+		if best > 0 {
+			s = h.Score / best
+		}
+		switch h.Kind {
+		case keyword.KindNode:
+			if n := r.Node(h.ID); n != nil && n.Namespace == run.ns {
+				out = append(out, candidate{key: "n:" + n.ID, score: s, nodes: []*particle.Node{n}})
+			}
+		case keyword.KindEdge:
+			if e := r.Edge(h.ID); e != nil && e.Namespace == run.ns && run.admits(e) {
+				out = append(out, candidate{key: "e:" + e.ID, score: s, edge: e, endpointScale: 0.9,
+					nodes: []*particle.Node{r.Node(e.Source), r.Node(e.Target)}})
+			}
+		case keyword.KindEpisode:
+			if ep := r.Episode(run.ns, h.ID); ep != nil && run.episodeAdmits(ep) {
+				out = append(out, candidate{key: "n:" + ep.NodeID, score: s, nodes: []*particle.Node{r.Node(ep.NodeID)}})
+			}
+		case keyword.KindSpan:
+			var nodes []*particle.Node
+			for _, id := range h.Nodes {
+				if n := r.Node(id); n != nil && n.Namespace == run.ns {
+					nodes = append(nodes, n)
+				}
+			}
+			if len(nodes) > 0 {
+				out = append(out, candidate{key: "s:" + h.ID, score: s, nodes: nodes})
+			}
+		}
+	}
+	return out
+}
+
+// fuse merges rankings by reciprocal rank: the result is ordered by
+// the sum of 1/(rrfK + rank) over the rankings an item appears in; an
+// item keeps its best native score.
+func fuse(rankings ...[]candidate) []candidate {
+	fused := map[string]float64{}
+	byKey := map[string]candidate{}
+	var order []string
+	for _, list := range rankings {
+		for rank, c := range list {
+			fused[c.key] += 1 / float64(rrfK+rank+1)
+			if old, ok := byKey[c.key]; !ok {
+				byKey[c.key] = c
+				order = append(order, c.key)
+			} else if c.score > old.score {
+				old.score = c.score
+				byKey[c.key] = old
+			}
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return fused[order[i]] > fused[order[j]] })
+	out := make([]candidate, len(order))
+	for i, k := range order {
+		out[i] = byKey[k]
+	}
+	return out
+}
+
+// seedCandidates makes the first K candidates seeds.
+func (run *run) seedCandidates(cs []candidate) {
+	kept := 0
+	for _, c := range cs {
+		if kept >= run.req.K {
+			return
+		}
+		s := c.score
+		if c.edge != nil {
+			run.addEdge(c.edge)
+			s *= c.endpointScale
+		}
+		for _, n := range c.nodes {
+			run.addNode(n, s, 0, true)
+		}
+		kept++
+	}
+}
