@@ -595,7 +595,7 @@ func (h *HNSW) searchLayer(s *searcher, q []float32, entries []cand, ef, l int, 
 // Admits calls; when that is small (under 2% of the items, or a
 // candidate set of at most 4096) they score the admitted items exactly,
 // otherwise they walk the graph through all nodes but collect only
-// admitted ones.
+// admitted ones, as far as an unfiltered search would go.
 func (h *HNSW) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != h.dim {
 		return nil
@@ -613,11 +613,15 @@ func (h *HNSW) Search(q []float32, k int, f *Filter) []Hit {
 	defer h.pool.Put(s)
 	ef := max(int(h.efS.Load()), k)
 	if f != nil {
-		exact, scale := h.plan(s, f)
+		exact, frac := h.plan(s, f)
 		if exact {
 			return h.exact(s, q, k, f)
 		}
-		ef = int(float64(ef) * scale)
+		// The walk collects only admitted nodes and goes on until it
+		// holds ef of them, so it explores about ef/frac nodes. Keeping
+		// ef*frac admitted (twice that for margin, at least 2k) explores
+		// about as far as an unfiltered search with ef would.
+		ef = min(ef, max(2*k, int(math.Ceil(2*float64(ef)*frac))))
 	}
 	ep := topSlot(top)
 	epScore := dot(q, h.vec(ep))
@@ -656,9 +660,9 @@ next:
 
 // plan decides how to answer a filtered search. It leaves in s.lists
 // the candidate slot lists from the postings (s.all when there are
-// none) and returns whether to search exactly and, if not, how much to
-// widen ef.
-func (h *HNSW) plan(s *searcher, f *Filter) (exact bool, efScale float64) {
+// none) and returns whether to search exactly and the estimated
+// fraction of live items f admits.
+func (h *HNSW) plan(s *searcher, f *Filter) (exact bool, frac float64) {
 	h.mu.Lock()
 	live := len(h.ids)
 	total := int(h.nslots.Load())
@@ -702,7 +706,7 @@ func (h *HNSW) plan(s *searcher, f *Filter) (exact bool, efScale float64) {
 	}
 	h.mu.Unlock()
 	if total <= exactMin || live == 0 {
-		return true, 1
+		return true, 0
 	}
 	// Estimate the admitted fraction from an even sample of the set.
 	n := min(sampleSize, total)
@@ -714,14 +718,8 @@ func (h *HNSW) plan(s *searcher, f *Filter) (exact bool, efScale float64) {
 		}
 	}
 	admitted := float64(hit) / float64(n) * float64(total)
-	frac := admitted / float64(live)
-	if frac < exactFrac {
-		return true, 1
-	}
-	// The walk collects only admitted nodes, so it already explores
-	// about ef/frac nodes; a little extra ef keeps recall up when the
-	// admitted nodes are scattered.
-	return false, min(2, max(1, 0.3/frac))
+	frac = min(1, admitted/float64(live))
+	return frac < exactFrac, frac
 }
 
 // slotAt returns the pos-th slot of the candidate set.
