@@ -40,7 +40,7 @@ func importCmd() *cobra.Command {
 		},
 	}
 	sf.register(spans)
-	cmd.AddCommand(jsonl, spans)
+	cmd.AddCommand(jsonl, spans, importRLDSCmd())
 	return cmd
 }
 
