@@ -56,7 +56,7 @@ const ctxCheckEvery = 256
 // scan calls fn with each key and value under prefix p, in key order.
 // Both slices are valid only during the call.
 func (sn *Snapshot) scan(p []byte, what string, fn func(k, v []byte) error) error {
-	it := sn.txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true, PrefetchSize: 256})
+	it := sn.txn.NewIterator(badger.IteratorOptions{Prefix: p})
 	defer it.Close()
 	n := 0
 	for it.Seek(p); it.ValidForPrefix(p); it.Next() {
