@@ -124,11 +124,18 @@ func (b *Batch) forget(id, who, why string) (*Forgotten, error) {
 	}
 	f.Edges = len(edges)
 
-	// Episode records list the nodes and edges they touched.
+	// Episode records list the nodes and edges they touched, under the
+	// node's id or the id of a node merged into it.
 	b.s.mu.RLock()
+	ids := map[string]bool{id: true}
+	for from := range b.s.v.redirects {
+		if (Reader{v: b.s.v}).Resolve(from) == id {
+			ids[from] = true
+		}
+	}
 	var eps [][2]string
 	for _, ep := range b.s.v.episodes {
-		if slices.Contains(ep.Nodes, id) || slices.ContainsFunc(ep.Edges, func(e string) bool { return edges[e] }) {
+		if slices.ContainsFunc(ep.Nodes, func(n string) bool { return ids[n] }) || slices.ContainsFunc(ep.Edges, func(e string) bool { return edges[e] }) {
 			eps = append(eps, [2]string{ep.Namespace, ep.ID})
 		}
 	}
@@ -136,9 +143,9 @@ func (b *Batch) forget(id, who, why string) (*Forgotten, error) {
 	slices.SortFunc(eps, func(a, b [2]string) int { return cmpPair(a, b) })
 	for _, k := range eps {
 		ep := b.Episode(k[0], k[1])
-		ep.Nodes = slices.DeleteFunc(ep.Nodes, func(x string) bool { return x == id })
+		ep.Nodes = slices.DeleteFunc(ep.Nodes, func(x string) bool { return ids[x] })
 		ep.Edges = slices.DeleteFunc(ep.Edges, func(x string) bool { return edges[x] })
-		if ep.LastTool == id {
+		if ids[ep.LastTool] {
 			ep.LastTool = ""
 		}
 		if err := b.PutEpisode(ep); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -43,11 +44,35 @@ type Config struct {
 		// dead-lettered.
 		MaxDeliver int `yaml:"max_deliver"`
 		// Backoff is the first redelivery delay of a failed message;
-		// it doubles with each delivery.
-		Backoff time.Duration `yaml:"backoff"`
+		// it doubles with each delivery, up to MaxBackoff. A storage
+		// failure holds the batch and retries it on the same schedule.
+		Backoff    time.Duration `yaml:"backoff"`
+		MaxBackoff time.Duration `yaml:"max_backoff"`
+		// AckWait is how long JetStream waits for an ack before it
+		// redelivers (after a crash, unacked messages come back then).
+		AckWait time.Duration `yaml:"ack_wait"`
 		// SyncWrites fsyncs each Badger commit before the ack.
 		SyncWrites bool `yaml:"sync_writes"`
 	} `yaml:"ingest"`
+	Storage struct {
+		// GCInterval is how often Badger's value log is garbage
+		// collected; 0 turns it off.
+		GCInterval time.Duration `yaml:"gc_interval"`
+		// GCDiscardRatio: a value-log file is rewritten once at least
+		// this fraction of it is stale.
+		GCDiscardRatio float64 `yaml:"gc_discard_ratio"`
+	} `yaml:"storage"`
+	Retention struct {
+		// Enabled turns the retention pass on (off by default).
+		Enabled bool `yaml:"enabled"`
+		// Interval is how often the pass runs.
+		Interval time.Duration `yaml:"interval"`
+		// Action is archive (keep removed items as archive records)
+		// or delete.
+		Action string `yaml:"action"`
+		// Rules say per kind and type when an item has faded.
+		Rules []particle.RetentionRule `yaml:"rules"`
+	} `yaml:"retention"`
 	Embed struct {
 		Provider   string        `yaml:"provider"`
 		Dimensions int           `yaml:"dimensions"`
@@ -88,7 +113,14 @@ func DefaultConfig() Config {
 	c.Ingest.MaxMessageBytes = 4 << 20
 	c.Ingest.MaxDeliver = 5
 	c.Ingest.Backoff = 250 * time.Millisecond
+	c.Ingest.MaxBackoff = 30 * time.Second
+	c.Ingest.AckWait = 30 * time.Second
 	c.Ingest.SyncWrites = true
+	c.Storage.GCInterval = 10 * time.Minute
+	c.Storage.GCDiscardRatio = 0.5
+	c.Retention.Interval = time.Hour
+	c.Retention.Action = "archive"
+	c.Retention.Rules = []particle.RetentionRule{}
 	c.Embed.Provider = "hash"
 	c.Embed.Dimensions = 384
 	c.Embed.Timeout = 10 * time.Second
@@ -141,6 +173,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Ingest.MaxMessageBytes < 1 || int32(c.Ingest.MaxMessageBytes) > c.NATS.MaxPayload {
 		errs = append(errs, fmt.Errorf("ingest.max_message_bytes %d must be in 1..nats.max_payload (%d)", c.Ingest.MaxMessageBytes, c.NATS.MaxPayload))
+	}
+	if c.Ingest.Backoff <= 0 || c.Ingest.MaxBackoff < c.Ingest.Backoff {
+		errs = append(errs, fmt.Errorf("ingest.backoff %v must be > 0 and ≤ ingest.max_backoff %v", c.Ingest.Backoff, c.Ingest.MaxBackoff))
+	}
+	if c.Ingest.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("ingest.ack_wait %v must be ≥ 1s", c.Ingest.AckWait))
+	}
+	if c.Storage.GCInterval < 0 || !(c.Storage.GCDiscardRatio > 0 && c.Storage.GCDiscardRatio < 1) {
+		errs = append(errs, fmt.Errorf("storage: gc_interval %v must be ≥ 0 and gc_discard_ratio %v in (0, 1)", c.Storage.GCInterval, c.Storage.GCDiscardRatio))
+	}
+	if c.Retention.Enabled && c.Retention.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("retention.interval %v must be > 0", c.Retention.Interval))
+	}
+	if c.Retention.Action != "archive" && c.Retention.Action != "delete" {
+		errs = append(errs, fmt.Errorf("retention.action %q must be archive or delete", c.Retention.Action))
+	}
+	for i, r := range c.Retention.Rules {
+		if err := r.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("retention.rules[%d]: %w", i, err))
+		}
 	}
 	if err := (wave.Decay{Fn: c.Salience.Decay, HalfLife: c.Salience.HalfLife}).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("salience: %w", err))

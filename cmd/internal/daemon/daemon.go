@@ -64,6 +64,7 @@ type Daemon struct {
 	rldsApplier *rlds.Applier
 	cmsApplier  *cms.Applier
 	consumers   []*consumer
+	maint       maintenanceMetrics
 
 	httpSrv  *http.Server
 	httpLn   net.Listener
@@ -131,6 +132,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	if err := d.startConsumers(runCtx); err != nil {
 		return nil, err
 	}
+	d.startMaintenance(runCtx)
 	if err := d.startResponders(); err != nil {
 		return nil, err
 	}
@@ -207,10 +209,11 @@ func (d *Daemon) startConsumers(ctx context.Context) error {
 		{StreamRLDS, DurableRLDS, d.rldsDecoder()},
 		{StreamCMS, DurableCMS, d.cmsDecoder()},
 	} {
-		cons, err := d.js.CreateOrUpdateConsumer(cctx, c.stream, jetstream.ConsumerConfig{
-			Durable: c.durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-			MaxDeliver: -1, MaxAckPending: 4 * d.cfg.Ingest.BatchSize,
-		})
+		cc, err := d.consumerConfig(cctx, c.stream, c.durable)
+		if err != nil {
+			return err
+		}
+		cons, err := d.js.CreateOrUpdateConsumer(cctx, c.stream, cc)
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", c.durable, err)
 		}

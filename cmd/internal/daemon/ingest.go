@@ -40,6 +40,8 @@ type consumer struct {
 
 	applied atomic.Int64
 	failed  atomic.Int64
+	retried atomic.Int64 // messages nak'd to retry with backoff
+	paused  atomic.Int64 // batch retries held back by storage failures
 }
 
 // permanentError marks a message that can never apply: it goes to the
@@ -99,7 +101,18 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
-// process decodes and applies one pulled batch.
+// process decodes and applies one pulled batch. What happens to a
+// message that does not apply depends on whose fault it is:
+//
+//   - the message's (malformed, invalid, too big): dead-lettered at once;
+//   - storage's (particle.ErrStorage: disk full, I/O): nothing is acked
+//     or counted against the message; the batch is held (JetStream told
+//     it is in progress) and retried with backoff until storage
+//     recovers, while /readyz reports storage false;
+//   - anything else that names one message (an embedder failing on its
+//     text, a bug): that message alone is retried with backoff and
+//     dead-lettered after ingest.max_deliver deliveries, and the rest of
+//     the batch commits without it, so the stream keeps flowing.
 func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 	start := time.Now()
 	var ready []*decoded
@@ -115,6 +128,7 @@ func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		ready = append(ready, dm)
 	}
+	pause := c.d.cfg.Ingest.Backoff
 	for len(ready) > 0 {
 		err := c.commit(ctx, ready)
 		if err == nil {
@@ -130,8 +144,18 @@ func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 			return
 		}
 		var be *batchError
+		errors.As(err, &be)
 		switch {
-		case errors.As(err, &be) && isPermanent(be.err):
+		case errors.Is(err, particle.ErrStorage):
+			c.d.setStorageOK(false)
+			c.paused.Add(1)
+			c.log.Error("storage failing; batch held unacked", "err", err, "messages", len(ready), "retry_in", pause)
+			if !c.hold(ctx, ready, pause) {
+				c.handBack(ready)
+				return
+			}
+			pause = min(2*pause, c.d.cfg.Ingest.MaxBackoff)
+		case be != nil && isPermanent(be.err):
 			c.deadLetter(ready[be.i].msg, be.err)
 			ready = append(ready[:be.i], ready[be.i+1:]...)
 		case errors.Is(err, particle.ErrTooBig) && len(ready) > 1:
@@ -139,19 +163,54 @@ func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 			c.process(ctx, msgsOf(ready[:half]))
 			c.process(ctx, msgsOf(ready[half:]))
 			return
+		case errors.Is(err, particle.ErrTooBig):
+			c.deadLetter(ready[0].msg, fmt.Errorf("message does not fit one transaction: %w", err))
+			return
+		case ctx.Err() != nil:
+			// Shutting down mid-batch: nothing was committed.
+			c.handBack(ready)
+			return
+		case be != nil:
+			c.log.Warn("message failed; retrying it with backoff", "err", be.err, "subject", ready[be.i].msg.Subject())
+			c.retryOrDeadLetter(ready[be.i].msg, be.err)
+			ready = append(ready[:be.i], ready[be.i+1:]...)
 		default:
-			// Transient (storage) failure: nothing was committed; let
-			// JetStream redeliver with backoff, and dead-letter after
-			// max_deliver attempts.
-			if errors.Is(err, particle.ErrStorage) {
-				c.d.setStorageOK(false)
-			}
 			c.log.Error("batch failed; will retry", "err", err, "messages", len(ready))
 			for _, dm := range ready {
 				c.retryOrDeadLetter(dm.msg, err)
 			}
 			return
 		}
+	}
+}
+
+// hold keeps ready unacked for d, telling JetStream they are still in
+// progress so that they are not redelivered meanwhile. It reports false
+// if ctx ended first.
+func (c *consumer) hold(ctx context.Context, ready []*decoded, d time.Duration) bool {
+	tick := max(c.d.cfg.Ingest.AckWait/3, time.Millisecond)
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(min(left, tick)):
+		}
+		for _, dm := range ready {
+			_ = dm.msg.InProgress()
+		}
+	}
+}
+
+// handBack naks ready for immediate redelivery: they were not applied,
+// and are not to blame.
+func (c *consumer) handBack(ready []*decoded) {
+	for _, dm := range ready {
+		_ = dm.msg.Nak()
 	}
 }
 
@@ -194,11 +253,12 @@ func (c *consumer) retryOrDeadLetter(m jetstream.Msg, cause error) {
 	}
 	delay := c.d.cfg.Ingest.Backoff
 	if err == nil {
-		for i := uint64(1); i < md.NumDelivered && delay < time.Minute; i++ {
+		for i := uint64(1); i < md.NumDelivered && delay < c.d.cfg.Ingest.MaxBackoff; i++ {
 			delay *= 2
 		}
 	}
-	if err := m.NakWithDelay(delay); err != nil {
+	c.retried.Add(1)
+	if err := m.NakWithDelay(min(delay, c.d.cfg.Ingest.MaxBackoff)); err != nil {
 		c.log.Warn("nak failed", "err", err)
 	}
 }

@@ -32,7 +32,7 @@ func errorBody(err error) (int, []byte) {
 	switch {
 	case errors.Is(err, planner.ErrInvalid), errors.Is(err, session.ErrInvalid), errors.Is(err, particle.ErrInvalid), errors.Is(err, errBadRequest):
 		status, body.Error.Code = http.StatusBadRequest, "invalid_request"
-	case errors.Is(err, particle.ErrNotFound), errors.Is(err, session.ErrNotFound):
+	case errors.Is(err, particle.ErrNotFound), errors.Is(err, session.ErrNotFound), errors.Is(err, errNotFound):
 		status, body.Error.Code = http.StatusNotFound, "not_found"
 	case errors.Is(err, errTooLarge):
 		status, body.Error.Code = http.StatusRequestEntityTooLarge, "too_large"
@@ -48,6 +48,7 @@ func errorBody(err error) (int, []byte) {
 
 var (
 	errBadRequest = errors.New("bad request")
+	errNotFound   = errors.New("not found")
 	errTooLarge   = errors.New("request too large")
 )
 

@@ -1,0 +1,184 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// CheckResult is what `ctxgraph check` found in a data directory: the
+// store's own consistency, and each derived index against the store.
+type CheckResult struct {
+	Data    string                `json:"data"`
+	Store   *particle.CheckReport `json:"store"`
+	Derived []DerivedCheck        `json:"derived"`
+}
+
+// DerivedCheck is the comparison of one derived index with the store.
+type DerivedCheck struct {
+	Name     string   `json:"name"`
+	Items    int      `json:"items"`
+	Problems []string `json:"problems,omitempty"`
+	Note     string   `json:"note,omitempty"`
+}
+
+// OK reports whether nothing is wrong.
+func (r *CheckResult) OK() bool {
+	if !r.Store.OK() {
+		return false
+	}
+	for _, d := range r.Derived {
+		if len(d.Problems) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// derivedChecks compare further derived indexes with the store; files
+// of this package that add an index register its check in init.
+var derivedChecks []func(ctx context.Context, cfg Config, store *particle.Store, log *slog.Logger) DerivedCheck
+
+// errInUse is returned when the data directory is open in a daemon.
+var errInUse = errors.New("the store is in use (stop the daemon first)")
+
+// Check verifies the data directory of cfg on a stopped daemon: it opens
+// the store (recovering it as a restart would), runs the store's own
+// check, and rebuilds every derived index from the store to compare.
+func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	graph := filepath.Join(cfg.Data, "graph")
+	if _, err := os.Stat(graph); err != nil {
+		return nil, fmt.Errorf("no store in %s: %w", cfg.Data, err)
+	}
+	so := particle.DefaultOptions(graph)
+	so.Logger = log.With("component", "particle")
+	store, err := particle.Open(so)
+	if err != nil {
+		if strings.Contains(err.Error(), "directory lock") {
+			return nil, fmt.Errorf("%s: %w", graph, errInUse)
+		}
+		return nil, err
+	}
+	defer store.Close()
+	res := &CheckResult{Data: cfg.Data}
+	if res.Store, err = store.Check(ctx); err != nil {
+		return nil, err
+	}
+	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions))
+	for _, c := range derivedChecks {
+		res.Derived = append(res.Derived, c(ctx, cfg, store, log))
+	}
+	return res, nil
+}
+
+// recordingIndex is a wave.Index that remembers what it was given.
+type recordingIndex struct {
+	wave.Index
+	mu   sync.Mutex
+	vecs map[uint64][]float32
+}
+
+func (r *recordingIndex) Add(id uint64, vec []float32, m wave.Meta) error {
+	r.mu.Lock()
+	r.vecs[id] = vec
+	r.mu.Unlock()
+	return r.Index.Add(id, vec, m)
+}
+
+func (r *recordingIndex) Remove(id uint64) bool {
+	r.mu.Lock()
+	delete(r.vecs, id)
+	r.mu.Unlock()
+	return r.Index.Remove(id)
+}
+
+// checkVectors builds the vector index as the daemon does and checks it
+// against the store: one vector per record with an embedding of the
+// index's dimension, under the record's seq, equal to the stored
+// embedding, and found by a search for itself.
+func checkVectors(store *particle.Store, dim int) DerivedCheck {
+	dc := DerivedCheck{Name: "vector index", Note: "rebuilt from the store, as the daemon does at start"}
+	idx := &recordingIndex{Index: wave.NewFlat(dim), vecs: map[uint64][]float32{}}
+	ixr, err := planner.NewIndexer(store, idx, 0)
+	if err != nil {
+		dc.Problems = append(dc.Problems, "build: "+err.Error())
+		return dc
+	}
+	defer ixr.Close()
+	want := map[uint64][]float32{}
+	what := map[uint64]string{}
+	wrongDim := 0
+	add := func(seq uint64, vec []float32, name string) {
+		if len(vec) == 0 {
+			return
+		}
+		if len(vec) != dim {
+			wrongDim++
+			if wrongDim <= 5 {
+				dc.Problems = append(dc.Problems, fmt.Sprintf("%s has a %d-d embedding; the index is %d-d, so it is not searchable", name, len(vec), dim))
+			}
+			return
+		}
+		want[seq], what[seq] = vec, name
+	}
+	store.Read(func(r particle.Reader) {
+		r.Nodes(func(n *particle.Node) bool { add(n.Seq, n.Embedding, "node "+n.ID); return true })
+		r.Edges(func(e *particle.Edge) bool { add(e.Seq, e.Embedding, "edge "+e.ID); return true })
+		r.Episodes(func(e *particle.Episode) bool { add(e.Seq, e.Embedding, "episode "+e.ID); return true })
+	})
+	if wrongDim > 5 {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d records in all have embeddings of the wrong dimension", wrongDim))
+	}
+	dc.Items = idx.Len()
+	if idx.Len() != len(want) {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("index holds %d vectors, the store %d embeddings", idx.Len(), len(want)))
+	}
+	bad := 0
+	report := func(format string, a ...any) {
+		if bad++; bad <= 20 {
+			dc.Problems = append(dc.Problems, fmt.Sprintf(format, a...))
+		}
+	}
+	for seq, vec := range want {
+		got, ok := idx.vecs[seq]
+		switch {
+		case !ok:
+			report("%s (seq %d) is missing from the index", what[seq], seq)
+		case !slices.Equal(got, vec):
+			report("%s (seq %d): indexed vector differs from the stored embedding", what[seq], seq)
+		}
+	}
+	for seq := range idx.vecs {
+		if _, ok := want[seq]; !ok {
+			report("index holds seq %d, which no stored record has", seq)
+		}
+	}
+	// The index answers: a sample of records finds itself.
+	n := 0
+	for seq, vec := range want {
+		if n++; n > 200 {
+			break
+		}
+		hits := idx.Search(vec, 1, &wave.Filter{Allow: func(id uint64) bool { return id == seq }})
+		if len(hits) != 1 || hits[0].ID != seq || hits[0].Score < 0.999 {
+			report("%s (seq %d): a search for its own vector returns %v", what[seq], seq, hits)
+		}
+	}
+	if bad > 20 {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d vector problems in all", bad))
+	}
+	return dc
+}

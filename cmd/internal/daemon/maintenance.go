@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+// consumerConfig is the durable consumer of stream. After a restore
+// (DATA/restore.json) it starts at the backup's position, so that the
+// restored store re-consumes what arrived after the backup; a consumer
+// that was started that way keeps its start on later runs.
+func (d *Daemon) consumerConfig(ctx context.Context, stream, durable string) (jetstream.ConsumerConfig, error) {
+	cc := jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.Ingest.AckWait,
+		MaxDeliver: -1, MaxAckPending: 4 * d.cfg.Ingest.BatchSize,
+	}
+	if m, err := readRestoreMarker(d.cfg.Data); err != nil {
+		return cc, err
+	} else if m != nil {
+		if pos, ok := m.Positions[stream]; ok {
+			start, err := d.replayFrom(ctx, stream, pos)
+			if err != nil {
+				return cc, err
+			}
+			if start > 0 {
+				if err := d.js.DeleteConsumer(ctx, stream, durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					return cc, fmt.Errorf("reset consumer %s after restore: %w", durable, err)
+				}
+				cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+				d.log.Info("restored store: replaying the stream from the backup's position", "stream", stream, "from_seq", start)
+				return cc, nil
+			}
+		}
+	}
+	if cons, err := d.js.Consumer(ctx, stream, durable); err == nil {
+		if have := cons.CachedInfo().Config; have.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+			cc.DeliverPolicy, cc.OptStartSeq = have.DeliverPolicy, have.OptStartSeq
+		}
+	}
+	return cc, nil
+}
+
+// replayFrom is the stream sequence to re-consume from after a restore:
+// the message after the backup's applied position, if the stream is the
+// log the backup was taken from (same creation time) and still holds it;
+// 0 when there is nothing to replay from.
+func (d *Daemon) replayFrom(ctx context.Context, stream string, pos StreamPosition) (uint64, error) {
+	st, err := d.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info := st.CachedInfo()
+	if !info.Created.Equal(pos.Created) {
+		d.log.Warn("restored store: the stream is not the log the backup was taken from; nothing to replay",
+			"stream", stream, "backup_stream_created", pos.Created, "stream_created", info.Created)
+		return 0, nil
+	}
+	start := pos.Applied + 1
+	if info.State.FirstSeq > start {
+		d.log.Error("restored store: the stream no longer holds every message after the backup; some are lost to its limits",
+			"stream", stream, "from_seq", start, "first_seq", info.State.FirstSeq)
+		start = info.State.FirstSeq
+	}
+	return start, nil
+}
+
+// startMaintenance starts the background work the store needs: value-log
+// garbage collection and the retention pass, on their schedules. It
+// clears the restore marker, whose positions the consumers now hold.
+func (d *Daemon) startMaintenance(ctx context.Context) {
+	if err := os.Remove(restoreMarkerPath(d.cfg.Data)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Warn("remove restore marker", "err", err)
+	}
+	d.maint = newMaintenanceMetrics()
+	d.metrics.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ctxgraph_storage_ok", Help: "1 while storage commits succeed; 0 while ingest is paused on storage errors.",
+		}, func() float64 {
+			if d.storeOK.Load() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ctxgraph_ingest_retries_total", Help: "Messages handed back for a retry with backoff (message failures).",
+		}, func() float64 { return float64(d.sumConsumers(func(c *consumer) int64 { return c.retried.Load() })) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ctxgraph_ingest_storage_pauses_total", Help: "Batch retries held back because storage failed.",
+		}, func() float64 { return float64(d.sumConsumers(func(c *consumer) int64 { return c.paused.Load() })) }),
+		d.maint.gcRuns, d.maint.retained,
+	)
+	if every := d.cfg.Storage.GCInterval; every > 0 {
+		d.every(ctx, every, "value-log gc", func(context.Context) error {
+			n, err := d.store.CollectGarbage(d.cfg.Storage.GCDiscardRatio)
+			d.maint.gcRuns.Inc()
+			if n > 0 {
+				d.log.Info("value-log gc rewrote files", "files", n)
+			}
+			return err
+		})
+	}
+	if d.cfg.Retention.Enabled && len(d.cfg.Retention.Rules) > 0 {
+		d.every(ctx, d.cfg.Retention.Interval, "retention", func(ctx context.Context) error {
+			_, err := d.RunRetention(ctx, time.Now())
+			return err
+		})
+	}
+}
+
+// maintenanceMetrics are the series of the background work.
+type maintenanceMetrics struct {
+	gcRuns   prometheus.Counter
+	retained *prometheus.CounterVec
+}
+
+func newMaintenanceMetrics() maintenanceMetrics {
+	return maintenanceMetrics{
+		gcRuns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ctxgraph_storage_gc_runs_total", Help: "Value-log garbage collection passes.",
+		}),
+		retained: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ctxgraph_retention_removed_total", Help: "Items the retention pass removed or archived, by kind.",
+		}, []string{"kind"}),
+	}
+}
+
+// RunRetention runs one retention pass as of now with the configured
+// rules (whether or not the schedule is enabled).
+func (d *Daemon) RunRetention(ctx context.Context, now time.Time) (particle.RetentionReport, error) {
+	rep, err := d.store.Retain(ctx, particle.RetentionOptions{
+		Rules: d.cfg.Retention.Rules, Archive: d.cfg.Retention.Action == "archive", Now: now,
+	})
+	d.maint.retained.WithLabelValues("edge").Add(float64(rep.Edges))
+	d.maint.retained.WithLabelValues("node").Add(float64(rep.Nodes))
+	if rep.Edges+rep.Nodes > 0 {
+		d.log.Info("retention pass", "edges", rep.Edges, "nodes", rep.Nodes, "archived", rep.Archived)
+	}
+	return rep, err
+}
+
+// every runs fn every interval until ctx ends, on a goroutine the daemon
+// waits for at shutdown.
+func (d *Daemon) every(ctx context.Context, interval time.Duration, what string, fn func(context.Context) error) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := fn(ctx); err != nil && ctx.Err() == nil {
+					d.log.Warn(what+" failed", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+func (d *Daemon) sumConsumers(f func(*consumer) int64) int64 {
+	var n int64
+	for _, c := range d.consumers {
+		n += f(c)
+	}
+	return n
+}
