@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -270,7 +271,9 @@ func (b *Batch) Episode(ns, id string) *Episode {
 	c := *e
 	c.Nodes = slices.Clone(e.Nodes)
 	c.Edges = slices.Clone(e.Edges)
-	c.Embedding = slices.Clone(e.Embedding)
+	c.Features = maps.Clone(e.Features)
+	c.Metadata = maps.Clone(e.Metadata)
+	// Embeddings are replaced, never changed in place: sharing is safe.
 	b.episodes[k] = &c
 	return &c
 }

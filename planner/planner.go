@@ -248,7 +248,7 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 	r := run.r
 	f := &wave.Filter{Allow: func(id uint64) bool {
 		if n := r.NodeBySeq(id); n != nil {
-			return n.Namespace == run.ns
+			return n.Namespace == run.ns && r.NodeVisible(n, run.principal)
 		}
 		if e := r.EdgeBySeq(id); e != nil {
 			return e.Namespace == run.ns && run.admits(e)

@@ -61,6 +61,10 @@ type Request struct {
 	Strategy string     `json:"strategy,omitempty"`
 	Tenant   string     `json:"tenant,omitempty"`
 	Project  string     `json:"project,omitempty"`
+	// Principal, when the daemon sets it, is the authenticated caller:
+	// policy evaluates it (with Roles, which a session may narrow)
+	// instead of what the request body names.
+	Principal *particle.Principal `json:"-"`
 }
 
 // DecodeRequest parses a request; unknown fields are errors.
@@ -129,5 +133,10 @@ func (r *Request) normalize(dims int) error {
 func (r *Request) namespace() string { return particle.Namespace(r.Tenant, r.Project) }
 
 func (r *Request) principal() particle.Principal {
+	if r.Principal != nil {
+		p := *r.Principal
+		p.Roles = r.Roles
+		return p
+	}
 	return particle.Principal{Roles: r.Roles, Agent: r.Agent}
 }

@@ -87,9 +87,16 @@ func (run *run) seedNamed() {
 	r := run.r
 	named := func(kind string, t particle.NodeType, names []string) {
 		for _, name := range names {
+			// What the caller may not see is absent: unknown, as if it
+			// did not exist.
 			n := r.Lookup(run.ns, t, name)
+			if n != nil && !r.NodeVisible(n, run.principal) {
+				n = nil
+			}
 			if n == nil && t == particle.NodeEntity {
-				n = r.LookupAny(run.ns, name)
+				if n = r.LookupAny(run.ns, name); n != nil && !r.NodeVisible(n, run.principal) {
+					n = nil
+				}
 			}
 			if n == nil {
 				run.unknowns = append(run.unknowns, Unknown{Kind: kind, Name: name})

@@ -15,7 +15,7 @@ type Parsed struct {
 }
 
 var (
-	determiners  = set("the", "a", "an", "this", "that", "these", "those", "some", "its", "their", "your", "my", "of", "please", "then", "and", "it", "them", "him", "her", "something", "everything", "all")
+	determiners  = set("the", "a", "an", "this", "that", "these", "those", "some", "its", "their", "your", "my", "of", "please", "then", "and", "or", "it", "them", "him", "her", "something", "everything", "all")
 	prepositions = set("in", "into", "on", "onto", "to", "from", "at", "inside", "under", "over", "next", "near", "behind", "beside", "toward", "towards", "off", "out", "with", "by", "above", "below", "between", "left", "right", "top", "bottom", "front", "of", "side")
 	particles    = set("up", "down", "off", "out", "over", "away", "back", "open", "closed")
 )
@@ -64,7 +64,7 @@ func ParseInstruction(s string) Parsed {
 		case prepositions[w] || particles[w]:
 			flush()
 		case determiners[w]:
-			if w == "and" || w == "then" {
+			if w == "and" || w == "or" || w == "then" {
 				flush()
 				// "... and put it in ...": a second verb, not an object.
 				if i+2 < len(words) && (determiners[words[i+2]] || prepositions[words[i+2]] || particles[words[i+2]]) {

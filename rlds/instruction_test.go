@@ -14,6 +14,7 @@ func TestParseInstruction(t *testing.T) {
 		{"Pick up the can", Parsed{Goal: "Pick up the can", Intent: "pick up", Objects: []string{"can"}}},
 		{"pick up the red block and put it in the blue bowl", Parsed{Goal: "pick up the red block and put it in the blue bowl", Intent: "pick up", Objects: []string{"red block", "blue bowl"}}},
 		{"wipe the table and the counter", Parsed{Goal: "wipe the table and the counter", Intent: "wipe", Objects: []string{"table", "counter"}}},
+		{"put cup from counter or drying rack into sink", Parsed{Goal: "put cup from counter or drying rack into sink", Intent: "put", Objects: []string{"cup", "counter", "drying rack", "sink"}}},
 		{"  ", Parsed{}},
 		{"open", Parsed{Goal: "open", Intent: "open"}},
 	} {

@@ -231,7 +231,12 @@ func (t *Tensor) UnmarshalJSON(b []byte) error {
 		*t = Tensor{DType: Bool, Data: []float64{b2f(v)}}
 		return nil
 	case '[':
-		var v any
+		var flat []float64
+		if err := json.Unmarshal(b, &flat); err == nil {
+			*t = Tensor{DType: Float32, Shape: []int{len(flat)}, Data: flat}
+			return t.Validate()
+		}
+		var v any // nested arrays, or bools
 		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}

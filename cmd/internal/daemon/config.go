@@ -96,6 +96,8 @@ type Config struct {
 		// context state vector.
 		SessionAlpha float64 `yaml:"session_alpha"`
 	} `yaml:"planner"`
+	// Security is auth, rate_limit and policy (security.go).
+	Security SecurityConfig `yaml:",inline"`
 }
 
 // DefaultConfig is the configuration without a file or flags.
@@ -131,6 +133,7 @@ func DefaultConfig() Config {
 	c.Planner.HypothesisBelow = 0.5
 	c.Planner.PerNodeFanout = 32
 	c.Planner.SessionAlpha = 0.3
+	c.Security = DefaultSecurity()
 	return c
 }
 
@@ -205,6 +208,7 @@ func (c *Config) Validate() error {
 	if c.Prefix() == "" {
 		errs = append(errs, errors.New("nats.prefix is required"))
 	}
+	errs = append(errs, c.validateSecurity()...)
 	return errors.Join(errs...)
 }
 

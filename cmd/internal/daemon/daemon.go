@@ -60,6 +60,7 @@ type Daemon struct {
 	planner  *planner.Planner
 	sessions *session.Manager
 	metrics  *metrics
+	sec      *security // identity, rate limits, denials (auth.go)
 
 	rldsApplier *rlds.Applier
 	cmsApplier  *cms.Applier
@@ -124,6 +125,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	d.cmsApplier = &cms.Applier{Embedder: d.embedder, Bands: cfg.CMS.Bands, Stream: StreamCMS}
 	d.metrics.registerStore(d)
 
+	if d.sec, err = newSecurity(d); err != nil {
+		return nil, err
+	}
 	if err := d.startNATS(); err != nil {
 		return nil, err
 	}
@@ -162,17 +166,20 @@ func (d *Daemon) startNATS() error {
 		JetStream: true, StoreDir: filepath.Join(d.cfg.Data, "jetstream"),
 		MaxPayload: d.cfg.NATS.MaxPayload, NoSigs: true,
 	}
+	if err := d.sec.natsOptions(opts); err != nil {
+		return err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
-	ns.SetLoggerV2(natsLogger{d.log.With("component", "nats")}, false, false, false)
+	ns.SetLoggerV2(d.sec.natsLog(natsLogger{d.log.With("component", "nats")}), false, false, false)
 	d.ns = ns
 	ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		return errors.New("nats: not ready after 10s")
 	}
-	d.nc, err = nats.Connect(ns.ClientURL(), nats.InProcessServer(ns), nats.Name("ctxgraph-daemon"))
+	d.nc, err = nats.Connect(ns.ClientURL(), nats.InProcessServer(ns), nats.Name("ctxgraph-daemon"), d.sec.internalNATS())
 	if err != nil {
 		return fmt.Errorf("nats connect: %w", err)
 	}
@@ -314,6 +321,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if d.indexer != nil {
 			d.indexer.Close()
 		}
+		d.sec.close() // the last denials, while the store is open
 		if d.store != nil {
 			errs = append(errs, d.store.Close())
 		}

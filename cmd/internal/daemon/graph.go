@@ -39,6 +39,9 @@ func readJSON(r *http.Request, v any) error {
 
 // whoOf names the caller for audit records.
 func whoOf(r *http.Request) string {
+	if c := callerOf(r); c.Authenticated {
+		return c.who()
+	}
 	if u := r.Header.Get("X-Ctxgraph-User"); u != "" {
 		return u
 	}
@@ -107,7 +110,7 @@ func (d *Daemon) httpDiff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns := particle.Namespace(req.Tenant, req.Project)
-	p := particle.Principal{Roles: req.Roles}
+	p := requestPrincipal(r, req.Roles)
 	var subjects []string
 	switch {
 	case req.Subject != "":
@@ -121,9 +124,13 @@ func (d *Daemon) httpDiff(w http.ResponseWriter, r *http.Request) {
 			writeError(w, fmt.Errorf("subject %q: %w", req.Subject, particle.ErrNotFound))
 			return
 		}
+		if err := d.hideNode(r.Context(), callerOf(r), p, n); err != nil {
+			writeError(w, fmt.Errorf("subject %q: %w", req.Subject, particle.ErrNotFound))
+			return
+		}
 		subjects = []string{n.ID}
 	case req.Query != "":
-		ans, err := d.planner.Plan(r.Context(), &planner.Request{Query: req.Query, Roles: req.Roles, Tenant: req.Tenant, Project: req.Project})
+		ans, err := d.planner.Plan(r.Context(), &planner.Request{Query: req.Query, Roles: p.Roles, Principal: &p, Tenant: req.Tenant, Project: req.Project})
 		if err != nil {
 			writeError(w, err)
 			return

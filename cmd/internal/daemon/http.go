@@ -33,7 +33,7 @@ func (d *Daemon) routes() http.Handler {
 	for _, add := range extraRoutes {
 		add(d, mux)
 	}
-	return mux
+	return d.secureHTTP(mux)
 }
 
 // extraRoutes are route groups that files of this package register in
@@ -67,18 +67,13 @@ func namespaceOf(r *http.Request) string {
 	return particle.Namespace(r.URL.Query().Get("tenant"), r.URL.Query().Get("project"))
 }
 
-// principalOf is who asks: the roles named by ?role= (repeatable).
-func principalOf(r *http.Request) particle.Principal {
-	return particle.Principal{Roles: r.URL.Query()["role"], Agent: r.URL.Query().Get("agent")}
-}
-
 func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	out, err := d.plan(r.Context(), body)
+	out, err := d.plan(r.Context(), callerOf(r), body)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -89,8 +84,8 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
 	n, err := d.store.ResolveNode(r.PathValue("id"))
-	if err == nil && !d.store.NodeVisible(n, principalOf(r)) {
-		err = fmt.Errorf("node %s: %w", r.PathValue("id"), particle.ErrNotFound)
+	if err == nil {
+		err = d.hideNode(r.Context(), callerOf(r), principalOf(r), n)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -101,8 +96,8 @@ func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) httpEdge(w http.ResponseWriter, r *http.Request) {
 	e, err := d.store.Edge(r.PathValue("id"))
-	if err == nil && !d.store.EdgeVisible(e, principalOf(r)) {
-		err = fmt.Errorf("edge %s: %w", r.PathValue("id"), particle.ErrNotFound)
+	if err == nil {
+		err = d.hideEdge(r.Context(), callerOf(r), principalOf(r), e)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -113,6 +108,9 @@ func (d *Daemon) httpEdge(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) httpEpisode(w http.ResponseWriter, r *http.Request) {
 	e, err := d.store.Episode(namespaceOf(r), r.PathValue("id"))
+	if err == nil {
+		e, err = d.visibleEpisode(r.Context(), callerOf(r), principalOf(r), e)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -201,7 +199,8 @@ type ConsumerStats struct {
 }
 
 func (d *Daemon) stats(r *http.Request) Stats {
-	st := Stats{Counts: d.store.Counts(), Vectors: d.index.Len(), Ingest: map[string]ConsumerStats{}}
+	st := Stats{Ingest: map[string]ConsumerStats{}}
+	st.Counts, st.Vectors = d.visibleCounts(principalOf(r))
 	for _, c := range d.consumers {
 		cs := ConsumerStats{Applied: c.applied.Load(), DeadLettered: c.failed.Load()}
 		if info, err := d.js.Consumer(r.Context(), c.stream, c.durable); err == nil {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -116,17 +118,12 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 	start := time.Now()
 	var ready []*decoded
-	for _, m := range msgs {
-		if len(m.Data()) > c.d.cfg.Ingest.MaxMessageBytes {
-			c.deadLetter(m, fmt.Errorf("message of %d bytes exceeds ingest.max_message_bytes %d", len(m.Data()), c.d.cfg.Ingest.MaxMessageBytes))
+	for i, r := range c.decodeAll(msgs) {
+		if r.err != nil {
+			c.deadLetter(msgs[i], r.err)
 			continue
 		}
-		dm, err := c.decode(m)
-		if err != nil {
-			c.deadLetter(m, err)
-			continue
-		}
-		ready = append(ready, dm)
+		ready = append(ready, r.dm)
 	}
 	pause := c.d.cfg.Ingest.Backoff
 	for len(ready) > 0 {
@@ -212,6 +209,47 @@ func (c *consumer) handBack(ready []*decoded) {
 	for _, dm := range ready {
 		_ = dm.msg.Nak()
 	}
+}
+
+// decodeResult is one message's decoding.
+type decodeResult struct {
+	dm  *decoded
+	err error
+}
+
+// decodeAll decodes a pulled batch, in parallel across the cores:
+// decoding is stateless and, for JSON steps with tensors, the larger part
+// of ingest's CPU. Results keep the batch's order.
+func (c *consumer) decodeAll(msgs []jetstream.Msg) []decodeResult {
+	out := make([]decodeResult, len(msgs))
+	one := func(i int) {
+		m := msgs[i]
+		if len(m.Data()) > c.d.cfg.Ingest.MaxMessageBytes {
+			out[i].err = fmt.Errorf("message of %d bytes exceeds ingest.max_message_bytes %d", len(m.Data()), c.d.cfg.Ingest.MaxMessageBytes)
+			return
+		}
+		out[i].dm, out[i].err = c.decode(m)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(msgs))
+	if workers <= 1 {
+		for i := range msgs {
+			one(i)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(msgs); i = int(next.Add(1) - 1) {
+				one(i)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func msgsOf(ds []*decoded) []jetstream.Msg {

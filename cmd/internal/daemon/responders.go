@@ -29,6 +29,9 @@ func errorBody(err error) (int, []byte) {
 	var body ErrorBody
 	status := http.StatusInternalServerError
 	body.Error.Code = "internal"
+	if s, code, ok := errorStatus(err); ok {
+		status, body.Error.Code = s, code
+	}
 	switch {
 	case errors.Is(err, planner.ErrInvalid), errors.Is(err, session.ErrInvalid), errors.Is(err, particle.ErrInvalid), errors.Is(err, errBadRequest):
 		status, body.Error.Code = http.StatusBadRequest, "invalid_request"
@@ -64,7 +67,7 @@ func (d *Daemon) startResponders() error {
 	p := d.cfg.Prefix()
 	subs := []struct {
 		subj string
-		fn   nats.MsgHandler
+		fn   func(context.Context, *nats.Msg)
 	}{
 		{p + ".planner.context", d.onPlannerRequest},
 		{p + ".session.*.create", d.onSession},
@@ -72,7 +75,7 @@ func (d *Daemon) startResponders() error {
 		{p + ".session.*.update", d.onSession},
 	}
 	for _, s := range subs {
-		if _, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", s.fn); err != nil {
+		if _, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", d.guardNATS(s.fn)); err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
 	}
@@ -103,6 +106,10 @@ func (d *Daemon) respond(m *nats.Msg, v any, err error) {
 		out := nats.NewMsg(m.Reply)
 		out.Data = body
 		out.Header.Set("Status", fmt.Sprint(status))
+		var rl *rateLimitedError
+		if errors.As(err, &rl) {
+			out.Header.Set("Retry-After", retryAfter(rl.retry))
+		}
 		_ = m.RespondMsg(out)
 		return
 	}
@@ -115,13 +122,15 @@ func (d *Daemon) respond(m *nats.Msg, v any, err error) {
 	_ = m.Respond(body)
 }
 
-func (d *Daemon) onPlannerRequest(m *nats.Msg) {
-	body, err := d.plan(context.Background(), m.Data)
+func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
+	body, err := d.plan(ctx, natsCallerOf(ctx), m.Data)
 	d.respond(m, body, err)
 }
 
 // plan decodes, answers and renders one planner request.
-func (d *Daemon) plan(ctx context.Context, data []byte) ([]byte, error) {
+// c is the caller: with auth on, its principal replaces the roles and
+// agent the request names.
+func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, error) {
 	start := time.Now()
 	if len(data) > maxRequestBytes {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, len(data), maxRequestBytes)
@@ -131,12 +140,22 @@ func (d *Daemon) plan(ctx context.Context, data []byte) ([]byte, error) {
 		d.metrics.plannerRequests.WithLabelValues("invalid").Inc()
 		return nil, err
 	}
+	if c.Authenticated {
+		p := c.Principal
+		req.Principal, req.Roles = &p, p.Roles
+		if p.Agent != "" {
+			req.Agent = p.Agent
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ans, err := d.planner.Plan(ctx, req)
 	if err != nil {
 		d.metrics.plannerRequests.WithLabelValues("error").Inc()
 		return nil, err
+	}
+	if len(ans.Unknowns) > 0 {
+		d.recordHiddenUnknowns(ctx, c, req, ans)
 	}
 	d.metrics.observePlan(ans.Timings, time.Since(start))
 	d.metrics.plannerRequests.WithLabelValues("ok").Inc()
@@ -152,7 +171,7 @@ type sessionRequest struct {
 	Patch   *session.Patch   `json:"patch,omitempty"`
 }
 
-func (d *Daemon) onSession(m *nats.Msg) {
+func (d *Daemon) onSession(ctx context.Context, m *nats.Msg) {
 	// <prefix>.session.<id>.<op>
 	parts := strings.Split(strings.TrimPrefix(m.Subject, d.cfg.Prefix()+"."), ".")
 	if len(parts) != 3 {
@@ -168,7 +187,6 @@ func (d *Daemon) onSession(m *nats.Msg) {
 		}
 	}
 	ns := particle.Namespace(req.Tenant, req.Project)
-	ctx := context.Background()
 	var s *session.Session
 	var err error
 	switch op {
