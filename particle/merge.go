@@ -169,9 +169,7 @@ func foldEdge(into, from *Edge) {
 	if len(into.Provenance) > MaxProvenance {
 		into.Provenance = slices.Delete(into.Provenance, 0, len(into.Provenance)-MaxProvenance)
 	}
-	n1, n2 := into.Belief.Evidence+1, from.Belief.Evidence+1
-	into.Belief.Score = (into.Belief.Score*n1 + from.Belief.Score*n2) / (n1 + n2)
-	into.Belief.Evidence += from.Belief.Evidence
+	into.Belief.Merge(from.Belief)
 	into.Confidence = into.Belief.Score
 	if from.Salience.Score > into.Salience.Score {
 		into.Salience = from.Salience

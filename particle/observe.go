@@ -89,7 +89,7 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		e.Salience.Score = wave.Reinforce(d.Apply(e.Salience.Score, last, at), o.Reinforce)
 		e.Salience.LastUpdated = at
-		e.Belief = observeBelief(e.Belief, conf, at)
+		e.Belief.Observe(conf, at)
 		e.Confidence = e.Belief.Score
 		e.Evidence++
 		e.Provenance = append(e.Provenance, o.Provenance)
@@ -106,13 +106,14 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
 		Scope:      Scope{TimeRange: TimeRange{From: o.Provenance.ObservedAt, To: o.Provenance.ObservedAt}, Location: o.Location, Audience: o.Audience},
 		Provenance: []Provenance{o.Provenance}, Evidence: 1,
-		Confidence: conf, Belief: observeBelief(Belief{Score: 0.5}, conf, at),
+		Confidence: conf, Belief: Belief{Score: 0.5},
 		Salience: Salience{
 			Score: wave.Reinforce(0, o.Reinforce), DecayFn: string(o.Decay),
 			HalfLifeS: o.HalfLife.Seconds(), LastUpdated: at,
 		},
 		Policy: o.Policy, ValidFrom: o.Provenance.ObservedAt, Status: StatusActive,
 	}
+	e.Belief.Observe(conf, at)
 	e.Confidence = e.Belief.Score
 	if o.Predicate != "" || o.Value != "" {
 		e.Assertion = &Assertion{Predicate: Canonical(o.Predicate), Value: o.Value}
@@ -135,16 +136,6 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	return e, true, nil
 }
 
-// observeBelief folds one sighting of confidence c into a belief: the
-// mean of the sightings, starting from a prior of 0.5 worth one sighting.
-func observeBelief(bl Belief, c float64, at time.Time) Belief {
-	n := bl.Evidence + 1 // the prior counts once
-	bl.Score = (bl.Score*n + c) / (n + 1)
-	bl.Evidence++
-	bl.UpdatedAt = at
-	return bl
-}
-
 func widen(r *TimeRange, t time.Time) {
 	if t.IsZero() {
 		return
@@ -164,7 +155,7 @@ func TouchNode(n *Node, episodeID, spanID string, conf float64, at time.Time) {
 	if conf == 0 {
 		conf = DefaultConfidence
 	}
-	n.Belief = observeBelief(n.Belief, conf, at)
+	n.Belief.Observe(conf, at)
 	if episodeID != "" {
 		n.Attributes.RLDSEpisodeIDs = appendRecent(n.Attributes.RLDSEpisodeIDs, episodeID)
 	}

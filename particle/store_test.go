@@ -233,3 +233,25 @@ func TestDeleteNodeRemovesItsEdgesEverywhere(t *testing.T) {
 	// Re-observing the mug creates it afresh.
 	observe(t, s2, particle.EdgeAssertion, "mug", "located_on", "table", 2, t0)
 }
+
+func TestBeliefFollowsTheEvidence(t *testing.T) {
+	var b particle.Belief
+	b.Score = 0.5
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 50; i++ {
+		b.Observe(0.9, at.Add(time.Duration(i)*time.Second))
+	}
+	if b.Score < 0.85 || b.Score > 0.9 || b.Evidence != 50 {
+		t.Errorf("after 50 sightings at 0.9: score %v evidence %v", b.Score, b.Evidence)
+	}
+	weak := particle.Belief{Score: 0.5}
+	weak.Observe(0.1, at)
+	if weak.Score >= 0.5 {
+		t.Errorf("a low-confidence sighting should lower belief: %v", weak.Score)
+	}
+	merged := b
+	merged.Merge(weak)
+	if merged.Score >= b.Score || merged.Evidence != 51 {
+		t.Errorf("merge: score %v (from %v) evidence %v", merged.Score, b.Score, merged.Evidence)
+	}
+}

@@ -3,6 +3,8 @@ package particle
 import (
 	"slices"
 	"time"
+
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // NodeType is the kind of a node.
@@ -79,11 +81,46 @@ func Namespace(tenant, project string) string {
 	return tenant + "/" + project
 }
 
-// Belief is how strongly the graph holds a node or edge to be true.
+// Belief is how strongly the graph holds a node or edge to be true: a
+// Beta-Bernoulli belief (wave.Belief) over the confidences of its
+// sightings, plus how many sightings there were.
 type Belief struct {
 	Score     float64   `json:"score"`
+	Alpha     float64   `json:"alpha"`
+	Beta      float64   `json:"beta"`
 	Evidence  float64   `json:"evidence"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// wave returns b as a wave.Belief; a belief with no pseudo-counts yet
+// starts from its score as the prior.
+func (b Belief) wave() wave.Belief {
+	if b.Alpha+b.Beta == 0 {
+		w := wave.NewBelief(b.Score)
+		w.UpdatedAt = b.UpdatedAt
+		return w
+	}
+	return wave.Belief{Score: b.Score, Alpha: b.Alpha, Beta: b.Beta, UpdatedAt: b.UpdatedAt}
+}
+
+func (b *Belief) set(w wave.Belief) {
+	b.Score, b.Alpha, b.Beta, b.UpdatedAt = w.Score, w.Alpha, w.Beta, w.UpdatedAt
+}
+
+// Observe folds in one sighting of the given confidence.
+func (b *Belief) Observe(confidence float64, at time.Time) {
+	w := b.wave()
+	w.Observe(confidence, at)
+	b.set(w)
+	b.Evidence++
+}
+
+// Merge folds in the evidence of another belief (entity merges).
+func (b *Belief) Merge(o Belief) {
+	w := b.wave()
+	w.Merge(o.wave())
+	b.set(w)
+	b.Evidence += o.Evidence
 }
 
 // Attributes are a node's open-ended properties.

@@ -86,3 +86,17 @@ func (b Belief) Uncertainty() float64 {
 func (b Belief) IsHypothesis(threshold float64) bool {
 	return b.Score < threshold || b.Uncertainty() > HypothesisUncertainty
 }
+
+// Merge folds the evidence of o into b, as if b had also seen what o saw:
+// o's pseudo-counts beyond the neutral prior are added to b's.
+func (b *Belief) Merge(o Belief) {
+	prior := NewBelief(0.5)
+	b.Alpha += math.Max(0, o.Alpha-prior.Alpha)
+	b.Beta += math.Max(0, o.Beta-prior.Beta)
+	if b.Alpha+b.Beta > 0 {
+		b.Score = b.Alpha / (b.Alpha + b.Beta)
+	}
+	if o.UpdatedAt.After(b.UpdatedAt) {
+		b.UpdatedAt = o.UpdatedAt
+	}
+}
