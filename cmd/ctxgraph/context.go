@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 	"github.com/ctxgraph/ctxgraph/planner"
 )
@@ -29,7 +30,11 @@ func contextCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			nc, err := nats.Connect(natsURL, nats.Name("ctxgraph-context"))
+			auth, err := client.AuthOptions()
+			if err != nil {
+				return err
+			}
+			nc, err := nats.Connect(natsURL, append([]nats.Option{nats.Name("ctxgraph-context")}, auth...)...)
 			if err != nil {
 				return fmt.Errorf("connect %s: %w", natsURL, err)
 			}

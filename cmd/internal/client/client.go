@@ -19,7 +19,11 @@ import (
 
 // Connect dials the daemon's NATS server.
 func Connect(url, name string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(5*time.Second))
+	auth, err := AuthOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, auth...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", url, err)
 	}
