@@ -4,7 +4,7 @@ BIN      := bin/ctxgraph
 PKG      ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check demo bench fuzz clean
+.PHONY: all build test race vet fmt-check demo bench fuzz soak crash clean
 
 all: build
 
@@ -15,6 +15,7 @@ build:
 # over real NATS and Badger, real RLDS files), with short fuzz runs.
 test: vet fmt-check
 	$(GO) test -count=1 -timeout 12m $(PKG)
+	@$(MAKE) --no-print-directory fuzz FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)" FUZZTIME=$(FUZZ_SHORT)
 
 vet:
 	$(GO) vet $(PKG)
@@ -34,8 +35,29 @@ demo: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKG)
 
+# Fuzz targets, as package:Target. `make test` runs the decoders of outside
+# input (step and span JSON, planner request, TFRecord, Example, backup
+# file) for FUZZ_SHORT each; `make fuzz` runs every target for FUZZTIME.
+FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
+	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader
+FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW
+FUZZ_SHORT ?= 3s
+
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime $(FUZZTIME) ./rlds
+	@log=$$(mktemp); for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; \
+	done; rm -f $$log
+
+# Not in `make test`: the fleet-load soak (200 controllers at 10 Hz and 50
+# planner requests/s for 60 s against a daemon process on loopback), and
+# the crash test with many more kills.
+soak: build
+	./$(BIN) soak --controllers 200 --rate 10 --planner-rps 50 --duration 60s
+
+KILLS ?= 50
+crash:
+	CTXGRAPH_CRASH_KILLS=$(KILLS) $(GO) test -count=1 -run '^TestCrashSafety$$' -v -timeout 30m ./cmd/internal/daemon
 
 clean:
 	rm -rf bin

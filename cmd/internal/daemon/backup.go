@@ -1,16 +1,10 @@
 package daemon
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,26 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/backupfile"
 	"github.com/ctxgraph/ctxgraph/particle"
 )
 
-// A backup file is
-//
-//	"ctxgraph-backup 1\n"
-//	manifest JSON "\n"                          (BackupManifest)
-//	frames: length u32 BE (> 0) | bytes         (particle.Store.Backup output)
-//	u32 0                                       (end of frames)
-//	trailer JSON "\n"                           ({"bytes": N, "sha256": hex})
-//
-// The trailer's digest covers every byte before it, so a truncated or
-// damaged file is refused before anything is restored. The framing lets
-// the daemon stream a backup (POST /v1/backup) without knowing its size.
-const (
-	backupMagic   = "ctxgraph-backup 1\n"
-	backupFormat  = "ctxgraph-backup"
-	maxFrame      = 4 << 20
-	maxHeaderLine = 1 << 20
-)
+// backupFormat names the manifest of a ctxgraph backup file (the file
+// format itself is package backupfile's).
+const backupFormat = "ctxgraph-backup"
 
 // BackupManifest describes a backup: when it was taken, what it holds,
 // and where each stream's consumer stood.
@@ -61,11 +42,6 @@ type StreamPosition struct {
 	Created time.Time `json:"stream_created"`
 	Applied uint64    `json:"applied"`
 	LastSeq uint64    `json:"last_seq"`
-}
-
-type backupTrailer struct {
-	Bytes  int64  `json:"bytes"`
-	SHA256 string `json:"sha256"`
 }
 
 // Backup writes a backup of the running daemon to w: the consumer
@@ -93,7 +69,7 @@ func (d *Daemon) Backup(ctx context.Context, w io.Writer) (*BackupManifest, erro
 			Applied: ci.AckFloor.Stream, LastSeq: info.State.LastSeq}
 	}
 	m.Counts = d.store.Counts()
-	bw, err := newBackupWriter(w, m)
+	bw, err := backupfile.NewWriter(w, m)
 	if err != nil {
 		return nil, err
 	}
@@ -103,183 +79,28 @@ func (d *Daemon) Backup(ctx context.Context, w io.Writer) (*BackupManifest, erro
 	if err := bw.Close(); err != nil {
 		return nil, err
 	}
-	d.log.Info("backup written", "bytes", bw.n, "steps", m.Counts.Steps, "positions", m.Positions)
+	d.log.Info("backup written", "bytes", bw.Bytes(), "steps", m.Counts.Steps, "positions", m.Positions)
 	return m, nil
 }
 
-// backupWriter frames what is written to it and keeps the digest.
-type backupWriter struct {
-	w   *bufio.Writer
-	h   hash.Hash
-	n   int64
-	buf []byte
-}
-
-func newBackupWriter(w io.Writer, m *BackupManifest) (*backupWriter, error) {
-	bw := &backupWriter{w: bufio.NewWriterSize(w, 256<<10), h: sha256.New(), buf: make([]byte, 0, 256<<10)}
-	js, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	if err := bw.raw(append(append([]byte(backupMagic), js...), '\n')); err != nil {
-		return nil, err
-	}
-	return bw, nil
-}
-
-func (bw *backupWriter) raw(b []byte) error {
-	bw.h.Write(b)
-	bw.n += int64(len(b))
-	_, err := bw.w.Write(b)
-	return err
-}
-
-func (bw *backupWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		k := min(len(p), cap(bw.buf)-len(bw.buf))
-		bw.buf = append(bw.buf, p[:k]...)
-		p = p[k:]
-		if len(bw.buf) == cap(bw.buf) {
-			if err := bw.frame(); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return n, nil
-}
-
-func (bw *backupWriter) frame() error {
-	if len(bw.buf) == 0 {
-		return nil
-	}
-	if err := bw.raw(binary.BigEndian.AppendUint32(nil, uint32(len(bw.buf)))); err != nil {
-		return err
-	}
-	err := bw.raw(bw.buf)
-	bw.buf = bw.buf[:0]
-	return err
-}
-
-// Close writes the last frame, the end marker and the trailer.
-func (bw *backupWriter) Close() error {
-	if err := bw.frame(); err != nil {
-		return err
-	}
-	if err := bw.raw([]byte{0, 0, 0, 0}); err != nil {
-		return err
-	}
-	tr, _ := json.Marshal(backupTrailer{Bytes: bw.n, SHA256: hex.EncodeToString(bw.h.Sum(nil))})
-	if _, err := bw.w.Write(append(tr, '\n')); err != nil {
-		return err
-	}
-	return bw.w.Flush()
-}
-
 // errBadBackup marks a file that is not a whole, intact backup.
-var errBadBackup = errors.New("not a valid ctxgraph backup")
+var errBadBackup = backupfile.ErrBad
 
-// backupReader reads a backup: the manifest, then the snapshot bytes
-// (Read), then checks the trailer at EOF.
-type backupReader struct {
-	r        *bufio.Reader
-	h        hash.Hash
-	n        int64
-	left     int // bytes left in the current frame
-	done     bool
-	Manifest BackupManifest
-}
-
-func newBackupReader(r io.Reader) (*backupReader, error) {
-	br := &backupReader{r: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
-	magic := make([]byte, len(backupMagic))
-	if _, err := io.ReadFull(br.r, magic); err != nil || string(magic) != backupMagic {
-		return nil, fmt.Errorf("%w: no backup header", errBadBackup)
-	}
-	br.sum(magic)
-	line, err := readLine(br.r)
+// openBackup reads the manifest of the backup on r and returns the
+// reader of its snapshot.
+func openBackup(r io.Reader) (*backupfile.Reader, *BackupManifest, error) {
+	br, err := backupfile.NewReader(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: manifest: %v", errBadBackup, err)
+		return nil, nil, err
 	}
-	br.sum(line)
-	if err := json.Unmarshal(bytes.TrimSuffix(line, []byte("\n")), &br.Manifest); err != nil {
-		return nil, fmt.Errorf("%w: manifest: %v", errBadBackup, err)
+	var m BackupManifest
+	if err := br.Manifest(&m); err != nil {
+		return nil, nil, err
 	}
-	if br.Manifest.Format != backupFormat || br.Manifest.Version != 1 {
-		return nil, fmt.Errorf("%w: format %q version %d", errBadBackup, br.Manifest.Format, br.Manifest.Version)
+	if m.Format != backupFormat || m.Version != 1 {
+		return nil, nil, fmt.Errorf("%w: manifest format %q version %d", errBadBackup, m.Format, m.Version)
 	}
-	return br, nil
-}
-
-func (br *backupReader) sum(b []byte) {
-	br.h.Write(b)
-	br.n += int64(len(b))
-}
-
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxHeaderLine {
-			return nil, errors.New("line too long")
-		}
-		if err == nil {
-			return line, nil
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return nil, err
-		}
-	}
-}
-
-// Read returns the snapshot bytes; at their end it checks the trailer
-// and returns io.EOF only if the whole file is intact.
-func (br *backupReader) Read(p []byte) (int, error) {
-	if br.done {
-		return 0, io.EOF
-	}
-	if br.left == 0 {
-		var hdr [4]byte
-		if _, err := io.ReadFull(br.r, hdr[:]); err != nil {
-			return 0, fmt.Errorf("%w: truncated (frame header): %v", errBadBackup, err)
-		}
-		br.sum(hdr[:])
-		n := binary.BigEndian.Uint32(hdr[:])
-		if n == 0 {
-			br.done = true
-			return 0, br.checkTrailer()
-		}
-		if n > maxFrame {
-			return 0, fmt.Errorf("%w: frame of %d bytes", errBadBackup, n)
-		}
-		br.left = int(n)
-	}
-	n, err := br.r.Read(p[:min(len(p), br.left)])
-	br.sum(p[:n])
-	br.left -= n
-	if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
-		return n, fmt.Errorf("%w: truncated: %v", errBadBackup, err)
-	}
-	return n, nil
-}
-
-func (br *backupReader) checkTrailer() error {
-	line, err := readLine(br.r)
-	if err != nil {
-		return fmt.Errorf("%w: no trailer: %v", errBadBackup, err)
-	}
-	var tr backupTrailer
-	if err := json.Unmarshal(bytes.TrimSuffix(line, []byte("\n")), &tr); err != nil {
-		return fmt.Errorf("%w: trailer: %v", errBadBackup, err)
-	}
-	if got := hex.EncodeToString(br.h.Sum(nil)); tr.Bytes != br.n || tr.SHA256 != got {
-		return fmt.Errorf("%w: checksum mismatch (%d bytes, sha256 %s; trailer says %d, %s)", errBadBackup, br.n, got, tr.Bytes, tr.SHA256)
-	}
-	if _, err := br.r.ReadByte(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: data after the trailer", errBadBackup)
-	}
-	return io.EOF
+	return br, &m, nil
 }
 
 // VerifyBackup reads a whole backup file and checks its digest.
@@ -289,14 +110,14 @@ func VerifyBackup(path string) (*BackupManifest, error) {
 		return nil, err
 	}
 	defer f.Close()
-	br, err := newBackupReader(f)
+	br, m, err := openBackup(f)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := io.Copy(io.Discard, br); err != nil {
 		return nil, err
 	}
-	return &br.Manifest, nil
+	return m, nil
 }
 
 // Restore creates the store of data directory dir from a backup file.
@@ -345,7 +166,7 @@ func Restore(path, dir string, force bool, log *slog.Logger) (*BackupManifest, e
 		return nil, err
 	}
 	defer f.Close()
-	br, err := newBackupReader(f)
+	br, _, err := openBackup(f)
 	if err != nil {
 		return nil, err
 	}
