@@ -705,7 +705,12 @@ func seqKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
 // the policy edge from it to the node it targets while r is active. The
 // node is visible to operators only.
 func (b *Batch) putRuleNode(r *Rule) error {
+	// The node lives where the rule applies: its namespace, or the
+	// namespace of the node it targets (policy edges stay within one).
 	ns := r.Namespace
+	if t := b.Node(r.Target.Node); r.Target.Node != "" && t != nil {
+		ns = t.Namespace
+	}
 	if ns == "" {
 		ns = DefaultNamespace
 	}
