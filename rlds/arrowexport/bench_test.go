@@ -1,4 +1,4 @@
-package arrowexport
+package arrowexport_test
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport/arrowexporttest"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -156,11 +158,11 @@ func (c *countingWriter) Write(b []byte) (int, error) { c.n += int64(len(b)); re
 
 // memWatch samples the heap at every batch and keeps the peak.
 type memWatch struct {
-	RecordWriter
+	arrowexport.RecordWriter
 	base, peak uint64
 }
 
-func newMemWatch(w RecordWriter) *memWatch {
+func newMemWatch(w arrowexport.RecordWriter) *memWatch {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -200,18 +202,18 @@ func vmHWM() float64 {
 //	go test -run '^$' -bench ExportSteps -benchtime 5x ./rlds/arrowexport
 func BenchmarkExportSteps(b *testing.B) {
 	st := mediumStore(b)
-	for _, f := range singleFileFormats {
+	for _, f := range arrowexporttest.SingleFileFormats {
 		b.Run(string(f), func(b *testing.B) {
 			var out countingWriter
 			var peak uint64
 			for b.Loop() {
 				out.n = 0
-				w, err := NewWriter(f, &out)
+				w, err := arrowexport.NewWriter(f, &out)
 				if err != nil {
 					b.Fatal(err)
 				}
 				mw := newMemWatch(w)
-				stats, err := Run(context.Background(), st, Options{Table: TableSteps}, mw)
+				stats, err := arrowexport.Run(context.Background(), st, arrowexport.Options{Table: arrowexport.TableSteps}, mw)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -239,8 +241,8 @@ func BenchmarkExportSteps(b *testing.B) {
 func BenchmarkWriteSameBytes(b *testing.B) {
 	st := mediumStore(b)
 	var out countingWriter
-	w, _ := NewWriter(FormatArrowStream, &out)
-	if _, err := Run(context.Background(), st, Options{Table: TableSteps}, w); err != nil {
+	w, _ := arrowexport.NewWriter(arrowexport.FormatArrowStream, &out)
+	if _, err := arrowexport.Run(context.Background(), st, arrowexport.Options{Table: arrowexport.TableSteps}, w); err != nil {
 		b.Fatal(err)
 	}
 	w.Close()

@@ -83,7 +83,7 @@
 //	aliases, tags, cms_span_ids, rlds_episode_ids  list<utf8>
 //	props                        map<utf8, utf8> (null when empty)
 //	embedding
-//	belief_score, belief_evidence float64
+//	belief_score, belief_alpha, belief_beta, belief_evidence float64
 //	belief_updated_at, created_at, updated_at  timestamp
 //	seq                          uint64
 //
@@ -97,7 +97,7 @@
 //	scope_audience               list<utf8>
 //	provenance                   list<struct<episode_id utf8, step_index int64, cms_span_id utf8, agent utf8, observed_at timestamp>>
 //	evidence                     int64
-//	confidence, belief_score, belief_evidence  float64
+//	confidence, belief_score, belief_alpha, belief_beta, belief_evidence  float64
 //	belief_updated_at            timestamp
 //	embedding
 //	salience_score               float64  as stored
@@ -106,8 +106,13 @@
 //	salience_half_life_s         float64
 //	salience_last_updated        timestamp
 //	allow_roles, deny_roles      list<utf8>
+//	policy_sensitivity, policy_subject, policy_origin  utf8 (nullable)
+//	policy_portable              bool (null: unset)
 //	valid_from, valid_to         timestamp
 //	status                       utf8
+//	superseded_by                utf8 (nullable)
+//	ended_at                     timestamp
+//	contradicts                  list<utf8>
 //	created_at, updated_at       timestamp
 //	seq                          uint64
 //

@@ -20,6 +20,8 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+
+	"github.com/ctxgraph/ctxgraph/rlds"
 )
 
 // LeRobotVersion is the LeRobot dataset format the LeRobot writer
@@ -316,7 +318,7 @@ func (w *LeRobotWriter) flush() error {
 			}
 			sb.Append(true)
 			bb.Append(img)
-			pb.Append(fmt.Sprintf("frame_%06d.%s", i, cmpOr(imageEncoding(img), "bin")))
+			pb.Append(fmt.Sprintf("frame_%06d.%s", i, cmpOr(rlds.ImageEncoding(img), "bin")))
 			if i < 100 || i%10 == 0 { // sampled, as LeRobot samples frames for image statistics
 				w.imageStats(name, img, st)
 			}

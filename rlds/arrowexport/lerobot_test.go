@@ -1,4 +1,4 @@
-package arrowexport
+package arrowexport_test
 
 import (
 	"bufio"
@@ -13,6 +13,9 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/parquet/file"
+
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport/arrowexporttest"
 )
 
 func readJSONL(t *testing.T, path string) []map[string]any {
@@ -49,12 +52,12 @@ func readJSON(t *testing.T, path string) map[string]any {
 }
 
 // exportLeRobot exports st's steps to a LeRobot directory.
-func exportLeRobot(t *testing.T, fx *fixture, o Options) string {
+func exportLeRobot(t *testing.T, fx *fixture, o arrowexport.Options) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "lerobot")
-	w := &LeRobotWriter{Dir: dir}
-	o.Table = TableSteps
-	if _, err := Run(context.Background(), fx.st, o, w); err != nil {
+	w := &arrowexport.LeRobotWriter{Dir: dir}
+	o.Table = arrowexport.TableSteps
+	if _, err := arrowexport.Run(context.Background(), fx.st, o, w); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -65,11 +68,11 @@ func exportLeRobot(t *testing.T, fx *fixture, o Options) string {
 
 func TestLeRobotLayout(t *testing.T) {
 	fx := newFixture(t)
-	dir := exportLeRobot(t, fx, Options{BatchRows: 3})
-	want := wantSteps(fx.msgs)
+	dir := exportLeRobot(t, fx, arrowexport.Options{BatchRows: 3})
+	want := arrowexporttest.WantSteps(arrow.NewSchema(nil, nil), fx.msgs)
 
 	info := readJSON(t, filepath.Join(dir, "meta", "info.json"))
-	if info["codebase_version"] != LeRobotVersion || info["total_episodes"] != 4.0 || info["total_frames"] != 32.0 || info["fps"] != 2.0 {
+	if info["codebase_version"] != arrowexport.LeRobotVersion || info["total_episodes"] != 4.0 || info["total_frames"] != 32.0 || info["fps"] != 2.0 {
 		t.Errorf("info.json: %v", info)
 	}
 	feats := info["features"].(map[string]any)
@@ -103,7 +106,7 @@ func TestLeRobotLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, recs := readBack(t, FormatParquet, b)
+		_, recs := arrowexporttest.Read(t, arrowexport.FormatParquet, b)
 		rec := recs[0]
 		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		if rec.NumRows() != int64(ep["length"].(float64)) {
@@ -113,7 +116,7 @@ func TestLeRobotLayout(t *testing.T) {
 		fi, ei, ix, ti := col("frame_index").(*array.Int64), col("episode_index").(*array.Int64), col("index").(*array.Int64), col("task_index").(*array.Int64)
 		ts := col("timestamp").(*array.Float32)
 		for r := 0; r < int(rec.NumRows()); r++ {
-			w := want[stepKey(epID, r)]
+			w := want[arrowexporttest.StepKey(epID, r)]
 			gotState := st.ListValues().(*array.Float32).Float32Values()[r*8 : r*8+8]
 			wantState := append(f32s(w.Observation["gripper"].Data), f32s(w.Observation["state"].Data)...)
 			if !slices.Equal(gotState, wantState) {

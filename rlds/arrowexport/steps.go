@@ -547,7 +547,7 @@ func tensorAt(a arrow.Array, i int, dtype rlds.DType, shape []int) (rlds.Tensor,
 	switch l := a.(type) {
 	case *array.Binary:
 		t.Bytes = slices.Clone(l.Value(i))
-		t.Encoding = imageEncoding(t.Bytes)
+		t.Encoding = rlds.ImageEncoding(t.Bytes)
 		return t, true, nil
 	case *array.FixedSizeList:
 		lo, hi = l.ValueOffsets(i)
@@ -586,17 +586,6 @@ func b2f(v bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// imageEncoding names encoded image bytes by their magic number.
-func imageEncoding(b []byte) string {
-	switch {
-	case len(b) >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF:
-		return "jpeg"
-	case len(b) >= 8 && string(b[:8]) == "\x89PNG\r\n\x1a\n":
-		return "png"
-	}
-	return ""
 }
 
 // schemaMeta is the metadata every exported schema carries.

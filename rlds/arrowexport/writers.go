@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet"
@@ -102,29 +105,87 @@ func (x *ipcStreamWriter) Close() error {
 
 // ParquetProperties are the Parquet writer properties of every export:
 // zstd, dictionary encoding, row groups of at most 64 Ki rows, format
-// 2.6 (nanosecond timestamps).
+// 2.6 (nanosecond timestamps), and a required root (arrow/go's default,
+// a repeated root, makes other readers see every column as repeated).
 func ParquetProperties() *parquet.WriterProperties {
 	return parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithDictionaryDefault(true),
 		parquet.WithMaxRowGroupLength(64<<10),
 		parquet.WithVersion(parquet.V2_6),
+		parquet.WithRootRepetition(parquet.Repetitions.Required),
 		parquet.WithCreatedBy("ctxgraph"),
 	)
 }
 
+// parquetWriter writes Parquet. Parquet has no fixed-size list, and
+// arrow/go's reader refuses a fixed-size list column holding nulls, so
+// fixed_size_list columns are written as lists; their field metadata
+// (ctxgraph.shape, and ctxgraph.fixed_size for embeddings) keeps the
+// size.
 type parquetWriter struct {
-	w  io.Writer
-	pw *pqarrow.FileWriter
+	w      io.Writer
+	pw     *pqarrow.FileWriter
+	schema *arrow.Schema
 }
 
 func (x *parquetWriter) Begin(s *arrow.Schema) (err error) {
-	x.pw, err = pqarrow.NewFileWriter(s, nopCloser{x.w}, ParquetProperties(),
+	x.schema = parquetSchema(s)
+	x.pw, err = pqarrow.NewFileWriter(x.schema, nopCloser{x.w}, ParquetProperties(),
 		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	return err
 }
 
-func (x *parquetWriter) Write(rec arrow.Record) error { return x.pw.WriteBuffered(rec) }
+func (x *parquetWriter) Write(rec arrow.Record) error {
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, c := range rec.Columns() {
+		if fl, ok := c.(*array.FixedSizeList); ok {
+			cols[i] = fixedToList(fl)
+			defer cols[i].Release()
+			continue
+		}
+		cols[i] = c
+	}
+	out := array.NewRecord(x.schema, cols, rec.NumRows())
+	defer out.Release()
+	return x.pw.WriteBuffered(out)
+}
+
+// parquetSchema is s with every fixed-size list a list.
+func parquetSchema(s *arrow.Schema) *arrow.Schema {
+	fields := slices.Clone(s.Fields())
+	for i, f := range fields {
+		if fl, ok := f.Type.(*arrow.FixedSizeListType); ok {
+			keys, vals := slices.Clone(f.Metadata.Keys()), slices.Clone(f.Metadata.Values())
+			keys, vals = append(keys, MetaFixedSize), append(vals, strconv.Itoa(int(fl.Len())))
+			fields[i].Type = arrow.ListOfField(fl.ElemField())
+			fields[i].Metadata = arrow.NewMetadata(keys, vals)
+		}
+	}
+	md := s.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
+
+// MetaFixedSize is the field metadata that keeps the size of a
+// fixed-size list stored as a list (in Parquet).
+const MetaFixedSize = "ctxgraph.fixed_size"
+
+// fixedToList views a fixed-size list array as a list array over the
+// same values and validity: offsets are multiples of the size.
+func fixedToList(fl *array.FixedSizeList) arrow.Array {
+	t := fl.DataType().(*arrow.FixedSizeListType)
+	n := int32(t.Len())
+	d := fl.Data()
+	offs := make([]int32, d.Offset()+d.Len()+1)
+	for i := range offs {
+		offs[i] = int32(i) * n
+	}
+	buf := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))
+	ld := array.NewData(arrow.ListOfField(t.ElemField()), d.Len(), []*memory.Buffer{d.Buffers()[0], buf},
+		[]arrow.ArrayData{d.Children()[0]}, d.NullN(), d.Offset())
+	defer ld.Release()
+	return array.MakeFromData(ld)
+}
 
 func (x *parquetWriter) Close() error {
 	if x.pw == nil {
