@@ -4,7 +4,7 @@ BIN      := bin/ctxgraph
 PKG      ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check demo bench fuzz soak crash clean
+.PHONY: all build test race vet fmt-check js-deps demo bench fuzz soak crash clean
 
 all: build
 
@@ -13,12 +13,19 @@ build:
 
 # The README's test command: vet, then every test (unit, daemon end to end
 # over real NATS and Badger, real RLDS files), with short fuzz runs.
-test: vet fmt-check
+test: vet fmt-check js-deps
 	$(GO) test -count=1 -timeout 12m $(PKG)
 	@$(MAKE) --no-print-directory fuzz FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)" FUZZTIME=$(FUZZ_SHORT)
 
 vet:
 	$(GO) vet $(PKG)
+
+# The independent reader of exports (apache-arrow and hyparquet on Node.js,
+# rlds/arrowexport/testdata/js) that the export tests run when installed.
+JSDIR := rlds/arrowexport/testdata/js
+js-deps:
+	@if command -v npm >/dev/null; then npm ci --prefix $(JSDIR) --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the export's independent reader check will be skipped"; fi
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
