@@ -64,7 +64,7 @@ func (f *fixture) embed(text string) []float32 {
 
 // fact records subject -pred-> object (entities) as an edge of type typ,
 // observed at at by agent in episode ep-1.
-func (f *fixture) fact(typ particle.EdgeType, subj, pred, obj, value string, at time.Time, conf float64) *particle.Edge {
+func (f *fixture) fact(typ particle.EdgeType, subj, pred, obj, value string, at time.Time, conf float64, opts ...func(*particle.Observation)) *particle.Edge {
 	f.t.Helper()
 	f.step++
 	step := f.step
@@ -88,12 +88,16 @@ func (f *fixture) fact(typ particle.EdgeType, subj, pred, obj, value string, at 
 		if err != nil {
 			return err
 		}
-		out, _, err = b.Observe(particle.Observation{
+		obs := particle.Observation{
 			Namespace: testNS, Source: a.ID, Target: o.ID, Type: typ, Predicate: pred, Value: value, Confidence: conf,
 			At: at, Provenance: particle.Provenance{EpisodeID: "ep-1", StepIndex: &step, Agent: "ur5-alpha", ObservedAt: at},
 			Decay: wave.DecayExp, HalfLife: 24 * time.Hour, Reinforce: 0.5,
 			Embed: func() ([]float32, error) { return f.embed(a.Name + " " + pred + " " + o.Name + " " + value), nil },
-		})
+		}
+		for _, o := range opts {
+			o(&obs)
+		}
+		out, _, err = b.Observe(obs)
 		return err
 	})
 	if err != nil {
@@ -153,6 +157,9 @@ func lab(t testing.TB, withKeyword bool) *fixture {
 	f.fact(particle.EdgeAssertion, "camera", "mounted_on", "wrist", "", t0, 0.9)
 	f.fact(particle.EdgeAssertion, "table", "supports", "bowl rack", "", t0, 0.9)
 	f.fact(particle.EdgeAssertion, "lamp", "lights", "workbench", "", t0, 0.9)
+	f.fact(particle.EdgeAssertion, "safe", "combination", "vault door", "KX-3319-PIN", t0, 0.9, func(o *particle.Observation) {
+		o.Policy = particle.Policy{DenyRoles: []string{"visitor"}}
+	})
 	f.span(&cms.Span{ID: "span-7", Level: 1, Start: t0, End: t0.Add(10 * time.Minute),
 		Text:     "calibration fixture SN-4471-XQ drifted 2 mm after the night shift",
 		Concepts: []string{"fixture drift"}, Entities: []string{"calibration fixture"}, UpdateSize: 0.5})

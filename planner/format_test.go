@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ctxgraph/ctxgraph/particle"
-	"github.com/ctxgraph/ctxgraph/planner/internal/rdfcheck"
+	"github.com/ctxgraph/ctxgraph/planner/plannertest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -185,7 +185,7 @@ func checkTurtle(t *testing.T, answers []*Answer) {
 	for i, a := range answers {
 		docs[i] = render(t, a, "turtle")
 	}
-	for i, res := range rdfcheck.Parse(t, docs...) {
+	for i, res := range plannertest.ParseTurtle(t, docs...) {
 		a := answers[i]
 		if res.Error != "" {
 			t.Errorf("answer %d: rdflib: %s\n%s", i, res.Error, docs[i])
@@ -262,55 +262,55 @@ func TestTurtleParsesAndMatchesTriples(t *testing.T) {
 func checkCypher(t *testing.T, a *Answer) {
 	t.Helper()
 	src := render(t, a, "cypher")
-	st, err := parseCypher(src)
+	st, err := plannertest.ParseCypher(src)
 	if err != nil {
 		t.Fatalf("cypher: %v\n%s", err, src)
 	}
 	g := newGraphView(a)
-	if len(st.nodes) != len(g.nodes) || len(st.rels) != len(a.Edges) || st.ret != [2]int{len(g.nodes), len(a.Edges)} {
-		t.Fatalf("cypher: %d nodes %d rels return %v, want %d and %d", len(st.nodes), len(st.rels), st.ret, len(g.nodes), len(a.Edges))
+	if len(st.Nodes) != len(g.nodes) || len(st.Rels) != len(a.Edges) || st.Return != [2]int{len(g.nodes), len(a.Edges)} {
+		t.Fatalf("cypher: %d nodes %d rels return %v, want %d and %d", len(st.Nodes), len(st.Rels), st.Return, len(g.nodes), len(a.Edges))
 	}
 	vars := map[string]string{}
 	for i, n := range g.nodes {
-		c := st.nodes[i]
-		vars[c.v] = c.id
-		if c.id != validUTF8(n.ID) || c.props["name"] != nonEmpty(validUTF8(n.Name)) {
-			t.Errorf("node %d: id %q name %v, want %q %q", i, c.id, c.props["name"], n.ID, n.Name)
+		c := st.Nodes[i]
+		vars[c.Var] = c.ID
+		if c.ID != validUTF8(n.ID) || c.Props["name"] != nonEmpty(validUTF8(n.Name)) {
+			t.Errorf("node %d: id %q name %v, want %q %q", i, c.ID, c.Props["name"], n.ID, n.Name)
 		}
 		want := []string{"CtxNode"}
 		if typed(n) {
 			want = append(want, cypherNameText(pascal(n.Type), "Node"))
-			if c.props["type"] != validUTF8(n.Type) || !slices.Equal(strList(c.props["aliases"]), validAll(n.Aliases)) {
-				t.Errorf("node %d: type %v aliases %v, want %q %q", i, c.props["type"], c.props["aliases"], n.Type, n.Aliases)
+			if c.Props["type"] != validUTF8(n.Type) || !slices.Equal(strList(c.Props["aliases"]), validAll(n.Aliases)) {
+				t.Errorf("node %d: type %v aliases %v, want %q %q", i, c.Props["type"], c.Props["aliases"], n.Type, n.Aliases)
 			}
 		}
-		if !slices.Equal(c.labels, want) {
-			t.Errorf("node %d labels %q, want %q", i, c.labels, want)
+		if !slices.Equal(c.Labels, want) {
+			t.Errorf("node %d labels %q, want %q", i, c.Labels, want)
 		}
 	}
 	for i, e := range a.Edges {
-		r := st.rels[i]
-		if r.id != validUTF8(e.ID) || vars[r.from] != validUTF8(e.Source) || vars[r.to] != validUTF8(e.Target) {
-			t.Errorf("rel %d: %s (%s)->(%s), want %q %q->%q", i, r.id, vars[r.from], vars[r.to], e.ID, e.Source, e.Target)
+		r := st.Rels[i]
+		if r.ID != validUTF8(e.ID) || vars[r.From] != validUTF8(e.Source) || vars[r.To] != validUTF8(e.Target) {
+			t.Errorf("rel %d: %s (%s)->(%s), want %q %q->%q", i, r.ID, vars[r.From], vars[r.To], e.ID, e.Source, e.Target)
 		}
-		if r.typ != cypherNameText(relType(e.Predicate), "RELATED_TO") || r.props["predicate"] != nonEmpty(validUTF8(e.Predicate)) {
-			t.Errorf("rel %d: type %q predicate %v, from %q", i, r.typ, r.props["predicate"], e.Predicate)
+		if r.Type != cypherNameText(relType(e.Predicate), "RELATED_TO") || r.Props["predicate"] != nonEmpty(validUTF8(e.Predicate)) {
+			t.Errorf("rel %d: type %q predicate %v, from %q", i, r.Type, r.Props["predicate"], e.Predicate)
 		}
-		if r.props["value"] != nonEmpty(validUTF8(e.Value)) {
-			t.Errorf("rel %d: value %v, want %q", i, r.props["value"], e.Value)
+		if r.Props["value"] != nonEmpty(validUTF8(e.Value)) {
+			t.Errorf("rel %d: value %v, want %q", i, r.Props["value"], e.Value)
 		}
-		if s, ok := num(e.Confidence); ok && r.props["confidence"] != mustFloat(s) {
-			t.Errorf("rel %d: confidence %v, want %s", i, r.props["confidence"], s)
+		if s, ok := num(e.Confidence); ok && r.Props["confidence"] != mustFloat(s) {
+			t.Errorf("rel %d: confidence %v, want %s", i, r.Props["confidence"], s)
 		}
-		if !e.ValidFrom.IsZero() && r.props["valid_from"] != cyDateTime(stamp(e.ValidFrom)) {
-			t.Errorf("rel %d: valid_from %v", i, r.props["valid_from"])
+		if !e.ValidFrom.IsZero() && r.Props["valid_from"] != plannertest.CypherDateTime(stamp(e.ValidFrom)) {
+			t.Errorf("rel %d: valid_from %v", i, r.Props["valid_from"])
 		}
-		if !e.ValidTo.IsZero() && r.props["valid_to"] != cyDateTime(stamp(e.ValidTo)) {
-			t.Errorf("rel %d: valid_to %v", i, r.props["valid_to"])
+		if !e.ValidTo.IsZero() && r.Props["valid_to"] != plannertest.CypherDateTime(stamp(e.ValidTo)) {
+			t.Errorf("rel %d: valid_to %v", i, r.Props["valid_to"])
 		}
 		if len(e.Provenance) > 0 {
-			eps, _ := r.props["provenance_episode_ids"].([]any)
-			steps, _ := r.props["provenance_steps"].([]any)
+			eps, _ := r.Props["provenance_episode_ids"].([]any)
+			steps, _ := r.Props["provenance_steps"].([]any)
 			if len(eps) != len(e.Provenance) || len(steps) != len(e.Provenance) {
 				t.Errorf("rel %d: provenance lists %v %v, want %d records", i, eps, steps, len(e.Provenance))
 			}

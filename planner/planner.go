@@ -137,15 +137,8 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 		run.r = r
 		run.resetSeeds()
 		run.seedNamed()
-		var cands []candidate
-		switch seedBy {
-		case StrategySemantic:
-			cands = run.fromVector(p.prefilter(run))
-		case StrategyKeyword:
-			cands = run.fromKeyword(kw)
-		case StrategyHybrid:
-			cands = fuse(run.fromVector(p.prefilter(run)), run.fromKeyword(kw))
-		case StrategyGraph:
+		cands := run.candidates(seedBy, kw)
+		if seedBy == StrategyGraph {
 			run.seedQueryNames()
 		}
 		t2 := time.Now()

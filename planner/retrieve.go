@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,7 +19,10 @@ const rrfK = 60
 // an edge with its endpoints, an episode's node or the nodes a CMS span
 // touched. Every candidate has passed the request's constraints.
 type candidate struct {
-	key   string // kind and id: the same item from two rankings fuses
+	key   string // the same item from two rankings fuses
+	kind  string // node, edge, episode or span
+	id    string
+	via   []string // the rankings that found it: semantic, keyword
 	score float64
 	edge  *particle.Edge
 	nodes []*particle.Node
@@ -132,6 +136,41 @@ func (run *run) seedQueryNames() {
 	}
 }
 
+// Rankings a candidate can come from.
+const (
+	viaSemantic = "semantic"
+	viaKeyword  = "keyword"
+)
+
+func nodeCandidate(n *particle.Node, s float64, via string) candidate {
+	return candidate{key: "n:" + n.ID, kind: "node", id: n.ID, via: []string{via}, score: s, nodes: []*particle.Node{n}}
+}
+
+func edgeCandidate(r particle.Reader, e *particle.Edge, s float64, via string) candidate {
+	return candidate{key: "e:" + e.ID, kind: "edge", id: e.ID, via: []string{via}, score: s, edge: e, endpointScale: 0.9,
+		nodes: []*particle.Node{r.Node(e.Source), r.Node(e.Target)}}
+}
+
+// episodeCandidate is an episode standing for its node (the same item
+// as that node found another way).
+func episodeCandidate(r particle.Reader, ep *particle.Episode, s float64, via string) candidate {
+	return candidate{key: "n:" + ep.NodeID, kind: "episode", id: ep.ID, via: []string{via}, score: s, nodes: []*particle.Node{r.Node(ep.NodeID)}}
+}
+
+// candidates ranks what a seeding strategy retrieves (the vector
+// prefilter, the keyword hits kw, or both fused); graph retrieves none.
+func (run *run) candidates(seedBy string, kw []keyword.Hit) []candidate {
+	switch seedBy {
+	case StrategySemantic:
+		return run.fromVector(run.p.prefilter(run))
+	case StrategyKeyword:
+		return run.fromKeyword(kw)
+	case StrategyHybrid:
+		return fuse(run.fromVector(run.p.prefilter(run)), run.fromKeyword(kw))
+	}
+	return nil
+}
+
 // fromVector turns vector-index hits into candidates (they passed the
 // prefilter's constraints).
 func (run *run) fromVector(hits []wave.Hit) []candidate {
@@ -140,12 +179,11 @@ func (run *run) fromVector(hits []wave.Hit) []candidate {
 	for _, h := range hits {
 		s := cos01(h.Score)
 		if n := r.NodeBySeq(h.ID); n != nil {
-			out = append(out, candidate{key: "n:" + n.ID, score: s, nodes: []*particle.Node{n}})
+			out = append(out, nodeCandidate(n, s, viaSemantic))
 		} else if e := r.EdgeBySeq(h.ID); e != nil {
-			out = append(out, candidate{key: "e:" + e.ID, score: s, edge: e, endpointScale: 0.9,
-				nodes: []*particle.Node{r.Node(e.Source), r.Node(e.Target)}})
+			out = append(out, edgeCandidate(r, e, s, viaSemantic))
 		} else if ep := r.EpisodeBySeq(h.ID); ep != nil {
-			out = append(out, candidate{key: "n:" + ep.NodeID, score: s, nodes: []*particle.Node{r.Node(ep.NodeID)}})
+			out = append(out, episodeCandidate(r, ep, s, viaSemantic))
 		}
 	}
 	return out
@@ -169,16 +207,15 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 		switch h.Kind {
 		case keyword.KindNode:
 			if n := r.Node(h.ID); n != nil && n.Namespace == run.ns {
-				out = append(out, candidate{key: "n:" + n.ID, score: s, nodes: []*particle.Node{n}})
+				out = append(out, nodeCandidate(n, s, viaKeyword))
 			}
 		case keyword.KindEdge:
 			if e := r.Edge(h.ID); e != nil && e.Namespace == run.ns && run.admits(e) {
-				out = append(out, candidate{key: "e:" + e.ID, score: s, edge: e, endpointScale: 0.9,
-					nodes: []*particle.Node{r.Node(e.Source), r.Node(e.Target)}})
+				out = append(out, edgeCandidate(r, e, s, viaKeyword))
 			}
 		case keyword.KindEpisode:
 			if ep := r.Episode(run.ns, h.ID); ep != nil && run.episodeAdmits(ep) {
-				out = append(out, candidate{key: "n:" + ep.NodeID, score: s, nodes: []*particle.Node{r.Node(ep.NodeID)}})
+				out = append(out, episodeCandidate(r, ep, s, viaKeyword))
 			}
 		case keyword.KindSpan:
 			var nodes []*particle.Node
@@ -188,7 +225,7 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 				}
 			}
 			if len(nodes) > 0 {
-				out = append(out, candidate{key: "s:" + h.ID, score: s, nodes: nodes})
+				out = append(out, candidate{key: "s:" + h.ID, kind: "span", id: h.ID, via: []string{viaKeyword}, score: s, nodes: nodes})
 			}
 		}
 	}
@@ -205,13 +242,15 @@ func fuse(rankings ...[]candidate) []candidate {
 	for _, list := range rankings {
 		for rank, c := range list {
 			fused[c.key] += 1 / float64(rrfK+rank+1)
-			if old, ok := byKey[c.key]; !ok {
+			old, ok := byKey[c.key]
+			if !ok {
 				byKey[c.key] = c
 				order = append(order, c.key)
-			} else if c.score > old.score {
-				old.score = c.score
-				byKey[c.key] = old
+				continue
 			}
+			old.score = max(old.score, c.score)
+			old.via = append(slices.Clip(old.via), c.via...)
+			byKey[c.key] = old
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return fused[order[i]] > fused[order[j]] })

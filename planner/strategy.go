@@ -124,7 +124,10 @@ func readSignals(req *Request, known func(string) bool, keywordIndex bool) Signa
 			s.Words = append(s.Words, lw)
 		}
 	}
-	if q := strings.TrimSpace(req.Query); q != "" && known != nil && len(s.Phrases) == 0 && len(s.Identifiers) == 0 && known(q) {
+	// Only a short query can be a name (names are a few words): a
+	// question needs no look-up.
+	q := strings.TrimSpace(req.Query)
+	if q != "" && known != nil && len(s.Phrases) == 0 && len(s.Identifiers) == 0 && len(strings.Fields(q)) <= maxNameWords && known(q) {
 		s.KnownName = particle.Canonical(q)
 	}
 	return s
@@ -147,7 +150,7 @@ func Suggest(s Signals) []Suggestion {
 	quoted := func() string {
 		return "exact tokens " + strings.Join(slices.Concat(quote(s.Phrases), s.Identifiers), ", ")
 	}
-	var out []Suggestion
+	out := make([]Suggestion, 0, len(Strategies)-1)
 	add := func(name string, score float64, reasons ...string) {
 		out = append(out, Suggestion{Strategy: name, Score: score, Reasons: reasons})
 	}

@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,66 @@ func TestTemporalKeepsTheHistoryRankedByTime(t *testing.T) {
 	tmp.AsOf = &at
 	if got := facts(f.plan(tmp)); strings.Join(got, ",") != "shelf:superseded" {
 		t.Errorf("temporal as of %v: %v, want the shelf fact", at, got)
+	}
+}
+
+func TestSearchRanksWithoutExpanding(t *testing.T) {
+	f := lab(t, true)
+	ctx := context.Background()
+	search := func(req Request) *SearchResult {
+		t.Helper()
+		if err := f.vec.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.p.Search(ctx, &req)
+		if err != nil {
+			t.Fatalf("search %+v: %v", req, err)
+		}
+		return res
+	}
+	res := search(Request{Query: "SN-4471-XQ", K: 3})
+	if res.Strategy != StrategyKeyword || len(res.Hits) == 0 {
+		t.Fatalf("keyword search: %+v", res)
+	}
+	if h := res.Hits[0]; h.Kind != "span" || h.ID != "span-7" || !strings.Contains(h.Text, "SN-4471-XQ") || len(h.Nodes) == 0 || !slices.Equal(h.Via, []string{"keyword"}) {
+		t.Errorf("first hit %+v, want span-7 with its text and nodes, via keyword", h)
+	}
+	vias := map[string]bool{}
+	for _, h := range search(Request{Query: "slippages SN-4471-XQ", Strategy: StrategyHybrid, K: 4}).Hits {
+		for _, v := range h.Via {
+			vias[v] = true
+		}
+	}
+	if !vias["semantic"] || !vias["keyword"] {
+		t.Errorf("hybrid search hits came via %v, want both rankings", vias)
+	}
+	if _, err := f.p.Search(ctx, &Request{Query: "x", Strategy: StrategyGraph}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("graph search: %v, want ErrInvalid", err)
+	}
+	adv, err := f.p.Advise(&Request{Query: "SN-4471-XQ"})
+	if err != nil || adv.Chosen != StrategyKeyword {
+		t.Errorf("advise: %+v %v", adv, err)
+	}
+}
+
+// A keyword hit is a candidate, not a result: the one policy check
+// decides, in searches and in answers.
+func TestKeywordHitsPassThePolicy(t *testing.T) {
+	f := lab(t, true)
+	ctx := context.Background()
+	for _, role := range []string{"operator", "visitor"} {
+		res, err := f.p.Search(ctx, &Request{Query: "KX-3319-PIN", Roles: []string{role}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := f.plan(Request{Query: "KX-3319-PIN", Roles: []string{role}, Strategy: StrategyKeyword})
+		found := false
+		for _, e := range a.Edges {
+			found = found || e.Value == "KX-3319-PIN"
+		}
+		edgeHit := len(res.Hits) > 0 && res.Hits[0].Kind == "edge"
+		if want := role == "operator"; found != want || edgeHit != want {
+			t.Errorf("role %s: answer has the denied edge %v, search hit %v; want %v", role, found, edgeHit, want)
+		}
 	}
 }

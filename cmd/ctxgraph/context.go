@@ -78,7 +78,8 @@ func contextCmd() *cobra.Command {
 	f.IntVar(&req.K, "k", 10, "seeds from the vector prefilter")
 	f.IntVar(&req.Hops, "hops", 1, "graph expansion depth")
 	f.IntVar(&req.Budget, "budget", 256, "max nodes plus edges in the answer")
-	f.StringVar(&req.Format, "format", "", "answer format (json by default)")
+	f.StringVar(&req.Format, "format", "", "answer format: json (default), triples, cypher, turtle, text")
+	f.StringVar(&req.Strategy, "strategy", "", "retrieval strategy: auto (default), semantic, keyword, graph, temporal, hybrid")
 	f.BoolVar(&asJSON, "json", false, "print the raw JSON answer")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "request timeout")
 	return cmd
@@ -87,7 +88,11 @@ func contextCmd() *cobra.Command {
 // printAnswer writes an answer for a person: the subgraph with
 // provenance, unknowns, hypotheses and the context state summary.
 func printAnswer(w io.Writer, req *planner.Request, a *planner.Answer) {
-	fmt.Fprintf(w, "Context for %q — %d nodes, %d edges (strategy %s, %dµs)\n\n", req.Query, len(a.Nodes), len(a.Edges), a.Strategy, a.Timings.TotalUS)
+	fmt.Fprintf(w, "Context for %q — %d nodes, %d edges (strategy %s, %dµs)\n", req.Query, len(a.Nodes), len(a.Edges), a.Strategy, a.Timings.TotalUS)
+	if a.StrategyReason != "" {
+		fmt.Fprintf(w, "Strategy: %s\n", a.StrategyReason)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Nodes:")
 	for _, n := range a.Nodes {
 		mark := " "

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
 
 	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/particle"
@@ -87,11 +88,13 @@ type Hit struct {
 type Index struct {
 	store *particle.Store
 	bl    bleve.Index
+	m     *mapping.IndexMappingImpl // for analysing queries
 	opts  Options
 	log   *slog.Logger
 
 	mu        sync.RWMutex // guards the fields below
 	fps       map[string]uint64
+	nss       map[string]bool     // namespaces with documents (never shrinks)
 	spanNodes map[string][]string // span doc id -> nodes listing it
 	dirty     bool                // the on-disk clean marker has been cleared
 	closed    bool
@@ -117,7 +120,7 @@ func Open(store *particle.Store, o Options) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyword: mapping: %w", err)
 	}
-	ix := &Index{store: store, opts: o, log: o.Logger, fps: map[string]uint64{}, spanNodes: map[string][]string{}}
+	ix := &Index{store: store, m: m, opts: o, log: o.Logger, fps: map[string]uint64{}, nss: map[string]bool{}, spanNodes: map[string][]string{}}
 	if o.Dir == "" {
 		ix.bl, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 	} else {
@@ -136,7 +139,7 @@ func Open(store *particle.Store, o Options) (*Index, error) {
 
 // openDisk opens the index in Dir when it was closed cleanly with this
 // mapping, loading its fingerprints; otherwise it starts a new one.
-func (ix *Index) openDisk(m any) error {
+func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 	cfg := map[string]any{"unsafe_batch": true} // durability is the clean marker's job
 	if _, err := os.Stat(ix.opts.Dir); err == nil {
 		bl, err := bleve.OpenUsing(ix.opts.Dir, cfg)
@@ -159,11 +162,7 @@ func (ix *Index) openDisk(m any) error {
 			return err
 		}
 	}
-	im, err := newMapping()
-	if err != nil {
-		return err
-	}
-	bl, err := bleve.NewUsing(ix.opts.Dir, im, scorch.Name, scorch.Name, cfg)
+	bl, err := bleve.NewUsing(ix.opts.Dir, m, scorch.Name, scorch.Name, cfg)
 	if err != nil {
 		return err
 	}
@@ -292,6 +291,7 @@ func (ix *Index) build() error {
 	}
 	for _, p := range want {
 		seen[p.id] = true
+		ix.nss[p.NS] = true
 		fp := fingerprint(p.NS, p.Text)
 		if old, ok := ix.fps[p.id]; ok && old == fp {
 			continue
@@ -346,6 +346,7 @@ func (ix *Index) stage(b *bleve.Batch, id, ns, text string) {
 	if had && old == fp {
 		return
 	}
+	ix.nss[ns] = true
 	if err := b.Index(id, document{ns, text}); err != nil {
 		ix.log.Warn("keyword: stage document", "id", id, "err", err)
 		return
@@ -415,15 +416,18 @@ func (ix *Index) spanText(ns, id string) string {
 // BM25. Quoted phrases must match as phrases; identifier-like tokens
 // ("SN-4471-XQ") also match whole. An empty query has no hits.
 func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
-	q := buildQuery(ns, query)
-	if q == nil || k <= 0 {
-		return nil, nil
-	}
 	ix.mu.RLock()
-	closed := ix.closed
+	closed, known, only := ix.closed, ix.nss[ns], len(ix.nss) == 1
 	ix.mu.RUnlock()
 	if closed {
 		return nil, ErrClosed
+	}
+	if k <= 0 || !known {
+		return nil, nil
+	}
+	q, err := ix.compile(ns, query, !only)
+	if err != nil || q == nil {
+		return nil, err
 	}
 	req := bleve.NewSearchRequestOptions(q, k, 0, false)
 	res, err := ix.bl.Search(req)

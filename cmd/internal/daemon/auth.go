@@ -89,7 +89,7 @@ const (
 
 // readPosts are the POST, PATCH routes that read (or keep a caller's own
 // session): any authenticated caller may use them.
-var readPosts = []string{"/v1/context", "/v1/search", "/v1/diff", "/v1/export", "/v1/sessions"}
+var readPosts = []string{"/v1/context", "/v1/search", "/v1/strategies", "/v1/diff", "/v1/export", "/v1/sessions"}
 
 // operatorPaths are administration: operators only, whatever the method.
 var operatorPaths = []string{"/v1/policies", "/v1/keys", "/v1/dlq", "/v1/forget", "/v1/forgotten", "/v1/backup", "/v1/retention"}

@@ -27,6 +27,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/embed"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/keyword"
 	"github.com/ctxgraph/ctxgraph/rlds"
 	"github.com/ctxgraph/ctxgraph/session"
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -56,6 +57,7 @@ type Daemon struct {
 	store    *particle.Store
 	index    wave.Index
 	indexer  *planner.Indexer
+	keyword  *keyword.Index
 	embedder embed.Embedder
 	planner  *planner.Planner
 	sessions *session.Manager
@@ -115,10 +117,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, fmt.Errorf("build vector index: %w", err)
 	}
 	log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
+	if err := d.openKeyword(); err != nil {
+		return nil, err
+	}
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
 	d.planner = planner.New(d.store, d.index, d.embedder, sessionSeeds{d.sessions}, planner.Options{
 		HypothesisBelow: cfg.Planner.HypothesisBelow, PerNodeFanout: cfg.Planner.PerNodeFanout,
-		Logger: log.With("component", "planner"),
+		Keyword: d.keyword, Logger: log.With("component", "planner"),
 	})
 	d.rldsApplier = &rlds.Applier{Embedder: d.embedder, Decay: cfg.Salience.Decay, HalfLife: cfg.Salience.HalfLife,
 		Reinforce: cfg.Salience.Reinforce, Stream: StreamRLDS}
@@ -322,6 +327,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			d.indexer.Close()
 		}
 		d.sec.close() // the last denials, while the store is open
+		if d.keyword != nil {
+			errs = append(errs, d.keyword.Close())
+		}
 		if d.store != nil {
 			errs = append(errs, d.store.Close())
 		}

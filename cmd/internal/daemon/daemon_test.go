@@ -147,16 +147,8 @@ func (c *controller) waitApplied() {
 // the test on an error reply.
 func (c *controller) ask(req planner.Request) *planner.Answer {
 	c.t.Helper()
-	body, _ := json.Marshal(req)
-	reply, err := c.nc.Request("ctxgraph.planner.context", body, 5*time.Second)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if s := reply.Header.Get("Status"); s != "" {
-		c.t.Fatalf("planner error %s: %s", s, reply.Data)
-	}
 	var a planner.Answer
-	if err := json.Unmarshal(reply.Data, &a); err != nil {
+	if err := json.Unmarshal([]byte(c.askRaw(req)), &a); err != nil {
 		c.t.Fatal(err)
 	}
 	return &a
@@ -192,11 +184,7 @@ var redBlockQuery = planner.Request{
 
 func TestStepsReachPlannerWithProvenanceAndSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	d := startDaemon(t, testConfig(dir))
-	c := connect(t, d)
-	c.publishAll(readMessages(t, "episodes.jsonl"))
-	c.publishSpans("spans.jsonl")
-	c.waitApplied()
+	d, c := testdataDaemon(t, dir)
 
 	a := c.ask(redBlockQuery)
 	e := findEdge(a, "red block", "located_in", "blue bowl")

@@ -73,12 +73,12 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := d.plan(r.Context(), callerOf(r), body)
+	out, ctype, err := d.plan(r.Context(), callerOf(r), body)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", ctype)
 	_, _ = w.Write(out)
 }
 

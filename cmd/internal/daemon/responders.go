@@ -123,23 +123,44 @@ func (d *Daemon) respond(m *nats.Msg, v any, err error) {
 }
 
 func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
-	body, err := d.plan(ctx, natsCallerOf(ctx), m.Data)
+	body, _, err := d.plan(ctx, natsCallerOf(ctx), m.Data)
 	d.respond(m, body, err)
 }
 
 // plan decodes, answers and renders one planner request.
 // c is the caller: with auth on, its principal replaces the roles and
 // agent the request names.
-func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, error) {
+// It returns the rendered answer and its media type (the request's
+// format: JSON unless it asks for triples, cypher, turtle or text).
+func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, string, error) {
 	start := time.Now()
 	if len(data) > maxRequestBytes {
-		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, len(data), maxRequestBytes)
+		return nil, "", fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, len(data), maxRequestBytes)
 	}
 	req, err := planner.DecodeRequest(data)
 	if err != nil {
 		d.metrics.plannerRequests.WithLabelValues("invalid").Inc()
-		return nil, err
+		return nil, "", err
 	}
+	c.authorize(req)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ans, err := d.planner.Plan(ctx, req)
+	if err != nil {
+		d.metrics.plannerRequests.WithLabelValues("error").Inc()
+		return nil, "", err
+	}
+	if len(ans.Unknowns) > 0 {
+		d.recordHiddenUnknowns(ctx, c, req, ans)
+	}
+	d.metrics.observePlan(ans.Timings, time.Since(start))
+	d.metrics.plannerRequests.WithLabelValues("ok").Inc()
+	return planner.Render(ans, req.Format)
+}
+
+// authorize makes an authenticated caller the request's principal: its
+// roles and agent replace whatever the body names.
+func (c caller) authorize(req *planner.Request) {
 	if c.Authenticated {
 		p := c.Principal
 		req.Principal, req.Roles = &p, p.Roles
@@ -147,20 +168,6 @@ func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, error
 			req.Agent = p.Agent
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	ans, err := d.planner.Plan(ctx, req)
-	if err != nil {
-		d.metrics.plannerRequests.WithLabelValues("error").Inc()
-		return nil, err
-	}
-	if len(ans.Unknowns) > 0 {
-		d.recordHiddenUnknowns(ctx, c, req, ans)
-	}
-	d.metrics.observePlan(ans.Timings, time.Since(start))
-	d.metrics.plannerRequests.WithLabelValues("ok").Inc()
-	out, _, err := planner.Render(ans, req.Format)
-	return out, err
 }
 
 // sessionRequest is the body of a session request over NATS.

@@ -1,4 +1,4 @@
-package planner
+package plannertest
 
 import (
 	"fmt"
@@ -20,6 +20,12 @@ import (
 //
 // Strict where the grammar is lenient: no raw control characters inside
 // literals or names, no empty backquoted names.
+
+// needsUnicodeEscape: the characters the formats always escape (C0 and
+// C1 controls, DEL, U+2028/2029, BOM); raw, they are an error here.
+func needsUnicodeEscape(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x2028 || r == 0x2029 || r == 0xfeff
+}
 
 type cyTok struct {
 	kind string // str, name (backquoted), ident, num, punct
@@ -179,24 +185,29 @@ func lexString(s string) (string, int, error) {
 	return "", 0, fmt.Errorf("unterminated")
 }
 
-// cyStatement is what the parser saw: the nodes and relationships with
-// their labels, types and property maps.
-type cyStatement struct {
-	nodes []cyNode
-	rels  []cyRel
-	ret   [2]int
+// CypherStatement is what the parser saw: the nodes and relationships
+// with their labels, types and property maps. Property values are
+// string, float64, bool, nil, []any or CypherDateTime.
+type CypherStatement struct {
+	Nodes []CypherNode
+	Rels  []CypherRel
+	// Return is the RETURN clause's node and edge counts.
+	Return [2]int
 }
 
-type cyNode struct {
-	v      string
-	id     string
-	labels []string
-	props  map[string]any
+// CypherNode is one MERGE of a node: its variable, merge id, labels
+// (CtxNode first) and the properties its SET gave it.
+type CypherNode struct {
+	Var    string
+	ID     string
+	Labels []string
+	Props  map[string]any
 }
 
-type cyRel struct {
-	v, from, to, typ, id string
-	props                map[string]any
+// CypherRel is one MERGE of a relationship between two bound nodes.
+type CypherRel struct {
+	Var, From, To, Type, ID string
+	Props                   map[string]any
 }
 
 type cyParser struct {
@@ -205,13 +216,15 @@ type cyParser struct {
 	vars map[string]bool
 }
 
-func parseCypher(src string) (*cyStatement, error) {
+// ParseCypher checks src as the cypher format's openCypher and returns
+// what it declares.
+func ParseCypher(src string) (*CypherStatement, error) {
 	toks, err := lexCypher(src)
 	if err != nil {
 		return nil, err
 	}
 	p := &cyParser{toks: toks, vars: map[string]bool{}}
-	st := &cyStatement{}
+	st := &CypherStatement{}
 	for p.peekIdent("MERGE") {
 		if err := p.merge(st); err != nil {
 			return nil, fmt.Errorf("token %d: %w", p.pos, err)
@@ -274,7 +287,7 @@ func (p *cyParser) schemaName() (string, error) {
 	return t.text, nil
 }
 
-func (p *cyParser) merge(st *cyStatement) error {
+func (p *cyParser) merge(st *CypherStatement) error {
 	p.pos++ // MERGE
 	if err := p.expect("punct", "("); err != nil {
 		return err
@@ -307,11 +320,11 @@ func (p *cyParser) merge(st *cyStatement) error {
 			return fmt.Errorf("variable %s bound twice", v)
 		}
 		p.vars[v] = true
-		n := cyNode{v: v, id: id, labels: []string{"CtxNode"}, props: map[string]any{}}
-		if err := p.set(v, &n.labels, n.props); err != nil {
+		n := CypherNode{Var: v, ID: id, Labels: []string{"CtxNode"}, Props: map[string]any{}}
+		if err := p.set(v, &n.Labels, n.Props); err != nil {
 			return err
 		}
-		st.nodes = append(st.nodes, n)
+		st.Nodes = append(st.Nodes, n)
 	case ")": // relationship: (a)-[r:T {id: '…'}]->(b)
 		if !p.vars[v] {
 			return fmt.Errorf("unbound variable %s", v)
@@ -359,15 +372,15 @@ func (p *cyParser) merge(st *cyStatement) error {
 			return fmt.Errorf("variable %s bound twice", r)
 		}
 		p.vars[r] = true
-		rel := cyRel{v: r, from: v, to: to, typ: typ, id: id, props: map[string]any{}}
+		rel := CypherRel{Var: r, From: v, To: to, Type: typ, ID: id, Props: map[string]any{}}
 		var labels []string
-		if err := p.set(r, &labels, rel.props); err != nil {
+		if err := p.set(r, &labels, rel.Props); err != nil {
 			return err
 		}
 		if len(labels) > 0 {
 			return fmt.Errorf("labels set on relationship %s", r)
 		}
-		st.rels = append(st.rels, rel)
+		st.Rels = append(st.Rels, rel)
 	default:
 		return fmt.Errorf("got %q after the variable", t.text)
 	}
@@ -447,8 +460,8 @@ func (p *cyParser) mapLit() (map[string]any, error) {
 	}
 }
 
-// cyDateTime is a datetime('…') call, its argument parsed.
-type cyDateTime string
+// CypherDateTime is a datetime('…') call's argument.
+type CypherDateTime string
 
 func (p *cyParser) value() (any, error) {
 	t, err := p.next()
@@ -475,7 +488,7 @@ func (p *cyParser) value() (any, error) {
 		if err := p.expect("punct", ")"); err != nil {
 			return nil, err
 		}
-		return cyDateTime(s.text), nil
+		return CypherDateTime(s.text), nil
 	case t.kind == "punct" && t.text == "[":
 		var list []any
 		if p.pos < len(p.toks) && p.toks[p.pos].text == "]" {
@@ -503,7 +516,7 @@ func (p *cyParser) value() (any, error) {
 	return nil, fmt.Errorf("unexpected %s %q", t.kind, t.text)
 }
 
-func (p *cyParser) ret(st *cyStatement) error {
+func (p *cyParser) ret(st *CypherStatement) error {
 	if err := p.expect("ident", "RETURN"); err != nil {
 		return err
 	}
@@ -512,7 +525,7 @@ func (p *cyParser) ret(st *cyStatement) error {
 		if err != nil || t.kind != "num" {
 			return fmt.Errorf("RETURN count %v", t)
 		}
-		st.ret[i], _ = strconv.Atoi(t.text)
+		st.Return[i], _ = strconv.Atoi(t.text)
 		if err := p.expect("ident", "AS"); err != nil {
 			return err
 		}

@@ -1,11 +1,14 @@
-// Package rdfcheck parses Turtle with an independent RDF parser —
-// rdflib, Debian's python3-rdflib — for the planner's and the daemon's
-// tests. It is a test helper: it imports testing.
+// Package plannertest checks planner answers the way an outside
+// consumer reads them, for the planner's and the daemon's tests (it
+// imports testing, like httptest):
 //
-// Without rdflib the checks skip, unless CTXGRAPH_REQUIRE_RDFLIB is set
-// (CI and `make test` set it after installing the package), when they
-// fail.
-package rdfcheck
+//   - [ParseTurtle] parses Turtle with an independent RDF parser,
+//     rdflib (Debian's python3-rdflib). Without rdflib it skips, unless
+//     CTXGRAPH_REQUIRE_RDFLIB is set (CI and `make test` set it after
+//     installing the package), when it fails.
+//   - [ParseCypher] lexes and parses the openCypher the cypher format
+//     writes, strictly.
+package plannertest
 
 import (
 	"bytes"
@@ -19,8 +22,8 @@ import (
 //go:embed rdfcheck.py
 var script string
 
-// Result is what rdflib made of one document.
-type Result struct {
+// TurtleResult is what rdflib made of one document.
+type TurtleResult struct {
 	// Error is the parser's complaint; empty when the document parsed.
 	Error string `json:"error"`
 	// Triples is the number of triples in the graph.
@@ -45,8 +48,8 @@ func python() string {
 	return ""
 }
 
-// Parse parses every document with rdflib, in one interpreter run.
-func Parse(tb testing.TB, docs ...string) []Result {
+// ParseTurtle parses every document with rdflib, in one interpreter run.
+func ParseTurtle(tb testing.TB, docs ...string) []TurtleResult {
 	tb.Helper()
 	py := python()
 	if py == "" {
@@ -67,7 +70,7 @@ func Parse(tb testing.TB, docs ...string) []Result {
 	if err != nil {
 		tb.Fatalf("rdflib check: %v\n%s", err, stderr.String())
 	}
-	var res []Result
+	var res []TurtleResult
 	if err := json.Unmarshal(out, &res); err != nil {
 		tb.Fatalf("rdflib check output: %v\n%s", err, out)
 	}
