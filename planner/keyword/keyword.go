@@ -231,19 +231,18 @@ type pending struct {
 	document
 }
 
-// build computes every document from the store, indexes those whose
-// fingerprint differs from what the index holds and deletes the rest.
-func (ix *Index) build() error {
-	t0 := time.Now()
-	var want []pending
+// documents computes every document the store's records call for, and
+// which nodes list each span.
+func documents(store *particle.Store) (want []pending, spanNodes map[string][]string, err error) {
+	spanNodes = map[string][]string{}
 	namespaces := map[string]bool{}
-	ix.store.Read(func(r particle.Reader) {
+	store.Read(func(r particle.Reader) {
 		r.Nodes(func(n *particle.Node) bool {
 			want = append(want, pending{nodeDocID(n.ID), document{n.Namespace, nodeText(n)}})
 			namespaces[n.Namespace] = true
 			for _, sid := range n.Attributes.CMSSpanIDs {
 				k := spanDocID(n.Namespace, sid)
-				ix.spanNodes[k] = append(ix.spanNodes[k], n.ID)
+				spanNodes[k] = append(spanNodes[k], n.ID)
 			}
 			return true
 		})
@@ -262,7 +261,7 @@ func (ix *Index) build() error {
 		})
 	})
 	for ns := range namespaces {
-		err := ix.store.Spans(ns, func(raw []byte) error {
+		err := store.Spans(ns, func(raw []byte) error {
 			s, err := cms.DecodeStored(raw)
 			if err != nil {
 				return err
@@ -273,8 +272,22 @@ func (ix *Index) build() error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("spans of %s: %w", ns, err)
+			return nil, nil, fmt.Errorf("spans of %s: %w", ns, err)
 		}
+	}
+	return want, spanNodes, nil
+}
+
+// build computes every document from the store, indexes those whose
+// fingerprint differs from what the index holds and deletes the rest.
+func (ix *Index) build() error {
+	t0 := time.Now()
+	want, spanNodes, err := documents(ix.store)
+	if err != nil {
+		return err
+	}
+	for k, nodes := range spanNodes {
+		ix.spanNodes[k] = append(ix.spanNodes[k], nodes...)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/keyword"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -77,7 +78,7 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 	if res.Store, err = store.Check(ctx); err != nil {
 		return nil, err
 	}
-	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions))
+	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions), checkKeyword(store, filepath.Join(cfg.Data, "keyword")))
 	for _, c := range derivedChecks {
 		res.Derived = append(res.Derived, c(ctx, cfg, store, log))
 	}
@@ -180,5 +181,18 @@ func checkVectors(store *particle.Store, dim int) DerivedCheck {
 	if bad > 20 {
 		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d vector problems in all", bad))
 	}
+	return dc
+}
+
+// checkKeyword compares the keyword (text) index with the store: the
+// on-disk one in dir if there is one, else one built in memory.
+func checkKeyword(store *particle.Store, dir string) DerivedCheck {
+	dc := DerivedCheck{Name: "keyword index"}
+	v, err := keyword.Verify(store, dir)
+	if err != nil {
+		dc.Problems = append(dc.Problems, err.Error())
+		return dc
+	}
+	dc.Items, dc.Problems, dc.Note = v.Docs, v.Problems, v.Note
 	return dc
 }

@@ -1,0 +1,95 @@
+package keyword
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/blevesearch/bleve/v2"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+// Verification is what [Verify] found.
+type Verification struct {
+	// Docs is how many documents the store calls for.
+	Docs int
+	// Problems are differences between the index and the store that
+	// the index would not repair by itself.
+	Problems []string
+	// Note says how the index was checked, or why it will be rebuilt.
+	Note string
+}
+
+// Verify compares the on-disk index in dir with what store holds,
+// changing neither, as a stopped daemon's check does. An index closed
+// cleanly is one the next Open trusts: its fingerprints must match the
+// store's documents exactly and bleve must hold as many documents. An
+// index not closed cleanly (a crash) or of another mapping version is
+// rebuilt at the next Open, so it is noted, not a problem. Without an
+// index in dir, Verify builds one in memory from the store and checks
+// that it holds every document.
+func Verify(store *particle.Store, dir string) (*Verification, error) {
+	want, _, err := documents(store)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verification{Docs: len(want)}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		ix, err := Open(store, Options{})
+		if err != nil {
+			return nil, err
+		}
+		defer ix.Close()
+		v.Note = "no index on disk; built in memory from the store"
+		if ix.Len() != len(want) {
+			v.Problems = append(v.Problems, fmt.Sprintf("built index holds %d documents, the store calls for %d", ix.Len(), len(want)))
+		}
+		return v, nil
+	}
+	bl, err := bleve.OpenUsing(dir, map[string]any{"read_only": true})
+	if err != nil {
+		v.Note = fmt.Sprintf("index in %s unreadable (%v); the next start rebuilds it", dir, err)
+		return v, nil
+	}
+	defer bl.Close()
+	state, _ := bl.GetInternal(keyState)
+	version, _ := bl.GetInternal(keyVersion)
+	if string(state) != "clean" || string(version) != mappingVersion {
+		v.Note = fmt.Sprintf("index state %q, mapping %q: the next start rebuilds it", state, version)
+		return v, nil
+	}
+	raw, _ := bl.GetInternal(keyFPs)
+	fps, err := decodeFingerprints(raw)
+	if err != nil {
+		v.Problems = append(v.Problems, fmt.Sprintf("index marked clean but its fingerprints are unreadable: %v", err))
+		return v, nil
+	}
+	v.Note = "on-disk index, closed cleanly, compared document by document"
+	seen := make(map[string]bool, len(want))
+	var bad []string
+	for _, p := range want {
+		seen[p.id] = true
+		switch fp, ok := fps[p.id]; {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("document %q is missing from the index", p.id))
+		case fp != fingerprint(p.NS, p.Text):
+			bad = append(bad, fmt.Sprintf("document %q is indexed with other text than the store holds", p.id))
+		}
+	}
+	for id := range fps {
+		if !seen[id] {
+			bad = append(bad, fmt.Sprintf("the index holds %q, which the store does not", id))
+		}
+	}
+	if n, err := bl.DocCount(); err != nil || int(n) != len(fps) {
+		bad = append(bad, fmt.Sprintf("bleve holds %d documents (%v), the fingerprints %d", n, err, len(fps)))
+	}
+	slices.Sort(bad)
+	if len(bad) > 20 {
+		bad = append(bad[:20], fmt.Sprintf("… %d differences in all", len(bad)))
+	}
+	v.Problems = bad
+	return v, nil
+}
