@@ -181,6 +181,7 @@ numbers in the DLQ stream.`,
 	}
 	cmd.AddCommand(list, show, replay, drop)
 	cmd.PersistentFlags().StringVar(&httpURL, "http", "http://127.0.0.1:8080", "daemon HTTP URL")
+	keyFlag(cmd)
 	return cmd
 }
 
@@ -266,6 +267,7 @@ Restore it with 'ctxgraph restore FILE --data DIR'.`,
 	}
 	cmd.Flags().StringVar(&httpURL, "http", "http://127.0.0.1:8080", "daemon HTTP URL")
 	cmd.Flags().StringVar(&out, "out", "", "file to write the backup to")
+	keyFlag(cmd)
 	return cmd
 }
 
@@ -319,7 +321,8 @@ func forgetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "forget --entity NAME --why REASON | --id ID --why REASON",
 		Short: "Forget an entity: remove it, its edges and facts from every layer, and record who, when and why",
-		Long: `forget removes one node (an entity by default) from the running daemon: the
+		Long: `forget removes one node (an entity by default) from the running daemon (as an
+operator: --key or $CTXGRAPH_KEY when auth is on): the
 node and its aliases, every edge and fact touching it, its place in episode
 records, merge and fact records naming it, its vectors and keyword entries,
 its name in stored steps' annotations, CMS spans and sessions. It records
@@ -358,6 +361,7 @@ name rather than the name.`,
 	f.StringVar(&project, "project", "", "project of --entity (default: default)")
 	f.StringVar(&who, "who", "", "who asks (default: $USER@host)")
 	f.StringVar(&why, "why", "", "why it is forgotten (required)")
+	keyFlag(cmd)
 	return cmd
 }
 

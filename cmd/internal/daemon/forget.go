@@ -96,6 +96,9 @@ func forgetRequest(r *http.Request) (ForgetRequest, error) {
 		}
 	}
 	q := r.URL.Query()
+	if c := callerOf(r); c.Authenticated {
+		req.Who = c.who() // with auth on, who is who authenticated, whatever the body says
+	}
 	if req.Who == "" {
 		req.Who = q.Get("who")
 	}
