@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -136,8 +137,7 @@ func (m *Manager) Get(ctx context.Context, ns, id string) (*Session, error) {
 	s, ok := m.cache[ns+"\x00"+id]
 	m.mu.Unlock()
 	if ok {
-		c := *s
-		return &c, nil
+		return s.clone(), nil
 	}
 	raw, err := m.store.Session(ns, id)
 	if errors.Is(err, particle.ErrNotFound) {
@@ -153,8 +153,7 @@ func (m *Manager) Get(ctx context.Context, ns, id string) (*Session, error) {
 	m.mu.Lock()
 	m.cache[ns+"\x00"+id] = &out
 	m.mu.Unlock()
-	c := out
-	return &c, nil
+	return out.clone(), nil
 }
 
 // List returns every session of namespace ns.
@@ -241,7 +240,7 @@ func (m *Manager) blend(s *Session, vecs [][]float32, weights []float64) error {
 	if len(kept) == 0 {
 		return nil
 	}
-	sv := wave.StateVector{Vec: s.ContextStateVector, Updates: s.StateUpdates}
+	sv := wave.StateVector{Vec: slices.Clone(s.ContextStateVector), Updates: s.StateUpdates}
 	if len(sv.Vec) != m.dim {
 		sv = *wave.NewStateVector(m.dim)
 	}
@@ -277,17 +276,25 @@ func (m *Manager) save(ctx context.Context, s *Session) (*Session, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("save session %s: %w", s.ID, err)
 	}
-	c := *s
 	m.mu.Lock()
-	m.cache[s.Namespace+"\x00"+s.ID] = &c
+	m.cache[s.Namespace+"\x00"+s.ID] = s.clone()
 	subs := m.subs
 	m.mu.Unlock()
 	for _, fn := range subs {
-		out := c
-		fn(&out)
+		fn(s.clone())
 	}
-	out := c
-	return &out, nil
+	return s.clone(), nil
+}
+
+// clone is a deep copy: sessions handed out never share slices with the
+// cache, so a later blend cannot change what a caller holds.
+func (s *Session) clone() *Session {
+	c := *s
+	c.Goals, c.Tools = slices.Clone(s.Goals), slices.Clone(s.Tools)
+	c.ActiveEntities, c.Intents = slices.Clone(s.ActiveEntities), slices.Clone(s.Intents)
+	c.Constraints.Permissions = slices.Clone(s.Constraints.Permissions)
+	c.ContextStateVector = slices.Clone(s.ContextStateVector)
+	return &c
 }
 
 func normalizeLists(s *Session) {
