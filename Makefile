@@ -4,7 +4,7 @@ BIN      := bin/ctxgraph
 PKG      ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check js-deps rdflib demo bench fuzz soak crash clean
+.PHONY: all build test race vet fmt-check js-deps rdflib demo bench bench-run fuzz soak crash clean
 
 all: build
 
@@ -48,6 +48,12 @@ demo: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKG)
+
+# Not in `make test`: the measured run behind BENCHMARKS.md (the medium
+# fleet through a real daemon; a few minutes). BENCH_FLAGS adds flags.
+BENCH_PRESET ?= medium
+bench-run: build
+	./$(BIN) bench run --preset $(BENCH_PRESET) --json bin/bench-$(BENCH_PRESET).json $(BENCH_FLAGS)
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
 # input (step and span JSON, planner request, TFRecord, Example, backup

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ctxgraph/ctxgraph/cmd/internal/bench"
+	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
+)
+
+func init() { extraCommands = append(extraCommands, benchCmd) }
+
+// benchCmd groups the workload generator and the measuring run.
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Generate a fleet workload and measure ctxgraph on it against the targets",
+		Long: `bench gen writes a deterministic fleet workload: robots, episodes, annotated
+steps whose events carry clustered 384-d embeddings, CMS spans, and planner
+queries with their exact ground truth.
+
+bench run loads a workload through the real ingest path into a daemon it
+starts on a fresh temporary directory, asks the planner every query
+in-process and over NATS, beside the exact brute-force baseline, reopens
+the store, and prints a table of every figure against the design's
+targets (--json writes them all by name).`,
+	}
+	cmd.AddCommand(benchGenCmd(), benchRunCmd())
+	return cmd
+}
+
+func benchGenCmd() *cobra.Command {
+	var (
+		preset string
+		seed   uint64
+		out    string
+	)
+	cmd := &cobra.Command{
+		Use:   "gen --preset micro|small|medium|large --out DIR",
+		Short: "Write a deterministic fleet workload (the same preset and seed give the same files)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := bench.PresetNamed(preset)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			m, err := bench.Generate(bench.GenOptions{Preset: p, Seed: seed, Out: out})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d messages (%d steps, %d events with embeddings), %d spans, %d queries in %.1fs\n",
+				out, m.Messages, m.Steps, m.Events, m.Spans, m.Queries, m.GenSeconds)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&preset, "preset", "small", "workload size: micro, small (≈20k edges), medium (≈200k), large (≈1M)")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed")
+	cmd.Flags().StringVar(&out, "out", "", "directory to write the files to")
+	return cmd
+}
+
+func benchRunCmd() *cobra.Command {
+	var (
+		o        bench.RunOptions
+		config   string
+		jsonPath string
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "run --preset micro|small|medium|large",
+		Short: "Measure ingest, visibility, the planner, recall, reopen, memory and disk on a workload",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if config != "" {
+				c, err := daemon.LoadConfig(config)
+				if err != nil {
+					return err
+				}
+				o.Config = &c
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			if err != nil {
+				return err
+			}
+			o.Log, o.Out = log, cmd.ErrOrStderr()
+			rep, err := bench.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			rep.WriteTable(cmd.OutOrStdout())
+			if jsonPath == "" {
+				return nil
+			}
+			f, err := os.Create(jsonPath)
+			if err != nil {
+				return err
+			}
+			if err := rep.WriteJSON(f); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Preset, "preset", "small", "workload size: micro, small, medium, large")
+	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
+	f.StringVar(&o.Dir, "dir", "", "workload directory (generated there if missing; default a temp dir per preset and seed, reused)")
+	f.StringVar(&o.Data, "data", "", "daemon data directory, must not exist (default a temp dir, removed after)")
+	f.StringVar(&config, "config", "", "daemon configuration file (default: the built-in defaults, durable sync writes)")
+	f.StringVar(&jsonPath, "json", "", "write every figure by name to this JSON file")
+	f.StringVar(&o.NATS, "nats", "", "measure a running daemon at this NATS URL instead of starting one")
+	f.StringVar(&o.HTTP, "http", "", "that daemon's HTTP address (visibility and counts)")
+	f.IntSliceVar(&o.Threads, "threads", []int{1, 2}, "planner client threads to measure")
+	f.IntVar(&o.Queries, "queries", 0, "ask only the first N workload queries (0: all)")
+	f.IntVar(&o.ExactQueries, "exact-queries", 200, "queries per configuration for the exact baseline planner (-1: all)")
+	f.Float64Var(&o.VisibilityRate, "visibility-rate", 0, "steps/s of the paced phase (0: min(20000, half the bulk rate))")
+	f.StringSliceVar(&o.Phases, "phases", []string{"planner", "reopen"}, "phases after the load: planner, reopen (none: --phases=\"\")")
+	f.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of the ingest and planner phases to this directory")
+	f.StringVar(&logLevel, "log-level", "error", "daemon log level")
+	return cmd
+}

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/rlds"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+func micro(t *testing.T) Preset {
+	p, err := PresetNamed("micro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The same preset and seed give byte-identical files; another seed
+// gives another workload.
+func TestGenerateIsDeterministic(t *testing.T) {
+	p := micro(t)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	for i, d := range dirs {
+		if _, err := Generate(GenOptions{Preset: p, Seed: uint64(1 + i/2), Out: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{MessagesFile, SpansFile, QueriesFile} {
+		a, _ := os.ReadFile(filepath.Join(dirs[0], f))
+		b, _ := os.ReadFile(filepath.Join(dirs[1], f))
+		c, _ := os.ReadFile(filepath.Join(dirs[2], f))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between two runs with seed 1", f)
+		}
+		if bytes.Equal(a, c) {
+			t.Errorf("%s is the same with seeds 1 and 2", f)
+		}
+	}
+}
+
+// Every generated message is a valid wire message (it decodes as the
+// daemon decodes it), and the integer-vector JSON is the JSON that
+// encoding/json writes for the same message.
+func TestGeneratedMessagesDecode(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Generate(GenOptions{Preset: micro(t), Seed: 7, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, steps, events, vectors int
+	err = readJSONL(filepath.Join(dir, MessagesFile), func(b []byte) error {
+		msg, err := rlds.DecodeMessage(b)
+		if err != nil {
+			return err
+		}
+		want, err := json.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		got, err := marshalMessage(msg)
+		if err != nil {
+			return err
+		}
+		if !jsonEqual(t, got, want) {
+			t.Fatalf("marshalMessage differs from json.Marshal:\n%s\n%s", got, want)
+		}
+		n++
+		if msg.Step != nil {
+			steps++
+			for _, e := range msg.Step.Annotations.Events {
+				events++
+				if len(e.Embedding) == Dims {
+					vectors++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != m.Messages || steps != m.Steps || events != m.Events || vectors != events {
+		t.Errorf("files hold %d messages, %d steps, %d events (%d with vectors); manifest says %d, %d, %d",
+			n, steps, events, vectors, m.Messages, m.Steps, m.Events)
+	}
+	qs, err := ReadQueries(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != m.Queries {
+		t.Fatalf("%d queries, manifest says %d", len(qs), m.Queries)
+	}
+	for _, q := range qs {
+		if len(q.Request.Vector) != Dims || (len(q.Truth) == 0) != (q.Admitted == 0) || q.Admitted > 1 {
+			t.Fatalf("query %d: %d dims, %d truth, admitted %v", q.ID, len(q.Request.Vector), len(q.Truth), q.Admitted)
+		}
+		if !slices.IsSortedFunc(q.Truth, func(a, b Truth) int { return -cmpF(a.Score, b.Score) }) {
+			t.Fatalf("query %d: truth not best first", q.ID)
+		}
+	}
+}
+
+func cmpF(a, b float32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// brute (the run's exact ground truth) answers exactly what wave.Flat
+// answers, under filters of every selectivity.
+func TestBruteEqualsFlat(t *testing.T) {
+	s, err := particle.Open(particle.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	tp := newTopics(r, 4, 4)
+	q := make([]float32, Dims)
+	_, err = s.Update(context.Background(), func(b *particle.Batch) error {
+		for i := range 3000 {
+			n, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, "thing "+strconv.Itoa(i))
+			if err != nil {
+				return err
+			}
+			n.Embedding = make([]float32, Dims)
+			tp.item(r, r.IntN(16), q, n.Embedding)
+			if err := b.PutNode(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := newBrute(s)
+	flat := wave.NewFlat(Dims)
+	s.Read(func(rd particle.Reader) {
+		rd.Nodes(func(n *particle.Node) bool {
+			if err := flat.Add(n.Seq, n.Embedding, wave.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		})
+	})
+	for i, keep := range []uint64{1, 2, 10, 100, 1000} {
+		f := &wave.Filter{Allow: func(id uint64) bool { return id%keep == 0 }}
+		v := make([]float32, Dims)
+		tp.item(r, i, q, v)
+		for _, k := range []int{1, 10, 40} {
+			got, want := br.Search(v, k, f), flat.Search(v, k, f)
+			if !reflect.DeepEqual(ids(got, k), ids(want, k)) {
+				t.Errorf("keep 1/%d, k %d: brute %v, flat %v", keep, k, ids(got, k), ids(want, k))
+			}
+		}
+	}
+}
+
+// A whole run on the micro preset: the workload goes through NATS into
+// a daemon, every phase reports its figures. No timing is asserted.
+func TestRunMicro(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon")
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), RunOptions{Preset: "micro", Seed: 1, Dir: t.TempDir(),
+		Data: filepath.Join(t.TempDir(), "data"), Threads: []int{1}, Queries: 15, ExactQueries: 5, Out: &out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	f := rep.Figures
+	for _, k := range []string{"ingest.steps_per_s", "ingest.visibility_p99_ms", "planner.in_process.p99_us",
+		"planner.in_process.hops2.p99_us", "exact.planner.in_process.p99_us", "planner.nats.p99_us",
+		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge"} {
+		if _, ok := f[k]; !ok {
+			t.Errorf("figure %s missing", k)
+		}
+	}
+	p := micro(t)
+	if f["graph.steps"] != float64(p.Steps()) || f["ingest.dead_lettered"] != 0 {
+		t.Errorf("graph holds %v steps (want %d), %v dead-lettered", f["graph.steps"], p.Steps(), f["ingest.dead_lettered"])
+	}
+	if f["truth.agreement_at_10"] != 1 {
+		t.Errorf("exact search agrees with the generated ground truth %v, want 1", f["truth.agreement_at_10"])
+	}
+	if f["reopen.vectors"] != f["graph.vectors"] {
+		t.Errorf("reopened with %v vectors, had %v", f["reopen.vectors"], f["graph.vectors"])
+	}
+	var table, js bytes.Buffer
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "planner in-process, 1 hop") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
+		t.Errorf("JSON report: %v", err)
+	}
+}

@@ -1,0 +1,549 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
+	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/rlds"
+)
+
+// pubMsg is one message ready to publish: its subject, dedupe id and the
+// exact body from the workload file.
+type pubMsg struct {
+	subj, id string
+	body     []byte
+	ep       string // the episode (of a span: the one it consolidates)
+	step     bool
+	idx      int
+	end      bool
+}
+
+// workload is the publishable part of a workload directory.
+type workload struct {
+	msgs  []pubMsg
+	spans []pubMsg
+	steps int
+}
+
+func loadWorkload(dir, prefix string) (*workload, error) {
+	w := &workload{}
+	var h struct {
+		Kind      rlds.Kind `json:"kind"`
+		Agent     string    `json:"agent"`
+		EpisodeID string    `json:"episode_id"`
+		Step      *struct {
+			Index int `json:"index"`
+		} `json:"step"`
+	}
+	err := readJSONL(filepath.Join(dir, MessagesFile), func(b []byte) error {
+		h.Step = nil
+		if err := json.Unmarshal(b, &h); err != nil {
+			return err
+		}
+		m := rlds.Message{Kind: h.Kind, Agent: h.Agent, EpisodeID: h.EpisodeID}
+		p := pubMsg{ep: h.EpisodeID, body: append([]byte(nil), b...), end: h.Kind == rlds.KindEpisodeEnd}
+		if h.Step != nil {
+			m.Step = &rlds.Step{Index: h.Step.Index}
+			p.step, p.idx = true, h.Step.Index
+			w.steps++
+		}
+		p.subj, p.id = m.Subject(prefix), m.MsgID()
+		w.msgs = append(w.msgs, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var s struct {
+		ID        string `json:"id"`
+		Level     int    `json:"level"`
+		EpisodeID string `json:"episode_id"`
+	}
+	err = readJSONL(filepath.Join(dir, SpansFile), func(b []byte) error {
+		s.EpisodeID = ""
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		w.spans = append(w.spans, pubMsg{subj: fmt.Sprintf("%s.cms.%d", prefix, s.Level), id: s.ID, ep: s.EpisodeID,
+			body: append([]byte(nil), b...)})
+		return nil
+	})
+	return w, err
+}
+
+// probe is one step whose visibility is measured: published at pub,
+// committed (in the graph the planner reads) at view, and in the vector
+// index by index.
+type probe struct {
+	idx              int
+	pub, view, index time.Time
+}
+
+// probes tracks the steps being timed. In-process, the store tells it
+// of every commit; the index time is when the daemon's indexer has
+// drained every batch committed up to the probe's (an upper bound, tight
+// when the indexer keeps up). Against an external daemon it polls
+// GET /v1/episodes/{id} (view time only).
+type probes struct {
+	mu       sync.Mutex
+	on       atomic.Bool
+	pending  map[string][]*probe // by episode, in step order
+	awaiting []*probe            // committed, not yet known indexed
+	inflight int                 // taken from awaiting by the watcher
+	done     []*probe
+	wake     chan struct{}
+}
+
+func newProbes() *probes {
+	return &probes{pending: map[string][]*probe{}, wake: make(chan struct{}, 1)}
+}
+
+// add registers a step about to be published.
+func (p *probes) add(ep string, idx int) {
+	pr := &probe{idx: idx, pub: time.Now()}
+	p.mu.Lock()
+	p.pending[ep] = append(p.pending[ep], pr)
+	p.mu.Unlock()
+}
+
+// seen records that episode ep now holds steps [0, steps).
+func (p *probes) seen(ep string, steps int, now time.Time) {
+	list := p.pending[ep]
+	i := 0
+	for ; i < len(list) && list[i].idx < steps; i++ {
+		list[i].view = now
+		p.awaiting = append(p.awaiting, list[i])
+	}
+	if i == 0 {
+		return
+	}
+	if i == len(list) {
+		delete(p.pending, ep)
+	} else {
+		p.pending[ep] = list[i:]
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// onCommit is the store subscription.
+func (p *probes) onCommit(ch particle.Changes) {
+	if !p.on.Load() {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	for _, ep := range ch.Episodes {
+		if _, ok := p.pending[ep.ID]; ok {
+			p.seen(ep.ID, ep.Steps, now)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// watchIndex stamps committed probes with the time the indexer drained,
+// until ctx ends.
+func (p *probes) watchIndex(ctx context.Context, d *daemon.Daemon) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		batch := p.awaiting
+		p.awaiting = nil
+		p.inflight = len(batch)
+		p.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if d != nil {
+			if d.WaitIndexed(ctx) != nil {
+				return
+			}
+		}
+		now := time.Now()
+		p.mu.Lock()
+		for _, pr := range batch {
+			if d != nil {
+				pr.index = now
+			}
+			p.done = append(p.done, pr)
+		}
+		p.inflight = 0
+		p.mu.Unlock()
+	}
+}
+
+// poll asks an external daemon for the episodes with pending probes
+// every few milliseconds, until ctx ends.
+func (p *probes) poll(ctx context.Context, httpURL string) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		eps := make([]string, 0, len(p.pending))
+		for ep := range p.pending {
+			eps = append(eps, ep)
+		}
+		p.mu.Unlock()
+		for _, ep := range eps {
+			steps, err := episodeSteps(ctx, c, httpURL, ep)
+			if err != nil {
+				continue
+			}
+			now := time.Now()
+			p.mu.Lock()
+			p.seen(ep, steps, now)
+			p.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func episodeSteps(ctx context.Context, c *http.Client, base, ep string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/episodes/"+url.PathEscape(ep), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("episode %s: %s", ep, resp.Status)
+	}
+	var e struct {
+		Steps int `json:"steps"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	return e.Steps, err
+}
+
+// take returns the probes finished so far and forgets them.
+func (p *probes) take() []*probe {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.done
+	p.done = nil
+	return out
+}
+
+// drain waits (up to 30s) until every probe added is finished.
+func (p *probes) drain() {
+	left := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := len(p.awaiting) + p.inflight
+		for _, l := range p.pending {
+			n += len(l)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(30 * time.Second); left() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ingest publishes the workload as a fleet's controllers would: a bulk
+// phase as fast as the daemon acknowledges (throughput), then a paced
+// phase below capacity with every step timed (visibility). Spans follow
+// the episodes they consolidate once those are applied (they name them).
+func (r *runner) ingest(ctx context.Context) error {
+	w := r.w
+	cut := int(float64(len(w.msgs)) * (1 - r.o.VisibilityShare))
+	bulk, paced := w.msgs[:cut], w.msgs[cut:]
+	endedIn := map[string]int{} // episode -> phase its end was sent in
+	for i, m := range w.msgs {
+		if m.end {
+			endedIn[m.ep] = map[bool]int{true: 0, false: 1}[i < cut]
+		}
+	}
+	var spans [3][]pubMsg // after bulk, after paced, last (level 1)
+	for _, s := range w.spans {
+		if ph, ok := endedIn[s.ep]; ok && s.ep != "" {
+			spans[ph] = append(spans[ph], s)
+		} else {
+			spans[2] = append(spans[2], s)
+		}
+	}
+
+	pr := newProbes()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if r.d != nil {
+		r.d.Store().Subscribe(pr.onCommit)
+		go pr.watchIndex(pctx, r.d)
+	} else if r.httpURL != "" {
+		go pr.watchIndex(pctx, nil)
+		go pr.poll(pctx, r.httpURL)
+	}
+	pr.on.Store(true)
+	defer pr.on.Store(false)
+
+	// Bulk: as fast as the daemon acknowledges; a sample of steps timed.
+	bulkSteps := countSteps(bulk)
+	every := max(1, bulkSteps/2000)
+	r.say("ingest: bulk phase, %d messages (%d steps) as fast as acknowledged", len(bulk), bulkSteps)
+	t0 := time.Now()
+	pub := client.NewPublisher(r.js, r.prefix, 0)
+	var bytes int64
+	for i, m := range bulk {
+		if m.step && i%every == 0 {
+			pr.add(m.ep, m.idx)
+		}
+		if err := pub.PublishRaw(ctx, m.subj, m.id, m.body); err != nil {
+			return err
+		}
+		bytes += int64(len(m.body))
+	}
+	if err := pub.Flush(ctx); err != nil {
+		return err
+	}
+	published := time.Since(t0)
+	if err := r.waitSteps(ctx, bulkSteps); err != nil {
+		return err
+	}
+	took := time.Since(t0)
+	r.fig["ingest.steps"] = float64(bulkSteps)
+	r.fig["ingest.seconds"] = took.Seconds()
+	r.fig["ingest.steps_per_s"] = float64(bulkSteps) / took.Seconds()
+	r.fig["ingest.messages_per_s"] = float64(len(bulk)) / took.Seconds()
+	r.fig["ingest.mb_per_s"] = float64(bytes) / 1e6 / took.Seconds()
+	r.fig["ingest.publish_steps_per_s"] = float64(bulkSteps) / published.Seconds()
+	if r.d != nil {
+		t := time.Now()
+		if err := r.d.WaitIndexed(ctx); err != nil {
+			return err
+		}
+		r.fig["ingest.index_catchup_ms"] = ms(time.Since(t))
+	}
+	pr.drain()
+	r.lagFigures("ingest.bulk_", pr, false)
+	r.say("ingest: %d steps in %.1fs = %.0f steps/s (%.1f MB/s; publishing alone %.0f steps/s); index caught up %.0f ms later",
+		bulkSteps, took.Seconds(), r.fig["ingest.steps_per_s"], r.fig["ingest.mb_per_s"], r.fig["ingest.publish_steps_per_s"],
+		r.fig["ingest.index_catchup_ms"])
+
+	if err := r.sendSpans(ctx, spans[0], "after bulk"); err != nil {
+		return err
+	}
+
+	// Paced: every step timed, below capacity.
+	rate := r.o.VisibilityRate
+	if rate <= 0 {
+		rate = min(20000, r.fig["ingest.steps_per_s"]/2)
+	}
+	pacedSteps := countSteps(paced)
+	msgRate := rate * float64(len(paced)) / float64(max(pacedSteps, 1))
+	r.say("ingest: paced phase, %d messages (%d steps) at %.0f steps/s, every step timed", len(paced), pacedSteps, rate)
+	pub = client.NewPublisher(r.js, r.prefix, msgRate)
+	t0 = time.Now()
+	for _, m := range paced {
+		if m.step {
+			pr.add(m.ep, m.idx)
+		}
+		if err := pub.PublishRaw(ctx, m.subj, m.id, m.body); err != nil {
+			return err
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		return err
+	}
+	if err := r.waitSteps(ctx, w.steps); err != nil {
+		return err
+	}
+	r.fig["ingest.visibility_rate_steps_per_s"] = float64(pacedSteps) / time.Since(t0).Seconds()
+	pr.drain()
+	r.lagFigures("ingest.", pr, true)
+	r.say("ingest: visibility at %.0f steps/s: p50 %.1f ms, p99 %.1f ms (graph commit p99 %.1f ms)",
+		r.fig["ingest.visibility_rate_steps_per_s"], r.fig["ingest.visibility_p50_ms"], r.fig["ingest.visibility_p99_ms"],
+		r.fig["ingest.commit_visibility_p99_ms"])
+
+	if err := r.sendSpans(ctx, append(spans[1], spans[2]...), "at the end"); err != nil {
+		return err
+	}
+	if err := client.WaitApplied(ctx, r.js, 5*time.Minute, map[string]string{
+		daemon.StreamRLDS: daemon.DurableRLDS, daemon.StreamCMS: daemon.DurableCMS}); err != nil {
+		return err
+	}
+	if r.d != nil {
+		if err := r.d.WaitIndexed(ctx); err != nil {
+			return err
+		}
+	}
+	return r.graphFigures(ctx)
+}
+
+func countSteps(ms []pubMsg) int {
+	n := 0
+	for _, m := range ms {
+		if m.step {
+			n++
+		}
+	}
+	return n
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// lagFigures turns the finished probes into figures under prefix.
+func (r *runner) lagFigures(prefix string, pr *probes, commit bool) {
+	var vis, view dist
+	for _, p := range pr.take() {
+		view.addDur(p.view.Sub(p.pub), time.Millisecond)
+		if !p.index.IsZero() {
+			vis.addDur(p.index.Sub(p.pub), time.Millisecond)
+		} else {
+			vis.addDur(p.view.Sub(p.pub), time.Millisecond)
+		}
+	}
+	r.fig[prefix+"visibility_probes"] = float64(vis.n())
+	r.fig[prefix+"visibility_p50_ms"] = vis.pct(50)
+	r.fig[prefix+"visibility_p99_ms"] = vis.pct(99)
+	r.fig[prefix+"visibility_max_ms"] = vis.pct(100)
+	if commit {
+		r.fig[prefix+"commit_visibility_p50_ms"] = view.pct(50)
+		r.fig[prefix+"commit_visibility_p99_ms"] = view.pct(99)
+	}
+}
+
+// sendSpans publishes spans and waits until the store holds them all.
+func (r *runner) sendSpans(ctx context.Context, spans []pubMsg, when string) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	t := time.Now()
+	pub := client.NewPublisher(r.js, r.prefix, 0)
+	for _, s := range spans {
+		if err := pub.PublishRaw(ctx, s.subj, s.id, s.body); err != nil {
+			return err
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		return err
+	}
+	if err := client.WaitApplied(ctx, r.js, 5*time.Minute, map[string]string{daemon.StreamCMS: daemon.DurableCMS}); err != nil {
+		return err
+	}
+	n := r.fig["ingest.spans"] + float64(len(spans))
+	r.fig["ingest.spans"] = n
+	r.fig["ingest.spans_seconds"] += time.Since(t).Seconds()
+	r.fig["ingest.spans_per_s"] = n / r.fig["ingest.spans_seconds"]
+	r.say("ingest: %d CMS spans %s in %.2fs", len(spans), when, time.Since(t).Seconds())
+	return nil
+}
+
+// waitSteps waits until the daemon holds n steps; it fails if nothing
+// moves for a minute.
+func (r *runner) waitSteps(ctx context.Context, n int) error {
+	if r.d == nil {
+		return client.WaitApplied(ctx, r.js, 10*time.Minute, map[string]string{daemon.StreamRLDS: daemon.DurableRLDS})
+	}
+	last, since := int64(-1), time.Now()
+	for {
+		have := r.d.Store().Counts().Steps
+		if have >= int64(n) {
+			return nil
+		}
+		if have != last {
+			last, since = have, time.Now()
+		} else if time.Since(since) > time.Minute {
+			dl, _ := r.deadLettered(ctx)
+			return fmt.Errorf("ingest stalled at %d of %d steps (%d dead-lettered)", have, n, dl)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Microsecond):
+		}
+	}
+}
+
+func (r *runner) deadLettered(ctx context.Context) (uint64, error) {
+	st, err := r.js.Stream(ctx, daemon.StreamDLQ)
+	if err != nil {
+		return 0, err
+	}
+	return st.CachedInfo().State.Msgs, nil
+}
+
+// graphFigures records what the store holds after the load.
+func (r *runner) graphFigures(ctx context.Context) error {
+	dl, err := r.deadLettered(ctx)
+	if err != nil {
+		return err
+	}
+	r.fig["ingest.dead_lettered"] = float64(dl)
+	var c particle.Counts
+	if r.d != nil {
+		c = r.d.Store().Counts()
+		r.fig["graph.vectors"] = float64(r.d.VectorIndex().Len())
+	} else if err := r.stats(ctx, &c); err != nil {
+		return err
+	}
+	sum := func(m map[string]int64) (n int64) {
+		for _, v := range m {
+			n += v
+		}
+		return n
+	}
+	nodes, edges := map[string]int64{}, map[string]int64{}
+	for t, n := range c.Nodes {
+		nodes[string(t)] = n
+	}
+	for t, n := range c.Edges {
+		edges[string(t)] = n
+	}
+	r.fig["graph.nodes"] = float64(sum(nodes))
+	r.fig["graph.edges"] = float64(sum(edges))
+	r.fig["graph.episodes"] = float64(c.Episodes)
+	r.fig["graph.steps"] = float64(c.Steps)
+	r.fig["graph.spans"] = float64(c.Spans)
+	r.say("graph: %.0f nodes, %.0f edges, %d episodes, %d steps, %d spans, %.0f vectors; %d dead-lettered",
+		r.fig["graph.nodes"], r.fig["graph.edges"], c.Episodes, c.Steps, c.Spans, r.fig["graph.vectors"], dl)
+	if dl > 0 {
+		return fmt.Errorf("%d messages were dead-lettered: the workload should apply whole", dl)
+	}
+	return nil
+}
+
+// stats reads an external daemon's counts (GET /v1/stats).
+func (r *runner) stats(ctx context.Context, c *particle.Counts) error {
+	if r.httpURL == "" {
+		return errors.New("graph counts need --http")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.httpURL+"/v1/stats", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Counts particle.Counts `json:"counts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	*c = s.Counts
+	return nil
+}

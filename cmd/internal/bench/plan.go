@@ -1,0 +1,447 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// Budget is the node-plus-edge budget of every measured request (the
+// targets' 256).
+const Budget = 256
+
+// recorder is the index the recall pass gives a planner: every search
+// goes to the daemon's index and to exact search with the same query, k
+// and filter (the planner's own prefilter), and both answers are kept.
+// While check is set, wave.Flat answers too, to prove brute exact.
+type recorder struct {
+	approx wave.Index
+	exact  *brute
+	check  *wave.Flat
+	// The last search's hits (the recall pass is serial).
+	a, e       []wave.Hit
+	aDur       time.Duration
+	searches   int
+	mismatches int
+}
+
+func (x *recorder) Add(id uint64, v []float32, m wave.Meta) error { return x.approx.Add(id, v, m) }
+func (x *recorder) Remove(id uint64) bool                         { return x.approx.Remove(id) }
+func (x *recorder) Len() int                                      { return x.approx.Len() }
+func (x *recorder) Dim() int                                      { return x.approx.Dim() }
+
+func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
+	t := time.Now()
+	x.a = x.approx.Search(q, k, f)
+	x.aDur = time.Since(t)
+	x.e = x.exact.Search(q, k, f)
+	if x.check != nil && !slices.Equal(ids(x.e, k), ids(x.check.Search(q, k, f), k)) {
+		x.mismatches++
+	}
+	x.searches++
+	return x.a
+}
+
+// call is one measured request's outcome.
+type call struct {
+	lat     time.Duration
+	timings planner.Timings
+	nodes   int
+	edges   int
+	trunc   bool
+}
+
+// result aggregates one configuration's calls.
+type result struct {
+	lat          dist
+	stages       map[string]*dist
+	nodes, edges dist
+	truncated    int
+	qps          float64
+}
+
+func newResult() *result {
+	s := map[string]*dist{}
+	for _, k := range stageNames {
+		s[k] = &dist{}
+	}
+	return &result{stages: s}
+}
+
+var stageNames = []string{"embed", "prefilter", "expand", "rerank", "stitch", "total"}
+
+func (res *result) add(c *call) {
+	res.lat.addDur(c.lat, time.Microsecond)
+	t := c.timings
+	for k, v := range map[string]int64{"embed": t.EmbedUS, "prefilter": t.PrefilterUS, "expand": t.ExpandUS,
+		"rerank": t.RerankUS, "stitch": t.StitchUS, "total": t.TotalUS} {
+		res.stages[k].add(float64(v))
+	}
+	res.nodes.add(float64(c.nodes))
+	res.edges.add(float64(c.edges))
+	if c.trunc {
+		res.truncated++
+	}
+}
+
+// measure runs n calls on each of threads goroutines (each starting at
+// its own offset in the query list) after a short serial warm-up.
+func measure(ctx context.Context, threads, n, queries int, newCaller func() (func(i int, c *call) error, func(), error)) (*result, error) {
+	warm, closeWarm, err := newCaller()
+	if err != nil {
+		return nil, err
+	}
+	var c call
+	for i := range min(n, 100) {
+		if err := warm(i%queries, &c); err != nil {
+			closeWarm()
+			return nil, err
+		}
+	}
+	closeWarm()
+	callers := make([]func(int, *call) error, threads)
+	closers := make([]func(), threads)
+	for t := range threads {
+		if callers[t], closers[t], err = newCaller(); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, f := range closers {
+			if f != nil {
+				f()
+			}
+		}
+	}()
+	parts := make([][]call, threads)
+	errs := make([]error, threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]call, n)
+			off := t * queries / threads
+			for j := range n {
+				if ctx.Err() != nil {
+					errs[t] = ctx.Err()
+					return
+				}
+				if err := callers[t]((off+j)%queries, &out[j]); err != nil {
+					errs[t] = err
+					return
+				}
+			}
+			parts[t] = out
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	res := newResult()
+	for t := range threads {
+		if errs[t] != nil {
+			return nil, errs[t]
+		}
+		for i := range parts[t] {
+			res.add(&parts[t][i])
+		}
+	}
+	res.qps = float64(threads*n) / wall.Seconds()
+	return res, nil
+}
+
+// key is the figure prefix of a configuration.
+func key(mode string, hops, threads int) string {
+	k := "planner." + mode + "."
+	if hops != 1 {
+		k += fmt.Sprintf("hops%d.", hops)
+	}
+	if threads != 1 {
+		k += fmt.Sprintf("threads%d.", threads)
+	}
+	return k
+}
+
+func (r *runner) putResult(prefix string, res *result, stages bool) {
+	r.fig.put(prefix, &res.lat, "us")
+	r.fig[prefix+"qps"] = res.qps
+	r.fig[prefix+"calls"] = float64(res.lat.n())
+	if !stages {
+		return
+	}
+	for _, s := range stageNames {
+		d := res.stages[s]
+		r.fig[prefix+"stage."+s+"_p50_us"] = d.pct(50)
+		r.fig[prefix+"stage."+s+"_p99_us"] = d.pct(99)
+	}
+	r.fig[prefix+"answer.nodes_mean"] = res.nodes.mean()
+	r.fig[prefix+"answer.edges_mean"] = res.edges.mean()
+	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
+}
+
+// requests are the workload's queries as the measured requests: hops
+// and the budget set, everything else as generated.
+func (r *runner) requests(hops int) []planner.Request {
+	qs := r.qs
+	if r.o.Queries > 0 {
+		qs = qs[:min(len(qs), r.o.Queries)]
+	}
+	out := make([]planner.Request, len(qs))
+	for i, q := range qs {
+		out[i] = q.Request
+		out[i].Hops, out[i].Budget = hops, Budget
+	}
+	return out
+}
+
+// planner measures the planner: recall of the prefilter against exact
+// search, then latency and throughput in-process (the daemon's planner
+// and the exact baseline planner) and over NATS.
+func (r *runner) planner(ctx context.Context) error {
+	if r.d != nil {
+		if err := r.inProcess(ctx); err != nil {
+			return err
+		}
+	}
+	return r.overNATS(ctx)
+}
+
+func (r *runner) inProcess(ctx context.Context) error {
+	store := r.d.Store()
+	flat := wave.NewFlat(Dims)
+	t := time.Now()
+	ix, err := planner.NewIndexer(store, flat, 0)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	r.say("planner: exact baseline index built over %d vectors in %.1fs", flat.Len(), time.Since(t).Seconds())
+	emb, err := embed.New(r.cfg.EmbedOptions())
+	if err != nil {
+		return err
+	}
+	popts := func() planner.Options {
+		return planner.Options{HypothesisBelow: r.cfg.Planner.HypothesisBelow, PerNodeFanout: r.cfg.Planner.PerNodeFanout}
+	}
+	if err := r.recall(ctx, store, flat, emb, popts()); err != nil {
+		return err
+	}
+	exact := planner.New(store, flat, emb, nil, popts())
+	nExact := len(r.requests(1))
+	if r.o.ExactQueries > 0 {
+		nExact = min(nExact, r.o.ExactQueries)
+	}
+	r.fig["exact.planner.queries"] = float64(nExact)
+	for _, hops := range []int{1, 2} {
+		reqs := r.requests(hops)
+		for _, threads := range r.o.Threads {
+			for _, pl := range []struct {
+				name string
+				p    *planner.Planner
+				n    int
+			}{{"", r.d.Planner(), len(reqs)}, {"exact.", exact, nExact}} {
+				res, err := measure(ctx, threads, pl.n, len(reqs), func() (func(int, *call) error, func(), error) {
+					return func(i int, c *call) error {
+						req := reqs[i]
+						t := time.Now()
+						ans, err := pl.p.Plan(ctx, &req)
+						c.lat = time.Since(t)
+						if err != nil {
+							return fmt.Errorf("query %d: %w", i, err)
+						}
+						c.timings, c.nodes, c.edges, c.trunc = ans.Timings, len(ans.Nodes), len(ans.Edges), ans.Truncated
+						return nil
+					}, func() {}, nil
+				})
+				if err != nil {
+					return err
+				}
+				prefix := pl.name + key("in_process", hops, threads)
+				r.putResult(prefix, res, threads == 1)
+				r.say("planner in-process %-6s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps",
+					map[string]string{"": "index", "exact.": "exact"}[pl.name], hops, threads,
+					res.lat.pct(50), res.lat.pct(99), res.qps)
+			}
+		}
+	}
+	return nil
+}
+
+// recall asks every query once through a planner whose index records
+// the daemon's index's answer and the exact one: recall@10 of the
+// prefilter, the index's search latency, and agreement of the run's
+// exact answer with the generator's ground truth.
+func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.Flat, emb embed.Embedder, o planner.Options) error {
+	t := time.Now()
+	rec := &recorder{approx: r.d.VectorIndex(), exact: newBrute(store), check: flat}
+	if rec.exact.Len() != flat.Len() {
+		return fmt.Errorf("exact search holds %d vectors, wave.Flat %d", rec.exact.Len(), flat.Len())
+	}
+	p := planner.New(store, rec, emb, nil, o)
+	var all, selective, aLat, agree dist
+	reqs := r.requests(1)
+	const checked = 20 // queries on which brute must equal wave.Flat
+	for i := range reqs {
+		if i == checked {
+			rec.check = nil
+		}
+		rec.searches = 0
+		if _, err := p.Plan(ctx, &reqs[i]); err != nil {
+			return fmt.Errorf("query %d: %w", i, err)
+		}
+		if rec.searches != 1 {
+			return fmt.Errorf("query %d: the planner searched the index %d times, the recall pass expects once", i, rec.searches)
+		}
+		aLat.addDur(rec.aDur, time.Microsecond)
+		ex := ids(rec.e, 10)
+		if len(ex) == 0 {
+			continue
+		}
+		got := ids(rec.a, 10)
+		rc := float64(overlap(got, ex)) / float64(len(ex))
+		all.add(rc)
+		if r.qs[i].Admitted < 0.01 {
+			selective.add(rc)
+		}
+		if a, ok := r.agreement(store, r.qs[i].Truth, ex); ok {
+			agree.add(a)
+		}
+	}
+	if rec.mismatches > 0 {
+		return fmt.Errorf("exact search differs from wave.Flat on %d of the first %d queries", rec.mismatches, checked)
+	}
+	r.fig["prefilter.recall_at_10"] = all.mean()
+	r.fig["prefilter.recall_at_10_p5"] = all.pct(5)
+	r.fig["prefilter.recall_at_10_min"] = all.pct(0)
+	r.fig["prefilter.recall_at_10_selective"] = selective.mean()
+	r.fig["prefilter.selective_queries"] = float64(selective.n())
+	r.fig["prefilter.queries"] = float64(all.n())
+	r.fig.put("prefilter.search_", &aLat, "us")
+	r.fig["truth.agreement_at_10"] = agree.mean()
+	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f); index search p50 %.0f µs p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
+		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), aLat.pct(50), aLat.pct(99), agree.mean(), time.Since(t).Seconds())
+	return nil
+}
+
+// agreement compares the run's exact top 10 with the generator's ground
+// truth on event edges (edges between two entities; the generator knows
+// only those): the share of the exact answer's m event edges that are
+// the truth's first m. It validates the generator's model of the filter.
+func (r *runner) agreement(store *particle.Store, truth []Truth, exact []uint64) (float64, bool) {
+	var events []uint64
+	store.Read(func(rd particle.Reader) {
+		for _, id := range exact {
+			if e := rd.EdgeBySeq(id); e != nil {
+				s, o := rd.Node(e.Source), rd.Node(e.Target)
+				if s != nil && o != nil && s.Type == particle.NodeEntity && o.Type == particle.NodeEntity {
+					events = append(events, id)
+				}
+			}
+		}
+	})
+	if len(events) == 0 {
+		return 0, false
+	}
+	want := r.truthSeqs(store, truth, len(events))
+	return float64(overlap(events, want)) / float64(len(events)), true
+}
+
+func ids(hs []wave.Hit, k int) []uint64 {
+	out := make([]uint64, 0, k)
+	for _, h := range hs[:min(k, len(hs))] {
+		out = append(out, h.ID)
+	}
+	return out
+}
+
+func overlap(a, b []uint64) int {
+	n := 0
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			n++
+		}
+	}
+	return n
+}
+
+// truthSeqs maps the generator's ground truth (event edges named by
+// their subject and object) to the store's compact ids.
+func (r *runner) truthSeqs(store *particle.Store, truth []Truth, k int) []uint64 {
+	var out []uint64
+	store.Read(func(rd particle.Reader) {
+		for _, t := range truth[:min(k, len(truth))] {
+			s := rd.Lookup(particle.DefaultNamespace, particle.NodeEntity, t.Subject)
+			o := rd.Lookup(particle.DefaultNamespace, particle.NodeEntity, t.Object)
+			if s == nil || o == nil {
+				continue
+			}
+			rd.Out(s.ID, func(e *particle.Edge) bool {
+				if e.Target == o.ID {
+					out = append(out, e.Seq)
+					return false
+				}
+				return true
+			})
+		}
+	})
+	return out
+}
+
+// overNATS measures planner requests over NATS request/reply on
+// loopback TCP, one connection per client thread.
+func (r *runner) overNATS(ctx context.Context) error {
+	subj := r.prefix + ".planner.context"
+	for _, hops := range []int{1, 2} {
+		reqs := r.requests(hops)
+		bodies := make([][]byte, len(reqs))
+		for i := range reqs {
+			b, err := json.Marshal(&reqs[i])
+			if err != nil {
+				return err
+			}
+			bodies[i] = b
+		}
+		for _, threads := range r.o.Threads {
+			res, err := measure(ctx, threads, len(bodies), len(bodies), func() (func(int, *call) error, func(), error) {
+				nc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-planner"))
+				if err != nil {
+					return nil, nil, err
+				}
+				return func(i int, c *call) error {
+					t := time.Now()
+					m, err := nc.Request(subj, bodies[i], 5*time.Second)
+					c.lat = time.Since(t)
+					if err != nil {
+						return fmt.Errorf("query %d over NATS: %w", i, err)
+					}
+					if st := m.Header.Get("Status"); st != "" {
+						return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
+					}
+					return nil
+				}, nc.Close, nil
+			})
+			if err != nil {
+				return err
+			}
+			prefix := key("nats", hops, threads)
+			r.putResult(prefix, res, false)
+			if in, ok := r.fig[key("in_process", hops, threads)+"p99_us"]; ok {
+				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
+			}
+			r.say("planner over NATS    hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps",
+				hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// Report is the outcome of a run; --json writes it.
+type Report struct {
+	Preset  string         `json:"preset"`
+	Seed    uint64         `json:"seed"`
+	Index   string         `json:"index"`
+	Machine Machine        `json:"machine"`
+	Config  map[string]any `json:"config"`
+	Started time.Time      `json:"started"`
+	// Figures are the measurements by plain name; those under "exact."
+	// are the brute-force baseline of the figure of the same name.
+	Figures map[string]float64 `json:"figures"`
+	Targets []Target           `json:"targets"`
+}
+
+// Target is one of the design's targets checked against a figure.
+type Target struct {
+	Figure string  `json:"figure"`
+	Op     string  `json:"op"` // "<=" or ">="
+	Want   float64 `json:"target"`
+	Got    float64 `json:"value"`
+	Met    bool    `json:"met"`
+	// Applies is false when the target is stated for another preset
+	// (the planner and ingest targets are for medium, reopen for large).
+	Applies bool   `json:"applies"`
+	Note    string `json:"note,omitempty"`
+}
+
+// targets are the design's targets (DESIGN.md, Targets).
+var targets = []struct {
+	figure, op string
+	want       float64
+	preset     string
+	note       string
+}{
+	{"ingest.steps_per_s", ">=", 20000, "medium", "durable ingest, steps/s"},
+	{"ingest.visibility_p99_ms", "<=", 100, "medium", "step visible to the planner, p99 ms"},
+	{"planner.in_process.p99_us", "<=", 1000, "medium", "planner p99 in-process, 1 hop, µs"},
+	{"planner.in_process.hops2.p99_us", "<=", 1500, "medium", "planner p99 in-process, 2 hops budget 256, µs"},
+	{"planner.nats.overhead_p99_us", "<=", 500, "medium", "NATS p99 minus in-process p99, 1 hop, µs"},
+	{"planner.nats.hops2.overhead_p99_us", "<=", 500, "medium", "NATS p99 minus in-process p99, 2 hops, µs"},
+	{"prefilter.recall_at_10", ">=", 0.95, "medium", "prefilter recall@10 against exact"},
+	{"reopen_s", "<=", 5, "large", "reopen of a 1M-edge store until it answers, s"},
+}
+
+func checkTargets(f figures, preset string) []Target {
+	var out []Target
+	for _, t := range targets {
+		got, ok := f[t.figure]
+		if !ok {
+			continue
+		}
+		met := got <= t.want
+		if t.op == ">=" {
+			met = got >= t.want
+		}
+		out = append(out, Target{Figure: t.figure, Op: t.op, Want: t.want, Got: got, Met: met && !math.IsNaN(got),
+			Applies: t.preset == preset, Note: t.note})
+	}
+	return out
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	clean := make(map[string]any, len(rep.Figures))
+	for k, v := range rep.Figures {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			clean[k] = nil
+		} else {
+			clean[k] = v
+		}
+	}
+	type alias Report
+	b, err := json.MarshalIndent(struct {
+		*alias
+		Figures map[string]any `json:"figures"`
+	}{(*alias)(rep), clean}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteTable writes the report as a Markdown table: every figure beside
+// its exact baseline and its target.
+func (rep *Report) WriteTable(w io.Writer) {
+	f := figures(rep.Figures)
+	n := func(k string, prec int) string { return num(f, k, prec) }
+	trio := func(prefix, unit string) string {
+		return n(prefix+"p50_"+unit, 0) + " / " + n(prefix+"p95_"+unit, 0) + " / " + n(prefix+"p99_"+unit, 0)
+	}
+	pair := func(a, b string, prec int) string { return n(a, prec) + " / " + n(b, prec) }
+	verdict := func(fig string) string {
+		for _, t := range rep.Targets {
+			if t.Figure != fig {
+				continue
+			}
+			s := "meets"
+			if !t.Met {
+				s = "misses: " + missBy(t)
+			}
+			if !t.Applies {
+				s = "(" + s + "; target is for " + presetOf(t.Figure) + ")"
+			}
+			return s
+		}
+		return ""
+	}
+	type row struct{ what, got, exact, target, verdict string }
+	rows := []row{
+		{"ingest, steps/s (durable, as fast as acknowledged)", n("ingest.steps_per_s", 0), "—", "≥ 20,000", verdict("ingest.steps_per_s")},
+		{fmt.Sprintf("step visible to the planner, p50 / p99 ms (at %s steps/s)", n("ingest.visibility_rate_steps_per_s", 0)),
+			pair("ingest.visibility_p50_ms", "ingest.visibility_p99_ms", 1), "—", "p99 ≤ 100", verdict("ingest.visibility_p99_ms")},
+		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},
+		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
+		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},
+		{"planner in-process QPS, 1 hop, 1 / 2 threads", pair("planner.in_process.qps", "planner.in_process.threads2.qps", 0), pair("exact.planner.in_process.qps", "exact.planner.in_process.threads2.qps", 0), "", ""},
+		{"planner in-process QPS, 2 hops, 1 / 2 threads", pair("planner.in_process.hops2.qps", "planner.in_process.hops2.threads2.qps", 0), pair("exact.planner.in_process.hops2.qps", "exact.planner.in_process.hops2.threads2.qps", 0), "", ""},
+		{"planner p99 µs on 2 threads, 1 / 2 hops", pair("planner.in_process.threads2.p99_us", "planner.in_process.hops2.threads2.p99_us", 0), pair("exact.planner.in_process.threads2.p99_us", "exact.planner.in_process.hops2.threads2.p99_us", 0), "", ""},
+		{"planner over NATS, 1 hop, p50 / p95 / p99 µs", trio("planner.nats.", "us"), "—", "≤ in-process + 500", verdict("planner.nats.overhead_p99_us")},
+		{"planner over NATS, 2 hops, p50 / p95 / p99 µs", trio("planner.nats.hops2.", "us"), "—", "≤ in-process + 500", verdict("planner.nats.hops2.overhead_p99_us")},
+		{"planner over NATS QPS, 1 hop, 1 / 2 threads", pair("planner.nats.qps", "planner.nats.threads2.qps", 0), "—", "", ""},
+		{"planner over NATS QPS, 2 hops, 1 / 2 threads", pair("planner.nats.hops2.qps", "planner.nats.hops2.threads2.qps", 0), "—", "", ""},
+	}
+	for _, st := range []struct{ name, label string }{{"prefilter", "prefilter"}, {"expand", "expansion"}, {"rerank", "re-rank"}, {"stitch", "stitch"}} {
+		for _, hops := range []string{"", "hops2."} {
+			p := "planner.in_process." + hops + "stage." + st.name
+			e := "exact." + p
+			h := map[string]string{"": "1 hop", "hops2.": "2 hops"}[hops]
+			rows = append(rows, row{fmt.Sprintf("stage %s, %s, p50 / p99 µs", st.label, h), pair(p+"_p50_us", p+"_p99_us", 0), pair(e+"_p50_us", e+"_p99_us", 0), "", ""})
+		}
+	}
+	rows = append(rows,
+		row{"answer size, 1 / 2 hops: nodes + edges (mean)", n("planner.in_process.answer.nodes_mean", 0) + "+" + n("planner.in_process.answer.edges_mean", 0) + " / " +
+			n("planner.in_process.hops2.answer.nodes_mean", 0) + "+" + n("planner.in_process.hops2.answer.edges_mean", 0), "", "", ""},
+		row{"prefilter recall@10: mean / 5th percentile", pair("prefilter.recall_at_10", "prefilter.recall_at_10_p5", 3), "1 / 1", "≥ 0.95", verdict("prefilter.recall_at_10")},
+		row{fmt.Sprintf("prefilter recall@10, the %s queries admitting < 1%%", n("prefilter.selective_queries", 0)), n("prefilter.recall_at_10_selective", 3), "1", "≥ 0.95", ""},
+		row{"index search alone (the prefilter's call), p50 / p99 µs", pair("prefilter.search_p50_us", "prefilter.search_p99_us", 0), "(stage prefilter)", "", ""},
+		row{"exact search agrees with the generated ground truth (top 10)", n("truth.agreement_at_10", 3), "", "", ""},
+		row{"reopen until the first answer, s (Start alone)", n("reopen_s", 2) + " (" + n("reopen.start_s", 2) + ")", "—", "≤ 5 at 1M edges", verdict("reopen_s")},
+		row{"RSS after reopen, bytes per edge (total MB)", n("rss_bytes_per_edge", 0) + " (" + mb(f, "rss_bytes") + ")", "—", "", ""},
+		row{"disk, bytes per edge: all / graph (total MB)", pair("disk_bytes_per_edge", "disk.graph_bytes_per_edge", 0) + " (" + mb(f, "disk_bytes") + ")", "—", "", ""},
+		row{"graph: nodes / edges / vectors", n("graph.nodes", 0) + " / " + n("graph.edges", 0) + " / " + n("graph.vectors", 0), "", "", ""},
+	)
+	fmt.Fprintf(w, "| %s (%s index) | ctxgraph | exact baseline | target | |\n|---|---|---|---|---|\n", rep.Preset, rep.Index)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.what, r.got, r.exact, r.target, r.verdict)
+	}
+}
+
+func presetOf(figure string) string {
+	for _, t := range targets {
+		if t.figure == figure {
+			return t.preset
+		}
+	}
+	return ""
+}
+
+func missBy(t Target) string {
+	if math.IsNaN(t.Got) {
+		return "not measured"
+	}
+	if t.Op == "<=" {
+		return fmt.Sprintf("%s over (%.2f×)", trim(t.Got-t.Want), t.Got/t.Want)
+	}
+	return fmt.Sprintf("%s short (%.2f× the target)", trim(t.Want-t.Got), t.Got/t.Want)
+}
+
+func trim(x float64) string {
+	if math.Abs(x) < 10 {
+		return fmt.Sprintf("%.3g", x)
+	}
+	return commas(x, 0)
+}
+
+// num formats figure k, or "—" when the run did not measure it.
+func num(f figures, k string, prec int) string {
+	v, ok := f[k]
+	if !ok || math.IsNaN(v) {
+		return "—"
+	}
+	return commas(v, prec)
+}
+
+func mb(f figures, k string) string {
+	v, ok := f[k]
+	if !ok {
+		return "—"
+	}
+	return commas(v/1e6, 0) + " MB"
+}
+
+// commas formats x with prec decimals and thousands separators.
+func commas(x float64, prec int) string {
+	s := fmt.Sprintf("%.*f", prec, x)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// indexKind names an index's implementation ("flat", "hnsw").
+func indexKind(x wave.Index) string {
+	t := reflect.TypeOf(x)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return strings.ToLower(t.Name())
+}
+
+// firstAnswer waits until the daemon answers a planner request.
+func (r *runner) firstAnswer(ctx context.Context) error {
+	req := r.qs[0].Request
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := r.d.Planner().Plan(ctx, &req)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no planner answer a minute after reopening: %w", err)
+		}
+		time.Sleep(time.Millisecond)
+		req = r.qs[0].Request
+	}
+	resp, err := http.Get("http://" + r.d.HTTPAddr() + "/readyz")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reopened daemon answers but /readyz says %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
+	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
+)
+
+// RunOptions configures [Run].
+type RunOptions struct {
+	// Preset and Seed name the workload.
+	Preset string
+	Seed   uint64
+	// Dir holds the workload files; they are generated there first if it
+	// has none (in a temporary directory when Dir is empty).
+	Dir string
+	// Data is the daemon's data directory: a fresh temporary one, removed
+	// afterwards, when empty. It must not exist yet.
+	Data string
+	// Config is the daemon's configuration (DefaultConfig when nil); the
+	// run sets its data directory and loopback listen addresses.
+	Config *daemon.Config
+	// NATS, when set, runs against a daemon already listening there
+	// instead of starting one; only what a client can measure is
+	// reported (ingest, visibility through HTTP, the planner over NATS).
+	NATS string
+	// HTTP is that daemon's HTTP address (for visibility probes).
+	HTTP string
+	// Threads are the planner client counts measured (default 1, 2).
+	Threads []int
+	// Queries caps the workload queries asked (0: all of them).
+	Queries int
+	// ExactQueries caps the queries the exact baseline planner answers
+	// per configuration (default 200; negative: all of them).
+	ExactQueries int
+	// VisibilityRate is the step rate of the paced phase that measures
+	// visibility; 0 picks min(20,000, half the bulk rate).
+	VisibilityRate float64
+	// VisibilityShare is the share of the steps sent in the paced phase
+	// (default 0.1).
+	VisibilityShare float64
+	// Phases are the phases run after the load, of "planner" and
+	// "reopen" (default both; ingest always runs).
+	Phases []string
+	// ProfileDir, when set, receives CPU profiles of the ingest and
+	// planner phases (ingest.pprof, planner.pprof).
+	ProfileDir string
+	// Out receives progress lines and the final table (nil: discard).
+	Out io.Writer
+	// Log receives the daemon's logs (nil: discard).
+	Log *slog.Logger
+}
+
+func (o *RunOptions) ensureDefaults() {
+	if o.Phases == nil {
+		o.Phases = []string{"planner", "reopen"}
+	}
+	if len(o.Threads) == 0 {
+		o.Threads = []int{1, 2}
+	}
+	if o.VisibilityShare <= 0 || o.VisibilityShare >= 1 {
+		o.VisibilityShare = 0.1
+	}
+	if o.ExactQueries == 0 {
+		o.ExactQueries = 200
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// runner is one run in progress.
+type runner struct {
+	o       RunOptions
+	m       *Manifest
+	fig     figures
+	cfg     daemon.Config
+	d       *daemon.Daemon // nil against an external daemon
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	prefix  string
+	natsURL string
+	httpURL string
+	w       *workload
+	qs      []Query
+	t0      time.Time
+}
+
+// Run measures ctxgraph on a workload: it loads it through the real
+// ingest path (NATS publishes to a daemon), asks the planner the
+// workload's queries in-process and over NATS, with the exact brute-force
+// baseline beside every figure, reopens the store, and reports.
+func Run(ctx context.Context, o RunOptions) (*Report, error) {
+	o.ensureDefaults()
+	r := &runner{o: o, fig: figures{}, t0: time.Now()}
+	rep := &Report{Preset: o.Preset, Seed: o.Seed, Machine: machine(), Started: r.t0.UTC()}
+	if err := r.workload(); err != nil {
+		return nil, err
+	}
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	defer r.stop()
+	rep.Index = r.indexName()
+	rep.Config = r.configSummary()
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"ingest", r.ingest},
+		{"planner", r.planner},
+		{"reopen", r.reopen},
+	}
+	for _, s := range steps {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if r.d == nil && s.name == "reopen" || s.name != "ingest" && !slices.Contains(o.Phases, s.name) {
+			continue
+		}
+		stop, err := r.profile(s.name)
+		if err != nil {
+			return nil, err
+		}
+		cpu := cpuTime()
+		err = s.fn(ctx)
+		stop()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		r.fig[s.name+".cpu_s"] = (cpuTime() - cpu).Seconds()
+	}
+	if cpu, steps := r.fig["ingest.cpu_s"], r.fig["graph.steps"]; steps > 0 {
+		r.fig["ingest.cpu_us_per_step"] = cpu * 1e6 / steps
+	}
+	r.fig["run.seconds"] = time.Since(r.t0).Seconds()
+	rep.Machine.LoadEnd = loadavg()
+	rep.Figures = r.fig
+	rep.Targets = checkTargets(r.fig, r.m.Preset.Name)
+	return rep, nil
+}
+
+// say prints a progress line.
+func (r *runner) say(format string, a ...any) {
+	fmt.Fprintf(r.o.Out, "%6.1fs  %s\n", time.Since(r.t0).Seconds(), fmt.Sprintf(format, a...))
+}
+
+// workload finds or generates the workload and loads it.
+func (r *runner) workload() error {
+	p, err := PresetNamed(r.o.Preset)
+	if err != nil {
+		return err
+	}
+	dir := r.o.Dir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("ctxgraph-bench-%s-%d", p.Name, r.o.Seed))
+	}
+	m, err := ReadManifest(dir)
+	if err != nil || m.Preset != p || m.Seed != r.o.Seed {
+		if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, ErrInvalid) {
+			return err
+		}
+		if m != nil && (m.Preset.Name != p.Name || m.Seed != r.o.Seed) && r.o.Dir != "" {
+			return fmt.Errorf("%w: %s holds preset %s seed %d, not %s seed %d", ErrInvalid, dir, m.Preset.Name, m.Seed, p.Name, r.o.Seed)
+		}
+		r.say("generating the %s workload (seed %d) in %s", p.Name, r.o.Seed, dir)
+		if m, err = Generate(GenOptions{Preset: p, Seed: r.o.Seed, Out: dir}); err != nil {
+			return fmt.Errorf("generate: %w", err)
+		}
+	}
+	r.m = m
+	r.fig["gen.seconds"] = m.GenSeconds
+	t := time.Now()
+	if r.w, err = loadWorkload(dir, r.prefixOr()); err != nil {
+		return err
+	}
+	if r.qs, err = ReadQueries(dir); err != nil {
+		return err
+	}
+	r.say("workload %s: %d messages (%d steps, %d events), %d spans, %d queries; loaded in %.1fs",
+		p.Name, m.Messages, m.Steps, m.Events, m.Spans, len(r.qs), time.Since(t).Seconds())
+	return nil
+}
+
+func (r *runner) prefixOr() string {
+	if r.o.Config != nil && r.o.Config.NATS.Prefix != "" {
+		return r.o.Config.NATS.Prefix
+	}
+	return "ctxgraph"
+}
+
+// start brings up the daemon on a fresh data directory (or connects to
+// the external one).
+func (r *runner) start(ctx context.Context) error {
+	r.prefix = r.prefixOr()
+	if r.o.NATS != "" {
+		r.natsURL, r.httpURL = r.o.NATS, r.o.HTTP
+		if r.httpURL != "" && !hasScheme(r.httpURL) {
+			r.httpURL = "http://" + r.httpURL
+		}
+	} else {
+		r.cfg = daemon.DefaultConfig()
+		if r.o.Config != nil {
+			r.cfg = *r.o.Config
+		}
+		data := r.o.Data
+		if data == "" {
+			var err error
+			if data, err = os.MkdirTemp("", "ctxgraph-bench-data-"); err != nil {
+				return err
+			}
+		} else if _, err := os.Stat(data); err == nil {
+			return fmt.Errorf("%w: data directory %s exists (the run needs a fresh one)", ErrInvalid, data)
+		}
+		r.cfg.Data = data
+		r.cfg.NATS.Addr, r.cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
+		d, err := daemon.Start(ctx, r.cfg, r.o.Log)
+		if err != nil {
+			return fmt.Errorf("start daemon: %w", err)
+		}
+		r.d = d
+		r.natsURL, r.httpURL = d.NATSURL(), "http://"+d.HTTPAddr()
+		r.say("daemon up: data %s, nats %s, index %s", data, r.natsURL, r.indexName())
+	}
+	nc, js, err := client.Connect(r.natsURL, "ctxgraph-bench")
+	if err != nil {
+		return err
+	}
+	r.nc, r.js = nc, js
+	return nil
+}
+
+func hasScheme(u string) bool {
+	return len(u) > 7 && (u[:7] == "http://" || (len(u) > 8 && u[:8] == "https://"))
+}
+
+// stop shuts down what the run started and removes a temporary data
+// directory.
+func (r *runner) stop() {
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if r.d != nil {
+		_ = r.d.Shutdown(context.Background())
+		if r.o.Data == "" {
+			_ = os.RemoveAll(r.cfg.Data)
+		}
+	}
+}
+
+func (r *runner) indexName() string {
+	if r.d == nil {
+		return "external"
+	}
+	return indexKind(r.d.VectorIndex())
+}
+
+func (r *runner) configSummary() map[string]any {
+	if r.d == nil {
+		return map[string]any{"nats": r.natsURL}
+	}
+	return map[string]any{"sync_writes": r.cfg.Ingest.SyncWrites, "batch_size": r.cfg.Ingest.BatchSize,
+		"embed": r.cfg.Embed.Provider, "dims": r.cfg.Embed.Dimensions, "per_node_fanout": r.cfg.Planner.PerNodeFanout}
+}
+
+// profile starts a CPU profile of phase when asked for; stop ends it.
+func (r *runner) profile(phase string) (stop func(), err error) {
+	if r.o.ProfileDir == "" || phase == "reopen" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(r.o.ProfileDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(r.o.ProfileDir, phase+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// reopen shuts the daemon down and starts it again on the same data
+// directory: the time until it answers a planner request is reopen_s.
+// Memory and disk are measured on the reopened daemon, which holds
+// nothing the run put in it besides what it loads itself.
+func (r *runner) reopen(ctx context.Context) error {
+	r.nc.Close()
+	r.nc = nil
+	t := time.Now()
+	if err := r.d.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	r.fig["shutdown_s"] = time.Since(t).Seconds()
+	r.d = nil
+	du := diskUsage(r.cfg.Data)
+	r.w = nil // the workload's bodies are not the daemon's memory
+	runtime.GC()
+	debug.FreeOSMemory()
+
+	t = time.Now()
+	d, err := daemon.Start(ctx, r.cfg, r.o.Log)
+	if err != nil {
+		return fmt.Errorf("start again: %w", err)
+	}
+	r.d = d
+	started := time.Since(t)
+	if err := r.firstAnswer(ctx); err != nil {
+		return err
+	}
+	r.fig["reopen_s"] = time.Since(t).Seconds()
+	r.fig["reopen.start_s"] = started.Seconds()
+	r.fig["reopen.vectors"] = float64(d.VectorIndex().Len())
+	runtime.GC()
+	debug.FreeOSMemory()
+	edges := r.fig["graph.edges"]
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.fig["rss_bytes"] = float64(rss())
+	r.fig["heap_bytes"] = float64(ms.HeapInuse)
+	r.fig["rss_bytes_per_edge"] = r.fig["rss_bytes"] / edges
+	r.fig["disk_bytes"] = float64(du.total)
+	r.fig["disk.graph_bytes"] = float64(du.graph)
+	r.fig["disk.jetstream_bytes"] = float64(du.jetstream)
+	r.fig["disk_bytes_per_edge"] = float64(du.total) / edges
+	r.fig["disk.graph_bytes_per_edge"] = float64(du.graph) / edges
+	r.say("reopened in %.2fs (%d vectors); RSS %.0f MB (%.0f B/edge), disk %.0f MB (%.0f B/edge)",
+		r.fig["reopen_s"], d.VectorIndex().Len(), r.fig["rss_bytes"]/1e6, r.fig["rss_bytes_per_edge"],
+		r.fig["disk_bytes"]/1e6, r.fig["disk_bytes_per_edge"])
+	return nil
+}

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"bufio"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Machine describes where a run ran.
+type Machine struct {
+	NProc      int    `json:"nproc"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPU        string `json:"cpu"`
+	MemBytes   int64  `json:"mem_bytes"`
+	GoVersion  string `json:"go"`
+	OS         string `json:"os"`
+	// LoadStart and LoadEnd are /proc/loadavg at the start and the end:
+	// other work on the machine moves the figures.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
+}
+
+func machine() Machine {
+	m := Machine{NProc: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, LoadStart: loadavg()}
+	m.CPU = procField("/proc/cpuinfo", "model name")
+	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
+		n, _ := strconv.ParseInt(strings.Fields(kb)[0], 10, 64)
+		m.MemBytes = n << 10
+	}
+	return m
+}
+
+// procField is the value of the first "name: value" line of a /proc file.
+func procField(path, name string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// rss is the resident set size of this process in bytes (0 if unknown).
+func rss() int64 {
+	v := procField("/proc/self/status", "VmRSS")
+	if v == "" {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+	return n << 10
+}
+
+type disk struct{ total, graph, jetstream int64 }
+
+// diskUsage is the size of the files under a daemon's data directory.
+func diskUsage(dir string) disk {
+	size := func(d string) int64 {
+		var n int64
+		_ = filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
+			if err == nil && e.Type().IsRegular() {
+				if fi, err := e.Info(); err == nil {
+					n += allocated(fi)
+				}
+			}
+			return nil
+		})
+		return n
+	}
+	return disk{total: size(dir), graph: size(filepath.Join(dir, "graph")), jetstream: size(filepath.Join(dir, "jetstream"))}
+}
+
+// allocated is the disk space a file takes: its blocks (Badger's value
+// log is preallocated sparse), or its size where that is unknown.
+func allocated(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
+}
+
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
