@@ -75,3 +75,38 @@ func finite(v []float32) bool {
 	}
 	return true
 }
+
+// dotI8Generic is the portable kernel behind dotI8.
+func dotI8Generic(q []float32, c []int8) float32 {
+	c = c[:len(q)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(q); i += 4 {
+		s0 += q[i] * float32(c[i])
+		s1 += q[i+1] * float32(c[i+1])
+		s2 += q[i+2] * float32(c[i+2])
+		s3 += q[i+3] * float32(c[i+3])
+	}
+	for ; i < len(q); i++ {
+		s0 += q[i] * float32(c[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// quantize writes the int8 scalar quantisation of v to c and returns the
+// scale: v[i] ≈ scale * c[i], with the largest |v[i]| mapped to 127.
+func quantize(v []float32, c []int8) float32 {
+	var m float32
+	for _, x := range v {
+		m = max(m, x, -x)
+	}
+	if m == 0 {
+		clear(c)
+		return 0
+	}
+	inv := 127 / m
+	for i, x := range v {
+		c[i] = int8(math.Round(float64(x * inv)))
+	}
+	return m / 127
+}

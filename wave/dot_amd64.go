@@ -4,14 +4,20 @@ package wave
 
 import "golang.org/x/sys/cpu"
 
-// useAVX2 selects the AVX2+FMA kernel (about 3x gonum's SSE kernel at 384-d).
+// useAVX2 selects the AVX2+FMA kernels (about 3x gonum's SSE kernel at 384-d).
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
 func dotAVX2(a, b *float32, n int) float32
 
 //go:noescape
+func dotI8AVX2(q *float32, c *int8, n int) float32
+
+//go:noescape
 func prefetch(p *float32)
+
+//go:noescape
+func prefetchCode(p *int8)
 
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 {
@@ -19,4 +25,13 @@ func dot(a, b []float32) float32 {
 		return dotAVX2(&a[0], &b[0], len(a))
 	}
 	return dotBLAS(a, b)
+}
+
+// dotI8 returns the dot product of q with the int8 codes c (equal,
+// non-zero length).
+func dotI8(q []float32, c []int8) float32 {
+	if useAVX2 {
+		return dotI8AVX2(&q[0], &c[0], len(q))
+	}
+	return dotI8Generic(q, c)
 }

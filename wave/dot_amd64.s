@@ -75,3 +75,85 @@ TEXT ·prefetch(SB), NOSPLIT, $0-8
 	PREFETCHT0 128(AX)
 	PREFETCHT0 192(AX)
 	RET
+
+// func dotI8AVX2(q *float32, c *int8, n int) float32
+//
+// The dot product of float32 q with int8 codes c: codes are sign-extended
+// and converted to float32 eight at a time, then fused-multiply-added.
+TEXT ·dotI8AVX2(SB), NOSPLIT, $0-28
+	MOVQ   q+0(FP), SI
+	MOVQ   c+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+i8loop32:
+	CMPQ        CX, $32
+	JL          i8loop8
+	VPMOVSXBD   (DI), Y4
+	VPMOVSXBD   8(DI), Y5
+	VPMOVSXBD   16(DI), Y6
+	VPMOVSXBD   24(DI), Y7
+	VCVTDQ2PS   Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VCVTDQ2PS   Y6, Y6
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+	VFMADD231PS 64(SI), Y6, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $32, DI
+	SUBQ        $32, CX
+	JMP         i8loop32
+
+i8loop8:
+	CMPQ        CX, $8
+	JL          i8reduce
+	VPMOVSXBD   (DI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS (SI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $8, DI
+	SUBQ        $8, CX
+	JMP         i8loop8
+
+i8reduce:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+
+i8tail:
+	CMPQ        CX, $0
+	JE          i8done
+	MOVBQSX     (DI), AX
+	VCVTSI2SSQ  AX, X1, X1
+	VFMADD231SS (SI), X1, X0
+	ADDQ        $4, SI
+	INCQ        DI
+	DECQ        CX
+	JMP         i8tail
+
+i8done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func prefetchCode(p *int8)
+//
+// Hints six cache lines (a 384-byte code) at p.
+TEXT ·prefetchCode(SB), NOSPLIT, $0-8
+	MOVQ       p+0(FP), AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	RET

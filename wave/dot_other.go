@@ -2,7 +2,12 @@
 
 package wave
 
-func prefetch(*float32) {}
+func prefetch(*float32)  {}
+func prefetchCode(*int8) {}
 
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 { return dotBLAS(a, b) }
+
+// dotI8 returns the dot product of q with the int8 codes c (equal,
+// non-zero length).
+func dotI8(q []float32, c []int8) float32 { return dotI8Generic(q, c) }

@@ -79,6 +79,42 @@ func TestDot(t *testing.T) {
 	}
 }
 
+func TestDotI8(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 3, 7, 8, 9, 31, 32, 33, 64, 100, 384, 1000} {
+		q, v := make([]float32, n), make([]float32, n)
+		c := make([]int8, n)
+		for i := range q {
+			q[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		Normalize(q)
+		Normalize(v)
+		scale := quantize(v, c)
+		var want, exact float64
+		for i := range q {
+			want += float64(q[i]) * float64(c[i])
+			exact += float64(q[i]) * float64(v[i])
+		}
+		for name, fn := range map[string]func([]float32, []int8) float32{"dotI8": dotI8, "generic": dotI8Generic} {
+			got := fn(q, c)
+			if math.Abs(float64(got)-want) > 1e-3*math.Max(1, math.Abs(want)) {
+				t.Errorf("%s n=%d: got %v, want %v", name, n, got, want)
+			}
+			// Quantisation error stays far below score gaps that matter.
+			if d := math.Abs(float64(scale*got) - exact); d > 0.01 {
+				t.Errorf("%s n=%d: quantised score %v, exact %v", name, n, scale*got, exact)
+			}
+		}
+	}
+	c := make([]int8, 3)
+	if s := quantize([]float32{0, 0, 0}, c); s != 0 || c[0] != 0 {
+		t.Fatalf("quantize(zero) = %v, %v", s, c)
+	}
+	if s := quantize([]float32{-2, 1, 0}, c); c[0] != -127 || c[1] != 64 || math.Abs(float64(s)-2.0/127) > 1e-7 {
+		t.Fatalf("quantize = %v, %v", s, c)
+	}
+}
+
 func TestNormalize(t *testing.T) {
 	tests := []struct {
 		name string
@@ -285,6 +321,26 @@ func BenchmarkDot(b *testing.B) {
 					s += k.fn(v[0], v[1])
 				}
 				b.ReportMetric(2*float64(d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gflop/s")
+				_ = s
+			})
+		}
+	}
+}
+
+func BenchmarkDotI8(b *testing.B) {
+	for _, d := range []int{64, 384} {
+		v := clustered(1, 2, d, 2)
+		c := make([]int8, d)
+		quantize(v[1], c)
+		for _, k := range []struct {
+			name string
+			fn   func([]float32, []int8) float32
+		}{{"dotI8", dotI8}, {"generic", dotI8Generic}} {
+			b.Run(fmt.Sprintf("%s/dim=%d", k.name, d), func(b *testing.B) {
+				var s float32
+				for b.Loop() {
+					s += k.fn(v[0], c)
+				}
 				_ = s
 			})
 		}

@@ -20,8 +20,8 @@ type HNSWOptions struct {
 	// Default 200.
 	EfConstruction int
 	// EfSearch is the candidate list size while searching (never less
-	// than k). Default 80, which gives recall@10 >= 0.95 on 200k x 384
-	// clustered vectors; see [HNSW.SetEfSearch].
+	// than k). Default 96: recall@10 about 0.955 on 200k x 384 clustered
+	// vectors (0.943 at 80, 0.98 at 128); see [HNSW.SetEfSearch].
 	EfSearch int
 	// Seed seeds the level generator. Building with one goroutine from
 	// one seed gives the same graph every time.
@@ -30,7 +30,7 @@ type HNSWOptions struct {
 
 // DefaultHNSWOptions returns the default options.
 func DefaultHNSWOptions() HNSWOptions {
-	return HNSWOptions{M: 16, EfConstruction: 200, EfSearch: 80}
+	return HNSWOptions{M: 16, EfConstruction: 200, EfSearch: 96}
 }
 
 func (o *HNSWOptions) ensureDefaults() {
@@ -81,9 +81,15 @@ const (
 // # Storage
 //
 // Nodes live in slots (uint32). Slots are grouped in fixed pages holding
-// the vectors contiguously, the ids, a compact [Meta] copy, the state, the
-// level and the layer-0 neighbour lists, so a search touches no maps.
-// Pages never move; the page directory is swapped atomically on growth.
+// the vectors contiguously, their int8 quantisation, the ids, a compact
+// [Meta] copy, the state, the level and the layer-0 neighbour lists, so a
+// search touches no maps. Pages never move; the page directory is
+// swapped atomically on growth.
+//
+// Searches walk the graph scoring the int8 codes (a quarter of the
+// memory traffic of float32, which bounds search speed at 384-d) and
+// rescore the best candidates with the float32 vectors, so returned
+// scores are exact. Inserts build the graph from the float32 vectors.
 //
 // # Concurrency
 //
@@ -139,6 +145,8 @@ var _ Index = (*HNSW)(nil)
 // hnswPage holds 1<<HNSW.shift slots.
 type hnswPage struct {
 	vecs   []float32
+	codes  []int8    // int8 quantisation of vecs, dim per slot
+	scales []float32 // vecs[i] ≈ scales[slot] * codes[i]
 	ids    []uint64
 	metas  []nodeMeta
 	state  []atomic.Uint32
@@ -249,6 +257,8 @@ func (h *HNSW) newPage() *hnswPage {
 	n := 1 << h.shift
 	return &hnswPage{
 		vecs:   make([]float32, n*h.dim),
+		codes:  make([]int8, n*h.dim),
+		scales: make([]float32, n),
 		ids:    make([]uint64, n),
 		metas:  make([]nodeMeta, n),
 		state:  make([]atomic.Uint32, n),
@@ -342,6 +352,7 @@ func (h *HNSW) Add(id uint64, vec []float32, m Meta) error {
 	v := p.vecs[i*h.dim : (i+1)*h.dim]
 	copy(v, vec)
 	Normalize(v)
+	p.scales[i] = quantize(v, p.codes[i*h.dim:(i+1)*h.dim])
 	p.ids[i] = id
 	p.metas[i] = packMeta(m)
 	p.levels[i] = uint8(level)
@@ -414,13 +425,13 @@ func (h *HNSW) link(slot uint32, level int) {
 	ep := topSlot(top)
 	epScore := dot(q, h.vec(ep))
 	for l := tl; l > level; l-- {
-		ep, epScore = h.greedy(s, q, ep, epScore, l)
+		ep, epScore = h.greedy(s, q, ep, epScore, l, false)
 	}
 	s.entries = append(s.entries[:0], cand{epScore, ep})
 	for l := min(level, tl); l >= 0; l-- {
 		s.begin(h)
 		s.visit(slot) // never link to itself
-		w := h.searchLayer(s, q, s.entries, h.efC, l, nil)
+		w := h.searchLayer(s, q, s.entries, h.efC, l, nil, false)
 		s.sel = h.heuristic(w, h.m, s.sel[:0])
 		for _, c := range s.sel {
 			h.addLink(s, slot, c.slot, c.score, l)
@@ -516,18 +527,42 @@ func sortCands(cs []cand) {
 
 // greedy walks layer l from ep to the best node reachable by single
 // improving steps.
-func (h *HNSW) greedy(s *searcher, q []float32, ep uint32, epScore float32, l int) (uint32, float32) {
+func (h *HNSW) greedy(s *searcher, q []float32, ep uint32, epScore float32, l int, quant bool) (uint32, float32) {
 	for changed := true; changed; {
 		changed = false
 		p, i := h.page(ep)
 		s.buf = readList(h.list(p, i, l), s.buf[:0])
 		for _, n := range s.buf {
-			if d := dot(q, h.vec(n)); d > epScore {
+			if d := h.score(q, n, quant); d > epScore {
 				ep, epScore, changed = n, d, true
 			}
 		}
 	}
 	return ep, epScore
+}
+
+// score returns the similarity of q to slot s: exact, or from the int8
+// codes (a quarter of the memory traffic) when quant is set.
+func (h *HNSW) score(q []float32, s uint32, quant bool) float32 {
+	p, i := h.page(s)
+	o := i * h.dim
+	if quant {
+		return p.scales[i] * dotI8(q, p.codes[o:o+h.dim:o+h.dim])
+	}
+	return dot(q, p.vecs[o:o+h.dim:o+h.dim])
+}
+
+// rerank rescores the best candidates of w (sorted best first, scored
+// from the int8 codes) with the exact vectors and sorts them again. The
+// quantisation error (about 1e-3) only reorders near-ties, so the best
+// 4k (at least 40) are enough.
+func (h *HNSW) rerank(q []float32, w []cand, k int) []cand {
+	w = w[:min(len(w), max(4*k, 40))]
+	for j := range w {
+		w[j].score = h.score(q, w[j].slot, false)
+	}
+	sortCands(w)
+	return w
 }
 
 // admit reports whether slot s may be returned under f (nil = any).
@@ -543,7 +578,7 @@ func (h *HNSW) admit(s uint32, f *Filter) bool {
 // the ef best admitted nodes; it traverses nodes f rejects (and
 // tombstones) but does not collect them. It returns the result best
 // first, in s.out. The caller has called s.begin.
-func (h *HNSW) searchLayer(s *searcher, q []float32, entries []cand, ef, l int, f *Filter) []cand {
+func (h *HNSW) searchLayer(s *searcher, q []float32, entries []cand, ef, l int, f *Filter, quant bool) []cand {
 	s.cand = s.cand[:0]
 	s.res = s.res[:0]
 	for _, e := range entries {
@@ -567,11 +602,16 @@ func (h *HNSW) searchLayer(s *searcher, q []float32, entries []cand, ef, l int, 
 			if s.visit(n) {
 				nbs[k] = n
 				k++
-				prefetch(&h.vec(n)[0])
+				if quant {
+					p, i := h.page(n)
+					prefetchCode(&p.codes[i*h.dim])
+				} else {
+					prefetch(&h.vec(n)[0])
+				}
 			}
 		}
 		for _, n := range nbs[:k] {
-			d := dot(q, h.vec(n))
+			d := h.score(q, n, quant)
 			if len(s.res) < ef || d > s.res[0].score {
 				s.pushCand(cand{d, n})
 				if h.admit(n, f) {
@@ -624,14 +664,14 @@ func (h *HNSW) Search(q []float32, k int, f *Filter) []Hit {
 		ef = min(ef, max(2*k, int(math.Ceil(2*float64(ef)*frac))))
 	}
 	ep := topSlot(top)
-	epScore := dot(q, h.vec(ep))
+	epScore := h.score(q, ep, true)
 	for l := topLevel(top); l > 0; l-- {
-		ep, epScore = h.greedy(s, q, ep, epScore, l)
+		ep, epScore = h.greedy(s, q, ep, epScore, l, true)
 	}
 	s.begin(h)
 	s.entries = append(s.entries[:0], cand{epScore, ep})
-	w := h.searchLayer(s, q, s.entries, ef, 0, f)
-	return h.hits(w, k)
+	w := h.searchLayer(s, q, s.entries, ef, 0, f, true)
+	return h.hits(h.rerank(q, w, k), k)
 }
 
 // hits converts the best k of w (sorted, best first) to Hits, dropping a
@@ -736,19 +776,18 @@ func (s *searcher) slotAt(pos int) uint32 {
 	return 0
 }
 
-// exact scores every admitted slot of the candidate set left by plan.
+// exact scores every admitted slot of the candidate set left by plan,
+// from the int8 codes, and reranks the best with the exact vectors.
 func (h *HNSW) exact(s *searcher, q []float32, k int, f *Filter) []Hit {
-	t := topK{k: k + 1, h: s.hits[:0]}
+	keep := max(4*k, 40)
+	s.res = s.res[:0]
 	scan := func(sl uint32) {
 		p, i := h.page(sl)
-		if p.state[i].Load() != stateLive {
+		if p.state[i].Load() != stateLive || !f.Admits(p.ids[i], p.metas[i].meta()) {
 			return
 		}
-		id := p.ids[i]
-		if f.Admits(id, p.metas[i].meta()) {
-			o := i * h.dim
-			t.push(id, dot(q, p.vecs[o:o+h.dim:o+h.dim]))
-		}
+		o := i * h.dim
+		s.pushRes(cand{p.scales[i] * dotI8(q, p.codes[o:o+h.dim:o+h.dim]), sl}, keep)
 	}
 	if s.all {
 		n := h.nslots.Load()
@@ -762,22 +801,9 @@ func (h *HNSW) exact(s *searcher, q []float32, k int, f *Filter) []Hit {
 			}
 		}
 	}
-	s.hits = t.h
-	res := t.sorted()
-	out := make([]Hit, 0, min(k, len(res)))
-	for j, r := range res {
-		if len(out) == k {
-			break
-		}
-		if j > 0 && res[j-1].ID == r.ID {
-			continue
-		}
-		out = append(out, r)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	s.out = append(s.out[:0], s.res...)
+	sortCands(s.out)
+	return h.hits(h.rerank(q, s.out, k), k)
 }
 
 // Remove deletes id and reports whether it was present. The node stays
@@ -999,7 +1025,7 @@ func (h *HNSW) Bytes() int {
 		b += cap(l)*4 + mapEntry
 	}
 	for _, p := range *h.dir.Load() {
-		b += cap(p.vecs)*4 + cap(p.ids)*8 + cap(p.metas)*16 + cap(p.state)*4 +
+		b += cap(p.vecs)*4 + cap(p.codes) + cap(p.scales)*4 + cap(p.ids)*8 + cap(p.metas)*16 + cap(p.state)*4 +
 			cap(p.levels) + cap(p.links0)*4 + cap(p.upper)*24 + cap(p.locks)*8
 		for _, u := range p.upper {
 			b += cap(u) * 4

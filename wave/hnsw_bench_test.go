@@ -184,7 +184,7 @@ func BenchmarkHNSWSearch(b *testing.B) {
 			h := s.hnsw
 			def := h.EfSearch()
 			defer h.SetEfSearch(def)
-			for _, ef := range []int{32, 48, 64, def, 128} {
+			for _, ef := range []int{32, 48, 64, 80, def, 128} {
 				b.Run(fmt.Sprintf("ef=%d", ef), func(b *testing.B) {
 					h.SetEfSearch(ef)
 					searchBench(b, s, h, h.Bytes(), "none", nil)

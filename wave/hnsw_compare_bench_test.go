@@ -65,7 +65,7 @@ func BenchmarkCompareSearch(b *testing.B) {
 			g := coderGraph(b, s)
 			def := s.hnsw.EfSearch()
 			defer s.hnsw.SetEfSearch(def)
-			for _, ef := range []int{32, 64, def, 128, 256} {
+			for _, ef := range []int{32, 64, def, 128} {
 				b.Run(fmt.Sprintf("lib=wave/ef=%d", ef), func(b *testing.B) {
 					s.hnsw.SetEfSearch(ef)
 					searchBench(b, s, s.hnsw, s.hnsw.Bytes(), "none", nil)

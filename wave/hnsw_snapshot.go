@@ -302,6 +302,7 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 			for j := range v {
 				v[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
 			}
+			p.scales[i] = quantize(v, p.codes[i*dimN:(i+1)*dimN])
 			p.ids[i] = ids[s]
 			p.metas[i] = metas[s]
 			p.levels[i] = levels[s]
