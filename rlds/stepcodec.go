@@ -520,6 +520,11 @@ func (r *reader) u64() uint64 {
 }
 
 func (r *reader) uvarint() uint64 {
+	if len(r.b) > 0 && r.b[0] < 0x80 { // one byte: most counts and lengths
+		x := uint64(r.b[0])
+		r.b = r.b[1:]
+		return x
+	}
 	x, n := binary.Uvarint(r.b)
 	if n <= 0 {
 		r.fail("bad varint")
@@ -533,7 +538,7 @@ func (r *reader) uvarint() uint64 {
 // that the remaining bytes cannot hold.
 func (r *reader) count(min int) int {
 	n := r.uvarint()
-	if n > uint64(len(r.b)/max(min, 1)) {
+	if n*uint64(max(min, 1)) > uint64(len(r.b)) || n > uint64(len(r.b)) {
 		r.fail("count %d exceeds the %d bytes left", n, len(r.b))
 		return 0
 	}
@@ -541,6 +546,10 @@ func (r *reader) count(min int) int {
 }
 
 func (r *reader) bytes() []byte {
+	if len(r.b) > 0 && r.b[0] == 0 { // empty: most refs, encodings and byte runs
+		r.b = r.b[1:]
+		return nil
+	}
 	n := r.count(1)
 	return r.take(n)
 }

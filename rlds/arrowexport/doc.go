@@ -8,8 +8,8 @@
 // an export is consistent while ingest goes on, and streams it in record
 // batches of at most [Options.BatchRows] rows (and about
 // [Options.BatchBytes] bytes): memory holds a few batches whatever the
-// store's size. Steps are scanned on one goroutine and built into
-// columns on another while a third writes, so the export uses the
+// store's size. Steps are scanned and parsed on one goroutine and built
+// into columns on another while a third writes, so the export uses the
 // machine's cores.
 //
 // Policy: [Filter.Principal] is judged by the particle package's policy

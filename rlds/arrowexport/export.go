@@ -201,7 +201,8 @@ func (x *exporter) steps() error {
 // transaction) and the build each get a core.
 type stepChunk struct {
 	arena []byte
-	ends  []int // end of each step in arena
+	views []rlds.StepView // parsed steps, pointing into arena
+	n     int             // views in use
 	eps   []*episodeRun
 	blobs map[string][]byte // image and byte blobs the steps refer to
 	size  int
@@ -214,12 +215,29 @@ type episodeRun struct {
 }
 
 func (c *stepChunk) reset() {
-	c.arena, c.ends, c.eps, c.size = c.arena[:0], c.ends[:0], c.eps[:0], 0
+	c.arena, c.n, c.eps, c.size = c.arena[:0], 0, c.eps[:0], 0
 	clear(c.blobs)
 }
 
-// pipeSteps scans the episodes' steps on this goroutine (it owns the
-// snapshot) and builds record batches on another.
+// add copies a stored step into the chunk and parses it there.
+func (c *stepChunk) add(raw []byte, run *episodeRun) (*rlds.StepView, error) {
+	start := len(c.arena)
+	c.arena = append(c.arena, raw...)
+	if c.n == len(c.views) {
+		c.views = append(c.views, rlds.StepView{})
+	}
+	v := &c.views[c.n]
+	if err := v.Parse(c.arena[start:len(c.arena):len(c.arena)]); err != nil {
+		return nil, err
+	}
+	c.n++
+	c.eps = append(c.eps, run)
+	c.size += len(raw)
+	return v, nil
+}
+
+// pipeSteps scans and parses the episodes' steps on this goroutine (it
+// owns the snapshot) and builds record batches on another.
 func (x *exporter) pipeSteps(ids []string, binary bool, b *stepBuilder) error {
 	const nchunks = 3
 	full, free := make(chan *stepChunk, nchunks), make(chan *stepChunk, nchunks)
@@ -245,10 +263,10 @@ func (x *exporter) pipeSteps(ids []string, binary bool, b *stepBuilder) error {
 	return scanErr
 }
 
-// scanSteps fills chunks with raw steps, resolving blobs when the
-// export has image or byte features.
+// scanSteps fills chunks with parsed steps, applying the time filter and
+// resolving blobs when the export has image or byte features.
 func (x *exporter) scanSteps(ids []string, binary bool, full, free chan *stepChunk) error {
-	ns := x.o.Filter.Namespace
+	ns, f := x.o.Filter.Namespace, &x.o.Filter
 	var c *stepChunk
 	get := func() error {
 		select {
@@ -262,7 +280,6 @@ func (x *exporter) scanSteps(ids []string, binary bool, full, free chan *stepChu
 	if err := get(); err != nil {
 		return err
 	}
-	var v rlds.StepView
 	for _, id := range ids {
 		ep, err := x.sn.Episode(ns, id)
 		if err != nil {
@@ -274,30 +291,21 @@ func (x *exporter) scanSteps(ids []string, binary bool, full, free chan *stepChu
 		}
 		run := &episodeRun{ep: ep, ctxs: ctxs}
 		err = x.sn.Steps(ns, ep.ID, func(idx int, raw []byte) error {
-			c.arena = append(c.arena, raw...)
-			c.ends = append(c.ends, len(c.arena))
-			c.eps = append(c.eps, run)
-			c.size += len(raw)
+			v, err := c.add(raw, run)
+			if err != nil {
+				return fmt.Errorf("episode %s step %d: %w", ep.ID, idx, err)
+			}
+			if (!f.Since.IsZero() && v.Timestamp.Before(f.Since)) || (!f.Until.IsZero() && v.Timestamp.After(f.Until)) {
+				c.n--
+				c.eps = c.eps[:len(c.eps)-1]
+				return nil
+			}
 			if binary {
-				if err := v.Parse(raw); err != nil {
+				if err := x.readBlobs(c, v); err != nil {
 					return fmt.Errorf("episode %s step %d: %w", ep.ID, idx, err)
 				}
-				for _, fs := range [2][]rlds.FeatureView{v.Observation, v.Action} {
-					for i := range fs {
-						ref := fs[i].Ref
-						if len(ref) == 0 || c.blobs[string(ref)] != nil {
-							continue
-						}
-						blob, err := x.sn.Blob(string(ref))
-						if err != nil {
-							return fmt.Errorf("episode %s step %d: %w", ep.ID, idx, err)
-						}
-						c.blobs[string(ref)] = blob
-						c.size += len(blob)
-					}
-				}
 			}
-			if len(c.ends) < x.o.BatchRows && c.size < x.o.BatchBytes {
+			if c.n < x.o.BatchRows && c.size < x.o.BatchBytes {
 				return nil
 			}
 			full <- c
@@ -311,10 +319,27 @@ func (x *exporter) scanSteps(ids []string, binary bool, full, free chan *stepChu
 	return nil
 }
 
-// buildSteps parses the chunks' steps into record batches.
+// readBlobs reads the blobs v's features refer to into the chunk.
+func (x *exporter) readBlobs(c *stepChunk, v *rlds.StepView) error {
+	for _, fs := range [2][]rlds.FeatureView{v.Observation, v.Action} {
+		for i := range fs {
+			ref := fs[i].Ref
+			if len(ref) == 0 || c.blobs[string(ref)] != nil {
+				continue
+			}
+			blob, err := x.sn.Blob(string(ref))
+			if err != nil {
+				return err
+			}
+			c.blobs[string(ref)] = blob
+			c.size += len(blob)
+		}
+	}
+	return nil
+}
+
+// buildSteps builds the chunks' steps into record batches.
 func (x *exporter) buildSteps(b *stepBuilder, full, free chan *stepChunk) error {
-	f := &x.o.Filter
-	var v rlds.StepView
 	blobs := func(c *stepChunk) func([]byte, string) ([]byte, error) {
 		return func(dst []byte, ref string) ([]byte, error) {
 			blob, ok := c.blobs[ref]
@@ -327,18 +352,9 @@ func (x *exporter) buildSteps(b *stepBuilder, full, free chan *stepChunk) error 
 	b.reserve(x.o.BatchRows)
 	for c := range full {
 		lookup := blobs(c)
-		start := 0
-		for i, end := range c.ends {
-			raw := c.arena[start:end]
-			start = end
-			run := c.eps[i]
-			if err := v.Parse(raw); err != nil {
-				return fmt.Errorf("episode %s: %w", run.ep.ID, err)
-			}
-			if (!f.Since.IsZero() && v.Timestamp.Before(f.Since)) || (!f.Until.IsZero() && v.Timestamp.After(f.Until)) {
-				continue
-			}
-			if err := b.add(run.ep, &v, run.ctxs[v.Index], lookup); err != nil {
+		for i := range c.n {
+			run, v := c.eps[i], &c.views[i]
+			if err := b.add(run.ep, v, run.ctxs[v.Index], lookup); err != nil {
 				return fmt.Errorf("episode %s: %w", run.ep.ID, err)
 			}
 			if b.len() >= x.o.BatchRows || b.bytes >= x.o.BatchBytes {
