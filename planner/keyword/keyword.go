@@ -92,10 +92,16 @@ type Index struct {
 	opts  Options
 	log   *slog.Logger
 
-	mu        sync.RWMutex // guards the fields below
-	fps       map[string]uint64
+	mu sync.RWMutex // guards the fields below
+	// texts is every document's text: a committed batch's records are
+	// compared with it (no hashing, no allocation), and only what
+	// changed reaches bleve.
+	texts map[docKey]document
+	// saved are the fingerprints a clean index on disk was closed with
+	// (until the build has used them).
+	saved     map[string]uint64
 	nss       map[string]bool     // namespaces with documents (never shrinks)
-	spanNodes map[string][]string // span doc id -> nodes listing it
+	spanNodes map[docKey][]string // span -> nodes listing it
 	dirty     bool                // the on-disk clean marker has been cleared
 	closed    bool
 
@@ -120,7 +126,8 @@ func Open(store *particle.Store, o Options) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyword: mapping: %w", err)
 	}
-	ix := &Index{store: store, m: m, opts: o, log: o.Logger, fps: map[string]uint64{}, nss: map[string]bool{}, spanNodes: map[string][]string{}}
+	ix := &Index{store: store, m: m, opts: o, log: o.Logger, texts: map[docKey]document{}, saved: map[string]uint64{},
+		nss: map[string]bool{}, spanNodes: map[docKey][]string{}}
 	if o.Dir == "" {
 		ix.bl, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 	} else {
@@ -149,7 +156,7 @@ func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 			raw, _ := bl.GetInternal(keyFPs)
 			fps, derr := decodeFingerprints(raw)
 			if string(state) == "clean" && string(version) == mappingVersion && derr == nil {
-				ix.bl, ix.fps = bl, fps
+				ix.bl, ix.saved = bl, fps
 				return nil
 			}
 			ix.log.Warn("keyword index not closed cleanly or from another version; rebuilding",
@@ -175,10 +182,32 @@ func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 // by the unit separator.
 const sep = "\x1f"
 
-func nodeDocID(id string) string        { return "n" + sep + id }
-func edgeDocID(id string) string        { return "e" + sep + id }
-func episodeDocID(ns, id string) string { return "p" + sep + ns + sep + id }
-func spanDocID(ns, id string) string    { return "s" + sep + ns + sep + id }
+// docKey names a document without building its id string: the
+// subscription looks documents up by key on every committed batch.
+// Node and edge ids are unique across namespaces; episode and span ids
+// are unique within one.
+type docKey struct {
+	kind   byte // n, e, p (episode), s (span)
+	ns, id string
+}
+
+func nodeKey(id string) docKey          { return docKey{'n', "", id} }
+func edgeKey(id string) docKey          { return docKey{'e', "", id} }
+func episodeKey(ns, id string) docKey   { return docKey{'p', ns, id} }
+func spanKey(ns, id string) docKey      { return docKey{'s', ns, id} }
+func nodeDocID(id string) string        { return nodeKey(id).docID() }
+func edgeDocID(id string) string        { return edgeKey(id).docID() }
+func episodeDocID(ns, id string) string { return episodeKey(ns, id).docID() }
+func spanDocID(ns, id string) string    { return spanKey(ns, id).docID() }
+
+// docID is the bleve document id of k.
+func (k docKey) docID() string {
+	if k.kind == 'n' || k.kind == 'e' {
+		return string(k.kind) + sep + k.id
+	}
+	return string(k.kind) + sep + k.ns + sep + k.id
+}
+
 func fingerprint(ns, text string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(ns + "\x00" + text))
@@ -227,35 +256,38 @@ func edgeText(e *particle.Edge) string {
 
 // pending is one document a build wants.
 type pending struct {
-	id string
+	key docKey
+	id  string
 	document
 }
 
+func want(k docKey, ns, text string) pending { return pending{k, k.docID(), document{ns, text}} }
+
 // documents computes every document the store's records call for, and
 // which nodes list each span.
-func documents(store *particle.Store) (want []pending, spanNodes map[string][]string, err error) {
-	spanNodes = map[string][]string{}
+func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]string, err error) {
+	spanNodes = map[docKey][]string{}
 	namespaces := map[string]bool{}
 	store.Read(func(r particle.Reader) {
 		r.Nodes(func(n *particle.Node) bool {
-			want = append(want, pending{nodeDocID(n.ID), document{n.Namespace, nodeText(n)}})
+			docs = append(docs, want(nodeKey(n.ID), n.Namespace, nodeText(n)))
 			namespaces[n.Namespace] = true
 			for _, sid := range n.Attributes.CMSSpanIDs {
-				k := spanDocID(n.Namespace, sid)
+				k := spanKey(n.Namespace, sid)
 				spanNodes[k] = append(spanNodes[k], n.ID)
 			}
 			return true
 		})
 		r.Edges(func(e *particle.Edge) bool {
 			if t := edgeText(e); t != "" {
-				want = append(want, pending{edgeDocID(e.ID), document{e.Namespace, t}})
+				docs = append(docs, want(edgeKey(e.ID), e.Namespace, t))
 			}
 			return true
 		})
 		r.Episodes(func(ep *particle.Episode) bool {
 			namespaces[ep.Namespace] = true
 			if ep.LanguageInstruction != "" {
-				want = append(want, pending{episodeDocID(ep.Namespace, ep.ID), document{ep.Namespace, ep.LanguageInstruction}})
+				docs = append(docs, want(episodeKey(ep.Namespace, ep.ID), ep.Namespace, ep.LanguageInstruction))
 			}
 			return true
 		})
@@ -267,7 +299,7 @@ func documents(store *particle.Store) (want []pending, spanNodes map[string][]st
 				return err
 			}
 			if s.Text != "" {
-				want = append(want, pending{spanDocID(ns, s.ID), document{ns, s.Text}})
+				docs = append(docs, want(spanKey(ns, s.ID), ns, s.Text))
 			}
 			return nil
 		})
@@ -275,14 +307,14 @@ func documents(store *particle.Store) (want []pending, spanNodes map[string][]st
 			return nil, nil, fmt.Errorf("spans of %s: %w", ns, err)
 		}
 	}
-	return want, spanNodes, nil
+	return docs, spanNodes, nil
 }
 
 // build computes every document from the store, indexes those whose
 // fingerprint differs from what the index holds and deletes the rest.
 func (ix *Index) build() error {
 	t0 := time.Now()
-	want, spanNodes, err := documents(ix.store)
+	docs, spanNodes, err := documents(ix.store)
 	if err != nil {
 		return err
 	}
@@ -291,7 +323,7 @@ func (ix *Index) build() error {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	seen := make(map[string]bool, len(want))
+	seen := make(map[string]bool, len(docs))
 	b := ix.bl.NewBatch()
 	changed := 0
 	flush := func() error {
@@ -302,17 +334,16 @@ func (ix *Index) build() error {
 		b = ix.bl.NewBatch()
 		return err
 	}
-	for _, p := range want {
+	for _, p := range docs {
 		seen[p.id] = true
 		ix.nss[p.NS] = true
-		fp := fingerprint(p.NS, p.Text)
-		if old, ok := ix.fps[p.id]; ok && old == fp {
+		ix.texts[p.key] = p.document
+		if old, ok := ix.saved[p.id]; ok && old == fingerprint(p.NS, p.Text) {
 			continue
 		}
 		if err := b.Index(p.id, p.document); err != nil {
 			return err
 		}
-		ix.fps[p.id] = fp
 		changed++
 		if b.Size() >= ix.opts.BatchSize {
 			if err := flush(); err != nil {
@@ -320,17 +351,17 @@ func (ix *Index) build() error {
 			}
 		}
 	}
-	for id := range ix.fps {
+	for id := range ix.saved {
 		if !seen[id] {
 			b.Delete(id)
-			delete(ix.fps, id)
 			changed++
 		}
 	}
+	ix.saved = nil
 	if err := flush(); err != nil {
 		return err
 	}
-	ix.log.Info("keyword index ready", "docs", len(ix.fps), "indexed", changed, "took", time.Since(t0))
+	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "took", time.Since(t0))
 	return nil
 }
 
@@ -344,27 +375,24 @@ func (ix *Index) writeLocked(b *bleve.Batch) error {
 	return ix.bl.Batch(b)
 }
 
-// stage adds the document id to b if its text changed (an empty text
+// stage adds the document k to b if its text changed (an empty text
 // removes it). ix.mu is held.
-func (ix *Index) stage(b *bleve.Batch, id, ns, text string) {
-	old, had := ix.fps[id]
-	if text == "" {
-		if had {
-			b.Delete(id)
-			delete(ix.fps, id)
-		}
-		return
+func (ix *Index) stage(b *bleve.Batch, k docKey, ns, text string) {
+	old, had := ix.texts[k]
+	if had == (text != "") && old.Text == text {
+		return // unchanged, or absent and still empty
 	}
-	fp := fingerprint(ns, text)
-	if had && old == fp {
+	if text == "" {
+		b.Delete(k.docID())
+		delete(ix.texts, k)
 		return
 	}
 	ix.nss[ns] = true
-	if err := b.Index(id, document{ns, text}); err != nil {
-		ix.log.Warn("keyword: stage document", "id", id, "err", err)
+	if err := b.Index(k.docID(), document{ns, text}); err != nil {
+		ix.log.Warn("keyword: stage document", "id", k.docID(), "err", err)
 		return
 	}
-	ix.fps[id] = fp
+	ix.texts[k] = document{ns, text}
 }
 
 // apply is the store subscription: it indexes what a committed batch
@@ -377,9 +405,9 @@ func (ix *Index) apply(ch particle.Changes) {
 	}
 	b := ix.bl.NewBatch()
 	for _, n := range ch.Nodes {
-		ix.stage(b, nodeDocID(n.ID), n.Namespace, nodeText(n))
+		ix.stage(b, nodeKey(n.ID), n.Namespace, nodeText(n))
 		for _, sid := range n.Attributes.CMSSpanIDs {
-			k := spanDocID(n.Namespace, sid)
+			k := spanKey(n.Namespace, sid)
 			nodes, known := ix.spanNodes[k]
 			if !slices.Contains(nodes, n.ID) {
 				ix.spanNodes[k] = append(nodes, n.ID)
@@ -390,18 +418,18 @@ func (ix *Index) apply(ch particle.Changes) {
 		}
 	}
 	for _, e := range ch.Edges {
-		ix.stage(b, edgeDocID(e.ID), e.Namespace, edgeText(e))
+		ix.stage(b, edgeKey(e.ID), e.Namespace, edgeText(e))
 	}
 	for _, ep := range ch.Episodes {
-		ix.stage(b, episodeDocID(ep.Namespace, ep.ID), ep.Namespace, ep.LanguageInstruction)
+		ix.stage(b, episodeKey(ep.Namespace, ep.ID), ep.Namespace, ep.LanguageInstruction)
 	}
 	// Removed records (an entity merged into another) leave the index;
 	// span hits naming a removed node are dropped by the reader.
 	for _, n := range ch.RemovedNodes {
-		ix.stage(b, nodeDocID(n.ID), n.Namespace, "")
+		ix.stage(b, nodeKey(n.ID), n.Namespace, "")
 	}
 	for _, e := range ch.RemovedEdges {
-		ix.stage(b, edgeDocID(e.ID), e.Namespace, "")
+		ix.stage(b, edgeKey(e.ID), e.Namespace, "")
 	}
 	if b.Size() == 0 {
 		return
@@ -460,7 +488,7 @@ func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
 		}
 		hit := Hit{Kind: kind, ID: id, Namespace: hns, Score: h.Score}
 		if kind == KindSpan {
-			hit.Nodes = slices.Clone(ix.spanNodes[h.ID])
+			hit.Nodes = slices.Clone(ix.spanNodes[spanKey(hns, id)])
 		}
 		hits = append(hits, hit)
 	}
@@ -471,7 +499,7 @@ func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
 func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return len(ix.fps)
+	return len(ix.texts)
 }
 
 // Close stops following the store and closes the index. On disk it
@@ -482,7 +510,11 @@ func (ix *Index) Close() error {
 		ix.mu.Lock()
 		ix.closed = true
 		dirty := ix.dirty
-		fps := encodeFingerprints(ix.fps)
+		saved := make(map[string]uint64, len(ix.texts))
+		for k, d := range ix.texts {
+			saved[k.docID()] = fingerprint(d.NS, d.Text)
+		}
+		fps := encodeFingerprints(saved)
 		ix.mu.Unlock()
 		var errs []error
 		if ix.opts.Dir != "" && dirty {
