@@ -11,11 +11,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
@@ -177,6 +179,34 @@ func (m *memWatch) Write(rec arrow.Record) error {
 	return m.RecordWriter.Write(rec)
 }
 
+// peakAllocator counts the bytes the export's Arrow buffers hold, and
+// their peak: the memory the batch size bounds (the heap also holds
+// Badger's block cache, bounded by its own options).
+type peakAllocator struct {
+	cur, peak atomic.Int64
+}
+
+func (a *peakAllocator) add(n int) {
+	if c := a.cur.Add(int64(n)); c > a.peak.Load() {
+		a.peak.Store(c)
+	}
+}
+
+func (a *peakAllocator) Allocate(size int) []byte {
+	a.add(size)
+	return memory.DefaultAllocator.Allocate(size)
+}
+
+func (a *peakAllocator) Reallocate(size int, b []byte) []byte {
+	a.add(size - len(b))
+	return memory.DefaultAllocator.Reallocate(size, b)
+}
+
+func (a *peakAllocator) Free(b []byte) {
+	a.add(-len(b))
+	memory.DefaultAllocator.Free(b)
+}
+
 // cpuTime is the CPU time (user and system) the process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -216,6 +246,7 @@ func BenchmarkExportSteps(b *testing.B) {
 		b.Run(string(f), func(b *testing.B) {
 			var out countingWriter
 			var peak uint64
+			var alloc peakAllocator
 			cpu0 := cpuTime()
 			for b.Loop() {
 				out.n = 0
@@ -224,7 +255,7 @@ func BenchmarkExportSteps(b *testing.B) {
 					b.Fatal(err)
 				}
 				mw := newMemWatch(w)
-				stats, err := arrowexport.Run(context.Background(), st, arrowexport.Options{Table: arrowexport.TableSteps}, mw)
+				stats, err := arrowexport.Run(context.Background(), st, arrowexport.Options{Table: arrowexport.TableSteps, Alloc: &alloc}, mw)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -244,7 +275,28 @@ func BenchmarkExportSteps(b *testing.B) {
 			b.ReportMetric(float64(out.n)/secs/1e6, "MB/s")
 			b.ReportMetric(float64(out.n)/1e6, "MB/export")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(alloc.peak.Load())/(1<<20), "peak-arrow-MB")
 			b.ReportMetric(vmHWM()/(1<<20), "peak-RSS-MB")
+		})
+	}
+}
+
+// BenchmarkExportBatchSize shows what bounds memory: the Arrow buffers
+// an export holds grow with its batch size, not with the store.
+func BenchmarkExportBatchSize(b *testing.B) {
+	st := mediumStore(b)
+	for _, rows := range []int{1024, 4096, 16384} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			var alloc peakAllocator
+			for b.Loop() {
+				w, _ := arrowexport.NewWriter(arrowexport.FormatArrowStream, io.Discard)
+				if _, err := arrowexport.Run(context.Background(), st, arrowexport.Options{Table: arrowexport.TableSteps, BatchRows: rows, Alloc: &alloc}, w); err != nil {
+					b.Fatal(err)
+				}
+				w.Close()
+			}
+			b.ReportMetric(float64(alloc.peak.Load())/(1<<20), "peak-arrow-MB")
+			b.ReportMetric(float64(benchStore.steps)/(b.Elapsed().Seconds()/float64(b.N)), "steps/s")
 		})
 	}
 }

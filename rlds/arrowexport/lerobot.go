@@ -47,7 +47,8 @@ const LeRobotVersion = "v2.1"
 // index (over the dataset), task_index, next.reward and next.done. The
 // recorded wall-clock times stay in the steps table.
 //
-// Rows must arrive grouped by episode, as a steps export writes them.
+// Rows must arrive grouped by episode, as a steps export writes them;
+// the writer holds one episode at a time.
 type LeRobotWriter struct {
 	// Dir is the dataset root; it is created if missing.
 	Dir string
