@@ -1,0 +1,251 @@
+package planner_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/rlds"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// The planner benchmarks run on a fleet's graph built through the
+// ingest path (rlds.Applier): robots at four sites, episodes of annotated
+// steps whose events carry clustered 384-d vectors, about 25k edges. The
+// full-size measurement (medium: 200k edges, through NATS) is ctxgraph
+// bench run; these are for profiling one stage in isolation.
+
+const fleetDims = 384
+
+type fleetGraph struct {
+	store   *particle.Store
+	emb     embed.Embedder
+	queries [][]float32
+}
+
+var (
+	fleetOnce sync.Once
+	fleet     *fleetGraph
+	fleetErr  error
+)
+
+func fleetBench(b *testing.B) *fleetGraph {
+	b.Helper()
+	fleetOnce.Do(func() { fleet, fleetErr = buildFleet() })
+	if fleetErr != nil {
+		b.Fatal(fleetErr)
+	}
+	return fleet
+}
+
+func buildFleet() (*fleetGraph, error) {
+	const (
+		episodes = 400
+		steps    = 30
+		robots   = 20
+		sites    = 4
+		entities = 1600
+		topics   = 64
+	)
+	s, err := particle.Open(particle.Options{InMemory: true})
+	if err != nil {
+		return nil, err
+	}
+	g := &fleetGraph{store: s, emb: embed.NewHashing(fleetDims)}
+	r := rand.New(rand.NewPCG(7, 11))
+	centres := make([][]float32, topics)
+	for i := range centres {
+		centres[i] = noisy(r, nil, 1)
+	}
+	near := func(t int) []float32 { return noisy(r, centres[t], 0.6) }
+	ap := &rlds.Applier{Embedder: g.emb}
+	t0 := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var batch []*rlds.Message
+	flush := func() error {
+		_, err := s.Update(context.Background(), func(bt *particle.Batch) error {
+			for _, m := range batch {
+				if err := ap.Apply(context.Background(), bt, m.MsgID(), m); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		batch = batch[:0]
+		return err
+	}
+	for e := range episodes {
+		robot, site := e%robots, e%robots%sites
+		topic := r.IntN(topics)
+		seen := make([]string, 10)
+		for i := range seen {
+			seen[i] = fmt.Sprintf("object %d", site+sites*r.IntN(entities/sites))
+		}
+		start := t0.Add(time.Duration(e) * 20 * time.Minute)
+		for i := range steps {
+			an := &rlds.Annotations{Entities: seen[i%10 : i%10+1], Tool: fmt.Sprintf("tool %d", robot%5)}
+			for range 1 + i%2 {
+				c := 0.3 + 0.7*r.Float64()
+				a := r.IntN(10)
+				an.Events = append(an.Events, rlds.Event{Subject: seen[a], Predicate: "near", Object: seen[(a+1+r.IntN(9))%10],
+					Confidence: &c, Embedding: near(topic)})
+			}
+			batch = append(batch, &rlds.Message{Kind: rlds.KindStep, Agent: fmt.Sprintf("robot-%02d", robot), EpisodeID: fmt.Sprintf("ep-%04d", e),
+				Step: &rlds.Step{Index: i, Timestamp: start.Add(time.Duration(i) * 100 * time.Millisecond),
+					LanguageInstruction: fmt.Sprintf("put the %s in the %s", seen[0], seen[1]), Annotations: an}})
+			if len(batch) == 256 {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	for range 200 {
+		g.queries = append(g.queries, near(r.IntN(topics)))
+	}
+	return g, nil
+}
+
+// noisy is centre plus Gaussian noise of norm about scale (or a random
+// unit vector without a centre), normalised.
+func noisy(r *rand.Rand, centre []float32, scale float64) []float32 {
+	v := make([]float32, fleetDims)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * scale / 19.6) // sqrt(384) ≈ 19.6
+		if centre != nil {
+			v[i] += centre[i]
+		}
+	}
+	wave.Normalize(v)
+	return v
+}
+
+// index fills idx from the fleet's store.
+func (g *fleetGraph) index(b *testing.B, idx wave.Index) {
+	ix, err := planner.NewIndexer(g.store, idx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ix.Close)
+}
+
+// stages accumulates per-stage timings and reports their means per call.
+type stages struct {
+	n                                 int
+	prefilter, expand, rerank, stitch int64
+	nodes, edges                      int
+	total                             []float64
+}
+
+// plan asks p for the context of vector q (k 10, budget 256) and adds
+// the answer's timings.
+func (s *stages) plan(b *testing.B, p *planner.Planner, q []float32, hops int) {
+	req := &planner.Request{Vector: q, K: 10, Hops: hops, Budget: 256, Roles: []string{"planner"}}
+	t := time.Now()
+	ans, err := p.Plan(context.Background(), req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.add(ans, time.Since(t))
+}
+
+func (s *stages) add(a *planner.Answer, d time.Duration) {
+	s.n++
+	s.prefilter += a.Timings.PrefilterUS
+	s.expand += a.Timings.ExpandUS
+	s.rerank += a.Timings.RerankUS
+	s.stitch += a.Timings.StitchUS
+	s.nodes += len(a.Nodes)
+	s.edges += len(a.Edges)
+	s.total = append(s.total, float64(d.Microseconds()))
+}
+
+func (s *stages) report(b *testing.B) {
+	if s.n == 0 {
+		return
+	}
+	n := float64(s.n)
+	b.ReportMetric(float64(s.prefilter)/n, "prefilter-µs/op")
+	b.ReportMetric(float64(s.expand)/n, "expand-µs/op")
+	b.ReportMetric(float64(s.rerank)/n, "rerank-µs/op")
+	b.ReportMetric(float64(s.stitch)/n, "stitch-µs/op")
+	b.ReportMetric(float64(s.nodes+s.edges)/n, "items/op")
+	slices.Sort(s.total)
+	b.ReportMetric(s.total[len(s.total)*99/100], "p99-µs")
+}
+
+// BenchmarkPlanFleet is the whole planner call (prefilter, expansion,
+// re-rank, stitch) with k 10 and a budget of 256, over the exact index
+// and HNSW, at 1 and 2 hops.
+func BenchmarkPlanFleet(b *testing.B) {
+	g := fleetBench(b)
+	for _, ix := range []struct {
+		name string
+		idx  func() wave.Index
+	}{
+		{"flat", func() wave.Index { return wave.NewFlat(fleetDims) }},
+		{"hnsw", func() wave.Index { return wave.NewHNSW(fleetDims, wave.DefaultHNSWOptions()) }},
+	} {
+		idx := ix.idx()
+		g.index(b, idx)
+		p := planner.New(g.store, idx, g.emb, nil, planner.Options{})
+		for _, hops := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/hops=%d", ix.name, hops), func(b *testing.B) {
+				var st stages
+				i := 0
+				for b.Loop() {
+					st.plan(b, p, g.queries[i%len(g.queries)], hops)
+					i++
+				}
+				st.report(b)
+			})
+		}
+	}
+}
+
+// fixedIndex answers every search with the hits set before the call, so
+// that a planner call measures what follows the prefilter: seeding,
+// expansion, re-rank and stitch.
+type fixedIndex struct {
+	wave.Index
+	next []wave.Hit
+}
+
+func (x *fixedIndex) Search([]float32, int, *wave.Filter) []wave.Hit { return x.next }
+
+// BenchmarkExpandFleet is the planner after the prefilter: the same 20
+// seeds per query (each query's exact top 20) expanded 1, 2 and 3 hops
+// under a budget of 256.
+func BenchmarkExpandFleet(b *testing.B) {
+	g := fleetBench(b)
+	flat := wave.NewFlat(fleetDims)
+	g.index(b, flat)
+	hits := make([][]wave.Hit, len(g.queries))
+	for i, q := range g.queries {
+		hits[i] = flat.Search(q, 20, nil)
+	}
+	fx := &fixedIndex{Index: flat}
+	p := planner.New(g.store, fx, g.emb, nil, planner.Options{})
+	for _, hops := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("hops=%d", hops), func(b *testing.B) {
+			var st stages
+			i := 0
+			for b.Loop() {
+				q := i % len(g.queries)
+				fx.next = hits[q]
+				st.plan(b, p, g.queries[q], hops)
+				i++
+			}
+			st.report(b)
+		})
+	}
+}
