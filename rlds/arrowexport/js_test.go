@@ -128,6 +128,27 @@ func TestIndependentReader(t *testing.T) {
 			m.Files = append(m.Files, jf)
 		}
 	}
+	// And a LeRobot episode file, as a LeRobot loader would open it.
+	lr := exportLeRobot(t, fx, arrowexport.Options{})
+	ep0 := filepath.Join(lr, "data", "chunk-000", "episode_000000.parquet")
+	b, err := os.ReadFile(ep0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, recs := arrowexporttest.Read(t, arrowexport.FormatParquet, b)
+	jf := jsFile{Path: ep0, Format: string(arrowexport.FormatParquet), Rows: arrowexporttest.Rows(recs)}
+	for _, fl := range schema.Fields() {
+		jf.Columns = append(jf.Columns, fl.Name)
+	}
+	for c, col := range recs[0].Columns() {
+		for _, row := range []int{0, int(jf.Rows - 1)} {
+			if v, ok := jsonValue(col, row); ok {
+				jf.Values = append(jf.Values, jsValue{Column: schema.Field(c).Name, Row: row, Value: v})
+			}
+		}
+	}
+	m.Files = append(m.Files, jf)
+
 	manifest := filepath.Join(dir, "manifest.json")
 	js, _ := json.MarshalIndent(m, "", " ")
 	if err := os.WriteFile(manifest, js, 0o644); err != nil {
