@@ -75,6 +75,11 @@ func TestReplayThenContextThroughTheCLI(t *testing.T) {
 			t.Errorf("context output lacks %q:\n%s", want, out)
 		}
 	}
+	// --format prints the rendering as is; --strategy picks the retrieval.
+	out, _, err = runCLI(t, "context", "--nats", d.NATSURL(), "--query", "blue bowl", "--strategy", "keyword", "--format", "text")
+	if err != nil || !strings.Contains(out, "strategy keyword") || !strings.Contains(out, "blue bowl is an entity") {
+		t.Errorf("context --strategy keyword --format text: %v\n%s", err, out)
+	}
 	if _, _, err := runCLI(t, "context", "--nats", d.NATSURL(), "--query", "x", "--hops", "99"); err == nil || !strings.Contains(err.Error(), "hops") {
 		t.Errorf("bad request error = %v", err)
 	}

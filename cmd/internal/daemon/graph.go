@@ -65,10 +65,11 @@ func (d *Daemon) httpIntrospect(w http.ResponseWriter, r *http.Request) {
 			"graph":   map[string]any{"engine": "badger", "dir": d.cfg.Data + "/graph"},
 			"log":     map[string]any{"engine": "jetstream", "streams": []string{StreamRLDS, StreamCMS, StreamDLQ}},
 			"vectors": map[string]any{"dimensions": d.index.Dim(), "size": d.index.Len()},
+			"keyword": map[string]any{"engine": "bleve", "scoring": "bm25", "dir": d.cfg.Data + "/keyword", "documents": d.keyword.Len()},
 		},
 		Capabilities: map[string]any{
 			"node_types": particle.NodeTypes, "edge_types": particle.EdgeTypes,
-			"formats": planner.Formats(), "as_of": true, "diff": true,
+			"formats": planner.Formats(), "strategies": planner.Strategies, "as_of": true, "diff": true,
 		},
 	})
 }
