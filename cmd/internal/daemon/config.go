@@ -30,6 +30,12 @@ type Config struct {
 		DedupeWindow time.Duration `yaml:"dedupe_window"`
 		// MaxStreamBytes caps each stream's disk use (-1: unlimited).
 		MaxStreamBytes int64 `yaml:"max_stream_bytes"`
+		// SyncAlways fsyncs every stored message before JetStream acks
+		// the publish (an acknowledged step survives a power cut);
+		// otherwise JetStream fsyncs every SyncInterval and an
+		// acknowledged step survives a process crash.
+		SyncAlways   bool          `yaml:"sync_always"`
+		SyncInterval time.Duration `yaml:"sync_interval"`
 	} `yaml:"nats"`
 	HTTP struct {
 		Addr string `yaml:"addr"`
@@ -110,6 +116,7 @@ func DefaultConfig() Config {
 	c.NATS.MaxPayload = 8 << 20
 	c.NATS.DedupeWindow = 10 * time.Minute
 	c.NATS.MaxStreamBytes = -1
+	c.NATS.SyncInterval = 2 * time.Minute
 	c.HTTP.Addr = "127.0.0.1:8080"
 	c.Ingest.BatchSize = 256
 	c.Ingest.MaxMessageBytes = 4 << 20

@@ -170,6 +170,7 @@ func (d *Daemon) startNATS() error {
 		ServerName: "ctxgraph", Host: host, Port: port,
 		JetStream: true, StoreDir: filepath.Join(d.cfg.Data, "jetstream"),
 		MaxPayload: d.cfg.NATS.MaxPayload, NoSigs: true,
+		SyncAlways: d.cfg.NATS.SyncAlways, SyncInterval: d.cfg.NATS.SyncInterval,
 	}
 	if err := d.sec.natsOptions(opts); err != nil {
 		return err

@@ -547,7 +547,9 @@ func diffLines(want, got string) string {
 }
 
 func TestBackupFileDamageIsRefused(t *testing.T) {
-	d := startDaemon(t, testConfig(t.TempDir()))
+	cfg := testConfig(t.TempDir())
+	cfg.NATS.SyncAlways = true // power-cut durability of the log
+	d := startDaemon(t, cfg)
 	c := connect(t, d)
 	c.publishAll(readMessages(t, "episodes.jsonl")[:10])
 	c.waitApplied()
