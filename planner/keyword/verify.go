@@ -56,8 +56,12 @@ func Verify(store *particle.Store, dir string) (*Verification, error) {
 	defer bl.Close()
 	state, _ := bl.GetInternal(keyState)
 	version, _ := bl.GetInternal(keyVersion)
-	if string(state) != "clean" || string(version) != mappingVersion {
-		v.Note = fmt.Sprintf("index state %q, mapping %q: the next start rebuilds it", state, version)
+	switch {
+	case string(state) != "clean":
+		v.Note = "on-disk index not closed cleanly (a crash): the next start rebuilds it"
+		return v, nil
+	case string(version) != mappingVersion:
+		v.Note = fmt.Sprintf("on-disk index of mapping %q, not %q: the next start rebuilds it", version, mappingVersion)
 		return v, nil
 	}
 	raw, _ := bl.GetInternal(keyFPs)

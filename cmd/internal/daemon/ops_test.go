@@ -787,3 +787,49 @@ func TestCheckRefusesARunningStore(t *testing.T) {
 		t.Errorf("check of a running daemon's store: %v, want errInUse", err)
 	}
 }
+
+func TestGCAndRetentionRunOnTheirSchedules(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Storage.GCInterval = 20 * time.Millisecond
+	cfg.Retention.Enabled, cfg.Retention.Interval = true, 20*time.Millisecond
+	cfg.Retention.Rules = []particle.RetentionRule{{Kind: "edge", Type: "temporal", Below: 0.05, For: time.Hour}}
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl")) // recorded in January: long faded
+	c.waitApplied()
+	metric := func(name string) float64 {
+		resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				var f float64
+				fmt.Sscan(v, &f)
+				return f
+			}
+		}
+		return 0
+	}
+	eventually(t, "value-log gc passes", func() bool { return metric("ctxgraph_storage_gc_runs_total") >= 2 })
+	eventually(t, "the retention pass", func() bool {
+		return metric(`ctxgraph_retention_removed_total{kind="edge"}`) > 0
+	})
+	left := 0
+	d.Store().Read(func(r particle.Reader) {
+		r.Edges(func(e *particle.Edge) bool {
+			if e.Type == particle.EdgeTemporal {
+				left++
+			}
+			return true
+		})
+	})
+	if left != 0 {
+		t.Errorf("%d faded temporal edges left after the scheduled pass", left)
+	}
+	if metric("ctxgraph_storage_ok") != 1 {
+		t.Error("ctxgraph_storage_ok is not 1")
+	}
+}
