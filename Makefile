@@ -57,9 +57,9 @@ bench-run: build
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
 # input (step and span JSON, planner request, TFRecord, Example, backup
-# file) for FUZZ_SHORT each; `make fuzz` runs every target for FUZZTIME.
+# file, policy edit) for FUZZ_SHORT each; `make fuzz` runs every target for FUZZTIME.
 FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
-	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader
+	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader ./particle:FuzzPolicyEdit
 FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW
 FUZZ_SHORT ?= 3s
 
