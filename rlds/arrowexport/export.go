@@ -359,7 +359,7 @@ func (x *exporter) buildSteps(b *stepBuilder, full, free chan *stepChunk) error 
 			}
 			if b.len() >= x.o.BatchRows || b.bytes >= x.o.BatchBytes {
 				b.bytes = 0
-				if err := x.p.send(b.rb.NewRecord()); err != nil {
+				if err := x.p.send(b.newRecord()); err != nil {
 					return err
 				}
 				b.reserve(x.o.BatchRows)
@@ -367,7 +367,7 @@ func (x *exporter) buildSteps(b *stepBuilder, full, free chan *stepChunk) error 
 		}
 		free <- c
 	}
-	return x.p.send(b.rb.NewRecord())
+	return x.p.send(b.newRecord())
 }
 
 // stepContexts maps each step of ep to the visible edges whose

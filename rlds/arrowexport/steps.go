@@ -248,12 +248,16 @@ type stepBuilder struct {
 	index  [2]map[string]int // by group (0 observation, 1 action), key -> feats index
 	filled []bool
 
-	epID, agent, instr                                     *array.StringBuilder
-	stepIdx                                                *array.Int64Builder
-	ts                                                     *array.TimestampBuilder
-	reward, discount                                       *array.Float64Builder
-	first, last, term                                      *array.BooleanBuilder
-	nodeIDs, nodeConf, nodeSal, edgeIDs, edgeConf, edgeSal *array.ListBuilder
+	epID, agent, instr *array.StringBuilder
+	stepIdx            *array.Int64Builder
+	ts                 *array.TimestampBuilder
+	reward, discount   *array.Float64Builder
+	first, last, term  *array.BooleanBuilder
+	// The six context columns are two lists (nodes, edges) of three
+	// parallel values each, built at flush from these: one offset per
+	// step for each, instead of six list appends.
+	nodes, edges ctxList
+	mem          memory.Allocator
 
 	bytes int // payload bytes in the current batch, roughly
 	f32   []float32
@@ -262,20 +266,66 @@ type stepBuilder struct {
 	blob  []byte
 }
 
+// ctxList accumulates one batch of a list<utf8> column and two parallel
+// list<float64> columns.
+type ctxList struct {
+	offsets []int32
+	ids     *array.StringBuilder
+	a, b    []float64
+}
+
+func (l *ctxList) reset(mem memory.Allocator) {
+	l.offsets = append(make([]int32, 0, cap(l.offsets)), 0)
+	l.ids = array.NewStringBuilder(mem)
+	l.a, l.b = make([]float64, 0, cap(l.a)), make([]float64, 0, cap(l.b))
+}
+
+func (l *ctxList) add(id string, a, b float64) {
+	l.ids.Append(id)
+	l.a, l.b = append(l.a, a), append(l.b, b)
+}
+
+func (l *ctxList) endRow() { l.offsets = append(l.offsets, int32(len(l.a))) }
+
+// arrays makes the three list arrays of the batch, sharing one offsets
+// buffer, and starts the next batch.
+func (l *ctxList) arrays(mem memory.Allocator) [3]arrow.Array {
+	n := len(l.offsets) - 1
+	offs := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(l.offsets))
+	ids := l.ids.NewArray()
+	defer ids.Release()
+	floats := func(v []float64) arrow.Array {
+		return array.NewFloat64Data(array.NewData(arrow.PrimitiveTypes.Float64, len(v),
+			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float64Traits.CastToBytes(v))}, nil, 0, 0))
+	}
+	a, b := floats(l.a), floats(l.b)
+	defer a.Release()
+	defer b.Release()
+	var out [3]arrow.Array
+	for i, child := range []arrow.Array{ids, a, b} {
+		d := array.NewData(arrow.ListOf(child.DataType()), n, []*memory.Buffer{nil, offs}, []arrow.ArrayData{child.Data()}, 0, 0)
+		out[i] = array.MakeFromData(d)
+		d.Release()
+	}
+	l.ids.Release()
+	l.reset(mem)
+	return out
+}
+
 func newStepBuilder(mem memory.Allocator, specs []*featureSpec, meta arrow.Metadata) *stepBuilder {
 	s := stepsSchema(specs, meta)
-	rb := array.NewRecordBuilder(mem, s)
-	b := &stepBuilder{schema: s, rb: rb, index: [2]map[string]int{{}, {}}, filled: make([]bool, len(specs))}
+	// The record builder builds every column but the six context lists.
+	head := arrow.NewSchema(s.Fields()[:len(s.Fields())-6], nil)
+	rb := array.NewRecordBuilder(mem, head)
+	b := &stepBuilder{schema: s, rb: rb, index: [2]map[string]int{{}, {}}, filled: make([]bool, len(specs)), mem: mem}
+	b.nodes.reset(mem)
+	b.edges.reset(mem)
 	col := func(name string) array.Builder { return rb.Field(s.FieldIndices(name)[0]) }
 	b.epID, b.agent = col("episode_id").(*array.StringBuilder), col("agent").(*array.StringBuilder)
 	b.stepIdx, b.ts = col("step_index").(*array.Int64Builder), col("timestamp").(*array.TimestampBuilder)
 	b.reward, b.discount = col("reward").(*array.Float64Builder), col("discount").(*array.Float64Builder)
 	b.first, b.last, b.term = col("is_first").(*array.BooleanBuilder), col("is_last").(*array.BooleanBuilder), col("is_terminal").(*array.BooleanBuilder)
 	b.instr = col("language_instruction").(*array.StringBuilder)
-	lists := []**array.ListBuilder{&b.nodeIDs, &b.nodeConf, &b.nodeSal, &b.edgeIDs, &b.edgeConf, &b.edgeSal}
-	for i, name := range stepTail[6:] {
-		*lists[i] = col(name).(*array.ListBuilder)
-	}
 	for i, sp := range specs {
 		lb := rb.Field(len(stepHead) + i)
 		fc := featureCol{spec: sp, lb: lb}
@@ -310,7 +360,25 @@ func (b *stepBuilder) reserve(rows int) {
 	}
 }
 
-func (b *stepBuilder) release() { b.rb.Release() }
+func (b *stepBuilder) release() {
+	b.rb.Release()
+	b.nodes.ids.Release()
+	b.edges.ids.Release()
+}
+
+// newRecord ends the batch: the record builder's columns and the six
+// context lists.
+func (b *stepBuilder) newRecord() arrow.Record {
+	base := b.rb.NewRecord()
+	defer base.Release()
+	nodes, edges := b.nodes.arrays(b.mem), b.edges.arrays(b.mem)
+	cols := append(slices.Clone(base.Columns()), nodes[0], nodes[1], nodes[2], edges[0], edges[1], edges[2])
+	rec := array.NewRecord(b.schema, cols, base.NumRows())
+	for _, a := range append(nodes[:], edges[:]...) {
+		a.Release()
+	}
+	return rec
+}
 
 // add appends one step. blobs resolves image references.
 func (b *stepBuilder) add(ep *particle.Episode, v *rlds.StepView, sc *stepContext, blobs func(dst []byte, ref string) ([]byte, error)) error {
@@ -352,25 +420,17 @@ func (b *stepBuilder) add(ep *particle.Episode, v *rlds.StepView, sc *stepContex
 }
 
 func (b *stepBuilder) addContext(sc *stepContext) {
-	for _, l := range []*array.ListBuilder{b.nodeIDs, b.nodeConf, b.nodeSal, b.edgeIDs, b.edgeConf, b.edgeSal} {
-		l.Append(true)
+	if sc != nil {
+		for _, n := range sc.nodes {
+			b.nodes.add(n.id, n.conf, n.sal)
+		}
+		for _, e := range sc.edges {
+			b.edges.add(e.id, e.conf, e.sal)
+		}
+		b.bytes += 48 * (len(sc.nodes) + len(sc.edges))
 	}
-	if sc == nil {
-		return
-	}
-	ids, conf, sal := b.nodeIDs.ValueBuilder().(*array.StringBuilder), b.nodeConf.ValueBuilder().(*array.Float64Builder), b.nodeSal.ValueBuilder().(*array.Float64Builder)
-	for _, n := range sc.nodes {
-		ids.Append(n.id)
-		conf.Append(n.conf)
-		sal.Append(n.sal)
-	}
-	ids, conf, sal = b.edgeIDs.ValueBuilder().(*array.StringBuilder), b.edgeConf.ValueBuilder().(*array.Float64Builder), b.edgeSal.ValueBuilder().(*array.Float64Builder)
-	for _, e := range sc.edges {
-		ids.Append(e.id)
-		conf.Append(e.conf)
-		sal.Append(e.sal)
-	}
-	b.bytes += 48 * (len(sc.nodes) + len(sc.edges))
+	b.nodes.endRow()
+	b.edges.endRow()
 }
 
 func (b *stepBuilder) addFeature(fc *featureCol, f *rlds.FeatureView, blobs func([]byte, string) ([]byte, error)) error {
