@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
 )
 
@@ -38,6 +39,27 @@ func (s Synthetic) defaults() Synthetic {
 // Tool is the tool every step of the agent's episodes uses: the edge
 // agent -uses-> tool gains one piece of evidence per applied step.
 func (s Synthetic) Tool() string { return "gripper of " + s.Agent }
+
+// Evidence is how many steps of the agent the store applied, as the
+// evidence of its agent -uses-> tool edge counts them: one per applied
+// step, so a step applied twice shows as one too many (-1: no edge).
+func (s Synthetic) Evidence(store *particle.Store) int {
+	ev := -1
+	store.Read(func(r particle.Reader) {
+		a := r.Lookup(particle.DefaultNamespace, particle.NodeAgent, s.Agent)
+		tool := r.Lookup(particle.DefaultNamespace, particle.NodeTool, s.Tool())
+		if a == nil || tool == nil {
+			return
+		}
+		r.Out(a.ID, func(e *particle.Edge) bool {
+			if e.Target == tool.ID {
+				ev = e.Evidence
+			}
+			return true
+		})
+	})
+	return ev
+}
 
 // Start is the first message of episode ep, starting at t0.
 func (s Synthetic) Start(ep string, t0 time.Time) *rlds.Message {

@@ -151,21 +151,7 @@ func TestStorageFailurePausesIngestAndResumesByItself(t *testing.T) {
 // exactly n steps: each applied once.
 func assertUsesEvidence(t *testing.T, s *particle.Store, bot client.Synthetic, n int) {
 	t.Helper()
-	ev := -1
-	s.Read(func(r particle.Reader) {
-		a := r.Lookup(particle.DefaultNamespace, particle.NodeAgent, bot.Agent)
-		tool := r.Lookup(particle.DefaultNamespace, particle.NodeTool, bot.Tool())
-		if a == nil || tool == nil {
-			return
-		}
-		r.Out(a.ID, func(e *particle.Edge) bool {
-			if e.Target == tool.ID {
-				ev = e.Evidence
-			}
-			return true
-		})
-	})
-	if ev != n {
+	if ev := bot.Evidence(s); ev != n {
 		t.Errorf("%s uses %s: evidence %d, want %d (every step applied exactly once)", bot.Agent, bot.Tool(), ev, n)
 	}
 }

@@ -542,7 +542,7 @@ func audit(graph string, fleet []*controller, r *Report) error {
 				r.Lost += int64(n)
 			}
 		}
-		evidence := usesEvidence(s, c.bot)
+		evidence := max(c.bot.Evidence(s), 0)
 		if evidence != agentStored {
 			r.Duplicated += int64(max(evidence-agentStored, 0))
 			if evidence < agentStored {
@@ -553,24 +553,6 @@ func audit(graph string, fleet []*controller, r *Report) error {
 	}
 	r.StepsStored = stored
 	return nil
-}
-
-func usesEvidence(s *particle.Store, bot client.Synthetic) int {
-	ev := 0
-	s.Read(func(r particle.Reader) {
-		a := r.Lookup(particle.DefaultNamespace, particle.NodeAgent, bot.Agent)
-		tool := r.Lookup(particle.DefaultNamespace, particle.NodeTool, bot.Tool())
-		if a == nil || tool == nil {
-			return
-		}
-		r.Out(a.ID, func(e *particle.Edge) bool {
-			if e.Target == tool.ID {
-				ev = e.Evidence
-			}
-			return true
-		})
-	})
-	return ev
 }
 
 func waitApplied(ctx context.Context, js jetstream.JetStream) error {
