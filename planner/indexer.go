@@ -26,6 +26,10 @@ type Indexer struct {
 	// vecs remembers which vector each id was indexed with, so a batch
 	// that rewrites a node without changing its vector costs nothing.
 	vecs map[uint64]*float32
+	// loading is true while NewIndexer fills the index from the view.
+	loading bool
+	// cleanups counts tombstone clean-ups of the index.
+	cleanups int
 }
 
 // NewIndexer fills idx with every vector of store and keeps it current.
@@ -37,6 +41,7 @@ func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, err
 	ix := &Indexer{idx: idx, queue: make(chan particle.Changes, queue), done: make(chan struct{}), vecs: map[uint64]*float32{}}
 	ix.cond = sync.NewCond(&ix.mu)
 	var err error
+	ix.loading = true
 	store.Read(func(r particle.Reader) {
 		r.Nodes(func(n *particle.Node) bool {
 			err = ix.add(n.Seq, n.Embedding, nodeMeta(n))
@@ -57,6 +62,7 @@ func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, err
 			return err == nil
 		})
 	})
+	ix.loading = false
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +115,22 @@ func (ix *Indexer) apply(ch particle.Changes) {
 	for _, e := range ch.RemovedEdges {
 		ix.remove(e.Seq)
 	}
+	ix.maybeCleanup()
+}
+
+// cleaner is an index whose removals leave tombstones to clean up.
+type cleaner interface {
+	Tombstones() int
+	Cleanup() int
+}
+
+// maybeCleanup reclaims the index's tombstones once they pass 5% of it.
+func (ix *Indexer) maybeCleanup() {
+	c, ok := ix.idx.(cleaner)
+	if ok && c.Tombstones() > 64 && c.Tombstones()*20 > ix.idx.Len() {
+		c.Cleanup()
+		ix.cleanups++
+	}
 }
 
 // add indexes vec under id unless it is already there: published values
@@ -119,6 +141,12 @@ func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 		return nil
 	}
 	if ix.vecs[id] == &vec[0] {
+		return nil
+	}
+	if h, ok := ix.idx.(interface{ Has(uint64) bool }); ok && ix.loading && h.Has(id) {
+		// Filling from the view over an index loaded from a snapshot
+		// taken at the last clean shutdown: it already holds this vector.
+		ix.vecs[id] = &vec[0]
 		return nil
 	}
 	if err := ix.idx.Add(id, vec, m); err != nil {

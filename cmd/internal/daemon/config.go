@@ -102,6 +102,13 @@ type Config struct {
 		// context state vector.
 		SessionAlpha float64 `yaml:"session_alpha"`
 	} `yaml:"planner"`
+	Vectors struct {
+		// Index is hnsw (approximate, fast) or flat (exact).
+		Index          string `yaml:"index"`
+		M              int    `yaml:"m"`
+		EfConstruction int    `yaml:"ef_construction"`
+		EfSearch       int    `yaml:"ef_search"`
+	} `yaml:"vectors"`
 	// Security is auth, rate_limit and policy (security.go).
 	Security SecurityConfig `yaml:",inline"`
 }
@@ -140,6 +147,10 @@ func DefaultConfig() Config {
 	c.Planner.HypothesisBelow = 0.5
 	c.Planner.PerNodeFanout = 32
 	c.Planner.SessionAlpha = 0.3
+	c.Vectors.Index = "hnsw"
+	c.Vectors.M = 16
+	c.Vectors.EfConstruction = 200
+	c.Vectors.EfSearch = 96
 	c.Security = DefaultSecurity()
 	return c
 }
@@ -211,6 +222,12 @@ func (c *Config) Validate() error {
 		if err := (wave.Decay{Fn: b.Decay, HalfLife: b.HalfLife}).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("cms.bands level %d: %w", b.Level, err))
 		}
+	}
+	if c.Vectors.Index != "hnsw" && c.Vectors.Index != "flat" {
+		errs = append(errs, fmt.Errorf("vectors.index %q (want hnsw or flat)", c.Vectors.Index))
+	}
+	if c.Vectors.Index == "hnsw" && (c.Vectors.M < 2 || c.Vectors.EfConstruction < 1 || c.Vectors.EfSearch < 1) {
+		errs = append(errs, fmt.Errorf("vectors: m must be ≥ 2 and ef_construction, ef_search ≥ 1"))
 	}
 	if c.Prefix() == "" {
 		errs = append(errs, errors.New("nats.prefix is required"))

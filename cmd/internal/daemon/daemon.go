@@ -111,7 +111,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, err
 	}
 	d.storeOK.Store(true)
-	d.index = wave.NewFlat(d.embedder.Dimensions())
+	if d.index, err = d.openVectorIndex(d.embedder.Dimensions()); err != nil {
+		return nil, err
+	}
 	t := time.Now()
 	if d.indexer, err = planner.NewIndexer(d.store, d.index, 0); err != nil {
 		return nil, fmt.Errorf("build vector index: %w", err)
@@ -326,6 +328,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if d.indexer != nil {
 			d.indexer.Close()
+			errs = append(errs, d.saveVectorIndex())
 		}
 		d.sec.close() // the last denials, while the store is open
 		if d.keyword != nil {
