@@ -105,8 +105,14 @@ func quantize(v []float32, c []int8) float32 {
 		return 0
 	}
 	inv := 127 / m
+	c = c[:len(v)]
 	for i, x := range v {
-		c[i] = int8(math.Round(float64(x * inv)))
+		// Round half away from zero; |x*inv| <= 127.
+		if r := x * inv; r >= 0 {
+			c[i] = int8(r + 0.5)
+		} else {
+			c[i] = int8(r - 0.5)
+		}
 	}
 	return m / 127
 }

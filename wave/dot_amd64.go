@@ -2,7 +2,11 @@
 
 package wave
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // useAVX2 selects the AVX2+FMA kernels (about 3x gonum's SSE kernel at 384-d).
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
@@ -18,6 +22,11 @@ func prefetch(p *float32)
 
 //go:noescape
 func prefetchCode(p *int8)
+
+// prefetchLine hints the cache line at p.
+//
+//go:noescape
+func prefetchLine(p unsafe.Pointer)
 
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 {

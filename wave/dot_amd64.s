@@ -157,3 +157,9 @@ TEXT ·prefetchCode(SB), NOSPLIT, $0-8
 	PREFETCHT0 256(AX)
 	PREFETCHT0 320(AX)
 	RET
+
+// func prefetchLine(p unsafe.Pointer)
+TEXT ·prefetchLine(SB), NOSPLIT, $0-8
+	MOVQ       p+0(FP), AX
+	PREFETCHT0 (AX)
+	RET

@@ -2,8 +2,11 @@
 
 package wave
 
-func prefetch(*float32)  {}
-func prefetchCode(*int8) {}
+import "unsafe"
+
+func prefetch(*float32)           {}
+func prefetchCode(*int8)          {}
+func prefetchLine(unsafe.Pointer) {}
 
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 { return dotBLAS(a, b) }

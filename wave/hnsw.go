@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // HNSWOptions configures an [HNSW] index. Start from [DefaultHNSWOptions];
@@ -795,8 +796,16 @@ func (h *HNSW) exact(s *searcher, q []float32, k int, f *Filter) []Hit {
 			scan(sl)
 		}
 	} else {
+		// Postings hop around memory: fetch a few items ahead.
+		const ahead = 6
 		for _, l := range s.lists {
-			for _, sl := range l {
+			for j, sl := range l {
+				if j+ahead < len(l) {
+					p, i := h.page(l[j+ahead])
+					prefetchLine(unsafe.Pointer(&p.metas[i]))
+					prefetchLine(unsafe.Pointer(&p.state[i]))
+					prefetchCode(&p.codes[i*h.dim])
+				}
 				scan(sl)
 			}
 		}

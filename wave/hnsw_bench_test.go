@@ -182,9 +182,9 @@ func BenchmarkHNSWSearch(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d/dim=%d", n, benchDim), func(b *testing.B) {
 			s := getBenchSet(b, n)
 			h := s.hnsw
-			def := h.EfSearch()
+			def := DefaultHNSWOptions().EfSearch
 			defer h.SetEfSearch(def)
-			for _, ef := range []int{32, 48, 64, 80, def, 128} {
+			for _, ef := range []int{32, 48, 64, 80, 96, 128} {
 				b.Run(fmt.Sprintf("ef=%d", ef), func(b *testing.B) {
 					h.SetEfSearch(ef)
 					searchBench(b, s, h, h.Bytes(), "none", nil)

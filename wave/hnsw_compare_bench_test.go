@@ -63,9 +63,8 @@ func BenchmarkCompareSearch(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d/dim=%d", n, benchDim), func(b *testing.B) {
 			s := getBenchSet(b, n)
 			g := coderGraph(b, s)
-			def := s.hnsw.EfSearch()
-			defer s.hnsw.SetEfSearch(def)
-			for _, ef := range []int{32, 64, def, 128} {
+			defer s.hnsw.SetEfSearch(DefaultHNSWOptions().EfSearch)
+			for _, ef := range []int{32, 64, 96, 128} {
 				b.Run(fmt.Sprintf("lib=wave/ef=%d", ef), func(b *testing.B) {
 					s.hnsw.SetEfSearch(ef)
 					searchBench(b, s, s.hnsw, s.hnsw.Bytes(), "none", nil)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"unsafe"
 )
 
 // An HNSW snapshot, format version 1. Integers are little-endian; the
@@ -37,6 +38,9 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// littleEndian: vectors can be copied to and from the snapshot as is.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // WriteTo writes a snapshot of the index to w (see the format above) and
 // returns the number of bytes written. Searches go on while it runs;
@@ -83,7 +87,13 @@ func (h *HNSW) WriteTo(w io.Writer) (int64, error) {
 		e.u8(0)
 	}
 	for s := range n {
-		for _, x := range h.vec(uint32(s)) {
+		v := h.vec(uint32(s))
+		if littleEndian {
+			e.room(4 * len(v))
+			e.buf = append(e.buf, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
+			continue
+		}
+		for _, x := range v {
 			e.u32(math.Float32bits(x))
 		}
 	}
@@ -298,9 +308,13 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 			}
 			p, i := pages[len(pages)-1], s%per
 			v := p.vecs[i*dimN : (i+1)*dimN]
-			src := b[r*4*dimN:]
-			for j := range v {
-				v[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
+			src := b[r*4*dimN : (r+1)*4*dimN]
+			if littleEndian {
+				copy(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*dimN), src)
+			} else {
+				for j := range v {
+					v[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
+				}
 			}
 			p.scales[i] = quantize(v, p.codes[i*dimN:(i+1)*dimN])
 			p.ids[i] = ids[s]
