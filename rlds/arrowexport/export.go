@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 
@@ -208,6 +209,10 @@ type stepChunk struct {
 	size  int
 }
 
+// chunkPool keeps chunks, and the parsed views in them, from one export
+// to the next.
+var chunkPool = sync.Pool{New: func() any { return &stepChunk{blobs: map[string][]byte{}} }}
+
 // episodeRun is an exported episode and its steps' graph context.
 type episodeRun struct {
 	ep   *particle.Episode
@@ -241,9 +246,17 @@ func (c *stepChunk) add(raw []byte, run *episodeRun) (*rlds.StepView, error) {
 func (x *exporter) pipeSteps(ids []string, binary bool, b *stepBuilder) error {
 	const nchunks = 3
 	full, free := make(chan *stepChunk, nchunks), make(chan *stepChunk, nchunks)
-	for range nchunks {
-		free <- &stepChunk{blobs: map[string][]byte{}}
+	var chunks [nchunks]*stepChunk
+	for i := range chunks {
+		chunks[i] = chunkPool.Get().(*stepChunk)
+		free <- chunks[i]
 	}
+	defer func() {
+		for _, c := range chunks {
+			c.reset()
+			chunkPool.Put(c)
+		}
+	}()
 	buildErr := make(chan error, 1)
 	go func() {
 		err := x.buildSteps(b, full, free)
