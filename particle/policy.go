@@ -217,11 +217,164 @@ func (sn *Snapshot) EpisodeVisible(ep *Episode, p Principal) bool {
 	return j.episode(ep, &p, nil)
 }
 
-// judge evaluates policy over the view (v) or a snapshot (sn).
+// Guard is the evaluation function bound to one principal for the
+// length of one read: the planner's form of [Reader.EdgeVisible] and
+// friends, for many checks in a row. It remembers each node's verdict,
+// so the endpoints that many candidate edges share are judged once.
+// Same answers as the Reader methods; valid only inside the Store.Read
+// that made it, and not safe for concurrent use.
+//
+// A Guard also works out, once per namespace, whether any rule could
+// hide anything from its principal at all; when none can, an edge with
+// no policy of its own is visible without further work, and endpoints
+// are not looked up. This relies on the data model's invariant that an
+// edge and its endpoints share a namespace (every writer keeps it;
+// merges refuse to cross namespaces).
+type Guard struct {
+	j judge
+	p Principal
+}
+
+// Guard returns the evaluation function bound to p for this read.
+func (r Reader) Guard(p Principal) *Guard {
+	return &Guard{j: judge{pol: r.pol, v: r.v, memo: map[*Node]bool{}, clear: &clearance{}}, p: p}
+}
+
+// clearance remembers, for one namespace, whether any rule can hide an
+// edge or a node from the guard's principal at all: when none can, the
+// checks reduce to the item's own policy.
+type clearance struct {
+	ns           string
+	set          bool
+	edges, nodes bool
+	// scopeAllow: an allow on the whole namespace admits the principal
+	// (every item is explicitly allowed); labels: a label rule applies.
+	scopeAllow, labels bool
+}
+
+// of is the clearance for namespace ns.
+func (c *clearance) of(rs *ruleSet, ns string, p *Principal) *clearance {
+	if !c.set || c.ns != ns {
+		*c = clearance{ns: ns, set: true, edges: true, nodes: true}
+		if rs != nil {
+			c.edges, c.scopeAllow, c.labels = clearsDetail(rs.forEdges, ns, p)
+			c.nodes = !rs.nodeRules || clears(rs.forNodes, ns, p)
+		}
+	}
+	return c
+}
+
+// EdgeVisible is [Reader.EdgeVisible] for the guard's principal.
+func (g *Guard) EdgeVisible(e *Edge) bool {
+	if e != nil && e.Type != EdgePolicy && (g.j.pol == nil || !g.j.pol.closed) {
+		if c := g.j.clear.of(g.j.pol, e.Namespace, &g.p); c.edges && c.nodes {
+			if plainEdge(e) {
+				return true // no rule can hide it, and it carries no policy of its own
+			}
+			if !c.labels && !g.j.pol.onEdge(e.ID) {
+				if v, ok := ownPolicy(e, &g.p, c.scopeAllow); ok {
+					return v
+				}
+			}
+		}
+	}
+	return g.j.edge(e, &g.p, nil)
+}
+
+// ownPolicy judges e by its own policy alone, for a principal no rule
+// can hide anything from (rules then only allow, and label nothing):
+// its deny and allow lists, audience, sensitivity and portability. ok
+// is false when the answer needs the rules after all (a personal item
+// without an allow list of its own, unless an allow on the whole
+// namespace makes every item explicitly allowed).
+func ownPolicy(e *Edge, p *Principal, scopeAllow bool) (visible, ok bool) {
+	pol := &e.Policy
+	if len(pol.DenyRoles) > 0 && matchAny(pol.DenyRoles, p.Roles) {
+		return false, true
+	}
+	private := pol.Sensitivity == SensitivityPersonal || pol.Sensitivity == SensitivitySensitive
+	allowed, explicit := true, scopeAllow
+	if len(pol.AllowRoles) > 0 {
+		allowed = matchAny(pol.AllowRoles, p.Roles)
+		explicit = allowed
+	} else if private && !scopeAllow {
+		return false, false
+	}
+	subject, origin := pol.Subject, pol.Origin
+	if len(e.Provenance) > 0 {
+		if subject == "" {
+			subject = e.Provenance[0].Agent
+		}
+		if origin == "" {
+			origin = e.Provenance[0].Agent
+		}
+	}
+	self := private && p.is(subject)
+	if !allowed && !self {
+		return false, true
+	}
+	if len(e.Scope.Audience) > 0 && !audienceAdmits(e.Scope.Audience, p) {
+		return false, true
+	}
+	if private && ((!self && !explicit) || (pol.Sensitivity == SensitivitySensitive && p.Shared)) {
+		return false, true
+	}
+	if pol.Portable != nil && !*pol.Portable && (p.Export || (origin != "" && origin != p.Context && !p.is(origin))) {
+		return false, true
+	}
+	return true, true
+}
+
+// NodeVisible is [Reader.NodeVisible] for the guard's principal.
+func (g *Guard) NodeVisible(n *Node) bool { return g.j.nodeMemo(n, &g.p) }
+
+// onEdge reports whether a rule targets edge id itself (it joins the
+// edge's own allow list, at the same level).
+func (rs *ruleSet) onEdge(id string) bool {
+	if rs == nil || len(rs.byEdge) == 0 {
+		return false
+	}
+	_, ok := rs.byEdge[id]
+	return ok
+}
+
+// plainEdge reports whether e carries no policy of its own.
+func plainEdge(e *Edge) bool {
+	pol := &e.Policy
+	return len(e.Scope.Audience) == 0 && len(pol.AllowRoles) == 0 && len(pol.DenyRoles) == 0 && pol.Sensitivity == "" && pol.Portable == nil
+}
+
+// EpisodeVisible is [Reader.EpisodeVisible] for the guard's principal.
+func (g *Guard) EpisodeVisible(ep *Episode) bool { return g.j.episode(ep, &g.p, nil) }
+
+// Principal is the principal the guard judges for.
+func (g *Guard) Principal() Principal { return g.p }
+
+// judge evaluates policy over the view (v) or a snapshot (sn). With a
+// memo (a Guard's) it remembers node verdicts for its one principal.
 type judge struct {
-	pol *ruleSet
-	v   *view
-	sn  *Snapshot
+	pol   *ruleSet
+	v     *view
+	sn    *Snapshot
+	memo  map[*Node]bool
+	clear *clearance // a Guard's: what no rule can hide from its principal
+}
+
+// nodeMemo is node(n, p, nil), remembered when the judge has a memo
+// (only a Guard's judge, whose principal never changes).
+func (j *judge) nodeMemo(n *Node, p *Principal) bool {
+	if j.memo == nil || n == nil || j.pol == nil || (!j.pol.nodeRules && n.Type != NodePolicy) {
+		return j.node(n, p, nil)
+	}
+	if n.Type != NodePolicy && !j.pol.closed && j.clear.of(j.pol, n.Namespace, p).nodes {
+		return true // no rule can hide a node of this namespace from p
+	}
+	if v, ok := j.memo[n]; ok {
+		return v
+	}
+	v := j.node(n, p, nil)
+	j.memo[n] = v
+	return v
 }
 
 func (j *judge) nodeOf(ns, id string) *Node {
@@ -439,8 +592,7 @@ func (j *judge) edge(e *Edge, p *Principal, d *Decision) bool {
 	}
 	rs := j.pol
 	pol := &e.Policy
-	if (rs == nil || !rs.edgeRules) && e.Type != EdgePolicy && len(e.Scope.Audience) == 0 &&
-		len(pol.AllowRoles) == 0 && len(pol.DenyRoles) == 0 && pol.Sensitivity == "" && pol.Portable == nil {
+	if (rs == nil || !rs.edgeRules) && e.Type != EdgePolicy && plainEdge(e) {
 		return true // nothing speaks about this edge: the common case
 	}
 	if rs != nil && rs.closed {
@@ -502,13 +654,13 @@ func (j *judge) edge(e *Edge, p *Principal, d *Decision) bool {
 	if !ev.verdict(p, d, subject, origin, e.Source) {
 		return false
 	}
-	if (rs != nil && rs.nodeRules) || e.Type == EdgePolicy {
+	if (rs != nil && rs.nodeRules && (j.clear == nil || !j.clear.of(rs, e.Namespace, p).nodes)) || e.Type == EdgePolicy {
 		for _, id := range [2]string{e.Source, e.Target} {
 			n := j.nodeOf(e.Namespace, id)
 			if n == nil {
 				continue // a dangling end hides nothing
 			}
-			if !j.node(n, p, nil) {
+			if !j.nodeMemo(n, p) {
 				return d.no(ReasonEndpoint, j.endpointRule(n, p, d), id)
 			}
 		}

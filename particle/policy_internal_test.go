@@ -273,7 +273,12 @@ func randWorld(rng *rand.Rand) (*view, *refWorld) {
 	}
 	ne := rng.IntN(25)
 	for i := range ne {
-		src, dst := nodes[rng.IntN(len(nodes))], nodes[rng.IntN(len(nodes))]
+		// An edge joins nodes of its namespace, as every writer keeps it.
+		src := nodes[rng.IntN(len(nodes))]
+		dst := nodes[rng.IntN(len(nodes))]
+		for dst.Namespace != src.Namespace {
+			dst = nodes[rng.IntN(len(nodes))]
+		}
 		e := &Edge{ID: fmt.Sprintf("edge-%d", i), Namespace: src.Namespace, Source: src.ID, Target: dst.ID,
 			Type: EdgeTypes[rng.IntN(len(EdgeTypes))], Seq: uint64(100 + i)}
 		if ruleNode(src) || ruleNode(dst) {
@@ -375,10 +380,11 @@ func TestCompiledPolicyMatchesSpecification(t *testing.T) {
 		r := Reader{v: v, pol: compile(1, m)}
 		for range 4 {
 			p := randPrincipal(rng)
+			g := r.Guard(p) // judged twice through the guard: memo and clearance
 			for _, e := range v.edges {
 				want := w.visible(nil, e, p)
 				d := r.ExplainEdge(e, p)
-				if got := r.EdgeVisible(e, p); got != want || d.Visible != want {
+				if got, viaGuard, again := r.EdgeVisible(e, p), g.EdgeVisible(e), g.EdgeVisible(e); got != want || d.Visible != want || viaGuard != want || again != want {
 					t.Fatalf("case %d: edge %+v principal %+v: visible %v (explained %+v), spec says %v\nrules: %s", c, e, p, got, d, want, dumpRules(w.rules))
 				}
 				if !want && (d.Reason == "" || d.Scope == "") {
@@ -388,14 +394,14 @@ func TestCompiledPolicyMatchesSpecification(t *testing.T) {
 			}
 			for _, n := range v.nodes {
 				want := w.visible(n, nil, p)
-				if got := r.NodeVisible(n, p); got != want {
+				if got, viaGuard, again := r.NodeVisible(n, p), g.NodeVisible(n), g.NodeVisible(n); got != want || viaGuard != want || again != want {
 					t.Fatalf("case %d: node %+v principal %+v: visible %v, spec says %v\nrules: %s", c, n, p, got, want, dumpRules(w.rules))
 				}
 				checks++
 			}
 			for _, ep := range v.episodes {
 				want := w.visible(v.nodes[ep.NodeID], nil, p)
-				if got := r.EpisodeVisible(ep, p); got != want {
+				if got, viaGuard := r.EpisodeVisible(ep, p), g.EpisodeVisible(ep); got != want || viaGuard != want {
 					t.Fatalf("case %d: episode %+v: visible %v, spec says %v", c, ep, got, want)
 				}
 				if vis := r.VisibleEpisode(ep, p); (vis != nil) != want {
@@ -485,5 +491,14 @@ func BenchmarkEdgeVisible(b *testing.B) {
 				}
 			}
 		})
+		// The planner's form: a guard bound to the principal.
+		for _, who := range []Principal{p, {Roles: []string{"visitor"}}} {
+			b.Run(bc.name+"/guard-"+who.Roles[0], func(b *testing.B) {
+				g := Reader{v: v, pol: compile(1, bc.rules)}.Guard(who)
+				for b.Loop() {
+					g.EdgeVisible(e)
+				}
+			})
+		}
 	}
 }

@@ -235,6 +235,8 @@ type ruleEntry struct {
 	roles    []string
 	sens     Sensitivity
 	portable int8
+	// scope is the namespace of a scope rule ("*" for all), else "".
+	scope string
 }
 
 // ruleSet is the compiled policy at one instant: immutable, swapped
@@ -255,6 +257,51 @@ type ruleSet struct {
 	edgeRules bool // any rule that can apply to an edge
 	// closed denies everything (the rules could not be loaded).
 	closed bool
+	// forEdges and forNodes are every entry that can apply to an edge
+	// (on its id, type, location or namespace) or to a node: a Guard
+	// reads them to know when no rule can hide anything from its
+	// principal.
+	forEdges, forNodes []ruleEntry
+}
+
+// clears reports whether no rule among entries can hide anything of
+// namespace ns from p: no deny names its roles, every allow admits it
+// (and one on the whole namespace makes every item explicitly allowed,
+// as personal and sensitive labels need), no label keeps items in
+// their context, and no sensitive label meets a shared context.
+func clears(entries []ruleEntry, ns string, p *Principal) bool {
+	ok, _, _ := clearsDetail(entries, ns, p)
+	return ok
+}
+
+// clearsDetail is clears, also saying whether an allow on the whole
+// namespace admits p and whether any label rule applies in ns.
+func clearsDetail(entries []ruleEntry, ns string, p *Principal) (ok, scopeAllow, labels bool) {
+	private := false
+	for i := range entries {
+		en := &entries[i]
+		if (en.ns != "" && en.ns != ns) || (en.scope != "" && en.scope != "*" && en.scope != ns) {
+			continue
+		}
+		switch en.effect {
+		case EffectDeny:
+			if matchAny(en.roles, p.Roles) {
+				return false, false, false
+			}
+		case EffectAllow:
+			if !matchAny(en.roles, p.Roles) {
+				return false, false, false
+			}
+			scopeAllow = scopeAllow || en.scope != ""
+		case EffectLabel:
+			labels = true
+			if en.portable < 0 || (en.sens == SensitivitySensitive && p.Shared) {
+				return false, false, false
+			}
+			private = private || en.sens == SensitivityPersonal || en.sens == SensitivitySensitive
+		}
+	}
+	return !private || scopeAllow, scopeAllow, labels
 }
 
 type locationRules struct {
@@ -311,22 +358,28 @@ func compile(version uint64, rules ...map[string]*Rule) *ruleSet {
 		if r.Status != RuleActive {
 			continue
 		}
-		en := ruleEntry{id: r.ID, ns: r.Namespace, effect: r.Effect, roles: r.Roles, sens: r.Sensitivity, portable: portableFlag(r.Portable)}
+		en := ruleEntry{id: r.ID, ns: r.Namespace, effect: r.Effect, roles: r.Roles, sens: r.Sensitivity,
+			portable: portableFlag(r.Portable), scope: r.Target.Scope}
 		t := r.Target
 		switch {
 		case t.Node != "":
 			add(&rs.byNode, t.Node, en)
 			rs.nodeRules = true
+			rs.forNodes = append(rs.forNodes, en)
 		case t.Edge != "":
 			add(&rs.byEdge, t.Edge, en)
+			rs.forEdges = append(rs.forEdges, en)
 		case t.EdgeType != "":
 			if c := edgeTypeCode(t.EdgeType); c != 0 {
 				rs.byType[c] = append(rs.byType[c], en)
 				rs.typed = true
+				rs.forEdges = append(rs.forEdges, en)
 			}
 		case t.Tag != "":
 			add(&rs.byTag, t.Tag, en)
+			rs.forNodes = append(rs.forNodes, en)
 			if loc, ok := strings.CutPrefix(t.Tag, "location:"); ok {
+				rs.forEdges = append(rs.forEdges, en)
 				c := Canonical(loc)
 				i := slices.IndexFunc(rs.locations, func(l locationRules) bool { return l.loc == c })
 				if i < 0 {
@@ -339,9 +392,11 @@ func compile(version uint64, rules ...map[string]*Rule) *ruleSet {
 		case t.Scope == "*":
 			rs.all = append(rs.all, en)
 			rs.nodeRules = true
+			rs.forEdges, rs.forNodes = append(rs.forEdges, en), append(rs.forNodes, en)
 		case t.Scope != "":
 			add(&rs.byScope, t.Scope, en)
 			rs.nodeRules = true
+			rs.forEdges, rs.forNodes = append(rs.forEdges, en), append(rs.forNodes, en)
 		}
 	}
 	rs.edgeRules = rs.nodeRules || rs.typed || len(rs.byEdge) > 0 || len(rs.locations) > 0

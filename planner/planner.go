@@ -241,7 +241,7 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 	r := run.r
 	f := &wave.Filter{Allow: func(id uint64) bool {
 		if n := r.NodeBySeq(id); n != nil {
-			return n.Namespace == run.ns && r.NodeVisible(n, run.principal)
+			return n.Namespace == run.ns && run.policy().NodeVisible(n)
 		}
 		if e := r.EdgeBySeq(id); e != nil {
 			return e.Namespace == run.ns && run.admits(e)

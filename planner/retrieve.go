@@ -94,11 +94,11 @@ func (run *run) seedNamed() {
 			// What the caller may not see is absent: unknown, as if it
 			// did not exist.
 			n := r.Lookup(run.ns, t, name)
-			if n != nil && !r.NodeVisible(n, run.principal) {
+			if n != nil && !run.policy().NodeVisible(n) {
 				n = nil
 			}
 			if n == nil && t == particle.NodeEntity {
-				if n = r.LookupAny(run.ns, name); n != nil && !r.NodeVisible(n, run.principal) {
+				if n = r.LookupAny(run.ns, name); n != nil && !run.policy().NodeVisible(n) {
 					n = nil
 				}
 			}

@@ -23,6 +23,8 @@ type run struct {
 	now       time.Time
 	principal particle.Principal
 	r         particle.Reader
+	guard     *particle.Guard // policy bound to principal, for guardFor
+	guardFor  particle.Reader // the read the guard belongs to
 
 	nodeScore map[string]float64
 	nodeHop   map[string]int
@@ -47,7 +49,7 @@ type run struct {
 // admits applies every constraint of the request to an edge.
 func (run *run) admits(e *particle.Edge) bool {
 	req := run.req
-	if e == nil || !run.r.EdgeVisible(e, run.principal) {
+	if e == nil || !run.policy().EdgeVisible(e) {
 		return false
 	}
 	if e.Confidence < req.MinConfidence {
@@ -96,7 +98,7 @@ func (run *run) admits(e *particle.Edge) bool {
 // episodeAdmits applies the request's constraints to an episode:
 // policy, the same agent when asked, and the time window.
 func (run *run) episodeAdmits(ep *particle.Episode) bool {
-	return run.r.EpisodeVisible(ep, run.principal) && (!run.req.SameAgent || ep.Agent == run.req.Agent) && run.episodeInWindow(ep)
+	return run.policy().EpisodeVisible(ep) && (!run.req.SameAgent || ep.Agent == run.req.Agent) && run.episodeInWindow(ep)
 }
 
 func (run *run) episodeInWindow(ep *particle.Episode) bool {
@@ -108,7 +110,7 @@ func (run *run) episodeInWindow(ep *particle.Episode) bool {
 }
 
 func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) {
-	if n == nil || n.Namespace != run.ns || !run.r.NodeVisible(n, run.principal) {
+	if n == nil || n.Namespace != run.ns || !run.policy().NodeVisible(n) {
 		return
 	}
 	if old, ok := run.nodeScore[n.ID]; ok {
@@ -410,4 +412,14 @@ func contradictions(edges []EdgeOut) []Contradiction {
 		}
 	}
 	return out
+}
+
+// policy is the one evaluation function bound to the request's
+// principal for the current read (particle.Guard): node verdicts are
+// remembered across the many candidate edges that share endpoints.
+func (run *run) policy() *particle.Guard {
+	if run.guard == nil || run.guardFor != run.r {
+		run.guard, run.guardFor = run.r.Guard(run.principal), run.r
+	}
+	return run.guard
 }
