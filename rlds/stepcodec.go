@@ -3,6 +3,7 @@ package rlds
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -422,8 +423,8 @@ func (v *StepView) parseV2(b []byte) error {
 	if flags&flagExtra != 0 {
 		v.Extra = r.bytes()
 	}
-	if r.err != nil {
-		return fmt.Errorf("%w: step: %v", ErrCorrupt, r.err)
+	if err := r.check(); err != nil {
+		return fmt.Errorf("%w: step: %v", ErrCorrupt, err)
 	}
 	if len(r.b) != 0 {
 		return fmt.Errorf("%w: step: %d trailing bytes", ErrCorrupt, len(r.b))
@@ -433,7 +434,7 @@ func (v *StepView) parseV2(b []byte) error {
 
 func (v *StepView) parseFeatures(r *reader, out []FeatureView) []FeatureView {
 	n := r.count(2)
-	for i := 0; i < n && r.err == nil; i++ {
+	for i := 0; i < n && r.bad == ""; i++ {
 		var f FeatureView
 		f.Name = r.bytes()
 		code := int(r.byte())
@@ -443,7 +444,7 @@ func (v *StepView) parseFeatures(r *reader, out []FeatureView) []FeatureView {
 		case code <= len(dtypeCodes):
 			f.DType = dtypeCodes[code-1]
 		default:
-			r.fail("dtype code %d", code)
+			r.fail("unknown dtype code")
 		}
 		nd := r.count(1)
 		start := len(v.dims)
@@ -455,7 +456,7 @@ func (v *StepView) parseFeatures(r *reader, out []FeatureView) []FeatureView {
 		}
 		f.width = r.byte()
 		if f.width > elemFloat64 {
-			r.fail("element width %d", f.width)
+			r.fail("unknown element width")
 		}
 		sz := elemSize(f.DType, f.width)
 		f.n = r.count(sz)
@@ -475,22 +476,33 @@ func (v *StepView) parseFeatures(r *reader, out []FeatureView) []FeatureView {
 }
 
 // reader consumes a format 2 encoding; the first error sticks and makes
-// every later read return zero values.
+// every later read return zero values. Its methods are small enough to
+// inline; failing is out of line.
 type reader struct {
 	b   []byte
-	err error
+	bad string // the first failure, "" while none
+	err error  // the first failure, for errors.Is; set by check
 }
 
-func (r *reader) fail(format string, a ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf(format, a...)
+// fail records the first failure and consumes everything.
+func (r *reader) fail(msg string) {
+	if r.bad == "" {
+		r.bad = msg
 	}
 	r.b = nil
 }
 
+// check turns a recorded failure into r.err.
+func (r *reader) check() error {
+	if r.bad != "" && r.err == nil {
+		r.err = errors.New(r.bad)
+	}
+	return r.err
+}
+
 func (r *reader) take(n int) []byte {
-	if n < 0 || n > len(r.b) {
-		r.fail("%d bytes wanted, %d left", n, len(r.b))
+	if uint(n) > uint(len(r.b)) {
+		r.fail("truncated")
 		return nil
 	}
 	out := r.b[:n:n]
@@ -499,10 +511,13 @@ func (r *reader) take(n int) []byte {
 }
 
 func (r *reader) byte() byte {
-	if b := r.take(1); b != nil {
-		return b[0]
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
 	}
-	return 0
+	x := r.b[0]
+	r.b = r.b[1:]
+	return x
 }
 
 func (r *reader) u32() uint32 {
@@ -525,6 +540,10 @@ func (r *reader) uvarint() uint64 {
 		r.b = r.b[1:]
 		return x
 	}
+	return r.uvarintLong()
+}
+
+func (r *reader) uvarintLong() uint64 {
 	x, n := binary.Uvarint(r.b)
 	if n <= 0 {
 		r.fail("bad varint")
@@ -534,12 +553,12 @@ func (r *reader) uvarint() uint64 {
 	return x
 }
 
-// count reads a count of items at least min bytes each, refusing one
-// that the remaining bytes cannot hold.
+// count reads a count of items of at least min (>= 1) bytes each,
+// refusing one that the remaining bytes cannot hold.
 func (r *reader) count(min int) int {
 	n := r.uvarint()
-	if n*uint64(max(min, 1)) > uint64(len(r.b)) || n > uint64(len(r.b)) {
-		r.fail("count %d exceeds the %d bytes left", n, len(r.b))
+	if n > uint64(len(r.b)) || n*uint64(min) > uint64(len(r.b)) {
+		r.fail("count exceeds the bytes left")
 		return 0
 	}
 	return int(n)
@@ -550,6 +569,5 @@ func (r *reader) bytes() []byte {
 		r.b = r.b[1:]
 		return nil
 	}
-	n := r.count(1)
-	return r.take(n)
+	return r.take(r.count(1))
 }
