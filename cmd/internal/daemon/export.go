@@ -49,6 +49,7 @@ func (d *Daemon) httpExport(w http.ResponseWriter, r *http.Request) {
 	}
 	o.Filter.Namespace = namespaceOf(r)
 	o.Filter.Principal = principalOf(r)
+	o.Filter.Principal.Export = true // non-portable items never leave
 	ew, err := arrowexport.NewWriter(f, w)
 	if err != nil {
 		writeError(w, fmt.Errorf("%w: %v", errBadRequest, err))

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport/arrowexporttest"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -454,6 +456,59 @@ func checkReadPaths(t *testing.T, d *Daemon, base, ns string, w *world, p partic
 		}
 	}
 	checks++
+
+	// Export (every fourth case: it streams Arrow): exactly the items
+	// visible to the principal as an exporter (non-portable ones stay).
+	if rng.IntN(4) == 0 {
+		// (Export's ?agent= is a filter of what to export, not who asks.)
+		pe := particle.Principal{Roles: p.Roles, Export: true}
+		for _, table := range []arrowexport.Table{arrowexport.TableEdges, arrowexport.TableNodes} {
+			q := nsQuery(ns)
+			q.Set("table", string(table))
+			q.Set("format", string(arrowexport.FormatArrowStream))
+			for _, r := range p.Roles {
+				q.Add("role", r)
+			}
+			_, recs := arrowexporttest.Read(t, arrowexport.FormatArrowStream, getExport(t, d, q))
+			got := map[string]bool{}
+			if table == arrowexport.TableEdges {
+				for _, e := range arrowexporttest.Decode(t, recs, arrowexport.DecodeEdges) {
+					got[e.ID] = true
+				}
+			} else {
+				for _, n := range arrowexporttest.Decode(t, recs, arrowexport.DecodeNodes) {
+					got[n.ID] = true
+				}
+			}
+			want := map[string]bool{}
+			d.Store().Read(func(r particle.Reader) {
+				if table == arrowexport.TableEdges {
+					r.Edges(func(e *particle.Edge) bool {
+						if e.Namespace == ns && r.EdgeVisible(e, pe) {
+							want[e.ID] = true
+						}
+						return true
+					})
+				} else {
+					r.Nodes(func(n *particle.Node) bool {
+						if n.Namespace == ns && r.NodeVisible(n, pe) {
+							want[n.ID] = true
+						}
+						return true
+					})
+				}
+			})
+			for id := range got {
+				if !want[id] {
+					t.Errorf("export (%s) holds %s, which the exporter may not see", table, id)
+				}
+				checks++
+			}
+			if len(got) != len(want) {
+				t.Errorf("export (%s): %d rows, %d visible", table, len(got), len(want))
+			}
+		}
+	}
 
 	// Diff: only visible edges.
 	body, _ := json.Marshal(DiffRequest{From: time.Now().Add(-48 * time.Hour), To: time.Now().Add(time.Hour), Roles: p.Roles, Tenant: tenant, Project: project})
