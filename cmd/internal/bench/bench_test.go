@@ -64,6 +64,13 @@ func TestGeneratedMessagesDecode(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		h, err := messageHead(b)
+		if err != nil {
+			return err
+		}
+		if h.Kind != msg.Kind || h.Agent != msg.Agent || h.EpisodeID != msg.EpisodeID || msg.Step != nil && h.Index != msg.Step.Index {
+			t.Fatalf("messageHead = %+v, the message is %s %s %s", h, msg.Kind, msg.Agent, msg.MsgID())
+		}
 		want, err := json.Marshal(msg)
 		if err != nil {
 			return err
@@ -221,5 +228,22 @@ func TestRunMicro(t *testing.T) {
 	}
 	if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
 		t.Errorf("JSON report: %v", err)
+	}
+}
+
+// A line in another field order still yields its subject and id.
+func TestMessageHeadOtherOrder(t *testing.T) {
+	for _, line := range []string{
+		`{"agent":"r1","episode_id":"e1","kind":"step","step":{"timestamp":"2026-01-01T00:00:00Z","index":12}}`,
+		`{"kind":"step","agent":"r1","episode_id":"e1","step":{"timestamp":"2026-01-01T00:00:00Z","index":12}}`,
+		`{"kind":"step","agent":"r\"1","episode_id":"e1","step":{"index":12}}`,
+	} {
+		h, err := messageHead([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Kind != rlds.KindStep || h.EpisodeID != "e1" || h.Index != 12 || !strings.HasPrefix(h.Agent, "r") {
+			t.Errorf("%s: head %+v", line, h)
+		}
 	}
 }

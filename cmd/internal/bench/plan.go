@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -28,11 +29,14 @@ type recorder struct {
 	approx wave.Index
 	exact  *brute
 	check  *wave.Flat
-	// The last search's hits (the recall pass is serial).
-	a, e       []wave.Hit
-	aDur       time.Duration
-	searches   int
-	mismatches int
+	flat   *wave.Flat
+	// The last search's hits and times (the recall pass is serial): the
+	// index's, exact filter-last's, and an unfiltered wave.Flat scan's
+	// (brute force as vector libraries measure it).
+	a, e                   []wave.Hit
+	aDur, eDur, unfiltered time.Duration
+	searches               int
+	mismatches             int
 }
 
 func (x *recorder) Add(id uint64, v []float32, m wave.Meta) error { return x.approx.Add(id, v, m) }
@@ -44,7 +48,12 @@ func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 	t := time.Now()
 	x.a = x.approx.Search(q, k, f)
 	x.aDur = time.Since(t)
+	t = time.Now()
 	x.e = x.exact.Search(q, k, f)
+	x.eDur = time.Since(t)
+	t = time.Now()
+	x.flat.Search(q, k, nil)
+	x.unfiltered = time.Since(t)
 	if x.check != nil && !slices.Equal(ids(x.e, k), ids(x.check.Search(q, k, f), k)) {
 		x.mismatches++
 	}
@@ -59,7 +68,11 @@ type call struct {
 	nodes   int
 	edges   int
 	trunc   bool
+	timeout bool // no answer in time: counted, its latency is the timeout
 }
+
+// requestTimeout bounds one request over NATS.
+const requestTimeout = 10 * time.Second
 
 // result aggregates one configuration's calls.
 type result struct {
@@ -67,6 +80,7 @@ type result struct {
 	stages       map[string]*dist
 	nodes, edges dist
 	truncated    int
+	timeouts     int
 	qps          float64
 }
 
@@ -82,6 +96,10 @@ var stageNames = []string{"embed", "prefilter", "expand", "rerank", "stitch", "t
 
 func (res *result) add(c *call) {
 	res.lat.addDur(c.lat, time.Microsecond)
+	if c.timeout {
+		res.timeouts++
+		return
+	}
 	t := c.timings
 	for k, v := range map[string]int64{"embed": t.EmbedUS, "prefilter": t.PrefilterUS, "expand": t.ExpandUS,
 		"rerank": t.RerankUS, "stitch": t.StitchUS, "total": t.TotalUS} {
@@ -177,6 +195,9 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig.put(prefix, &res.lat, "us")
 	r.fig[prefix+"qps"] = res.qps
 	r.fig[prefix+"calls"] = float64(res.lat.n())
+	if res.timeouts > 0 {
+		r.fig[prefix+"timeouts"] = float64(res.timeouts)
+	}
 	if !stages {
 		return
 	}
@@ -251,6 +272,9 @@ func (r *runner) inProcess(ctx context.Context) error {
 				p    *planner.Planner
 				n    int
 			}{{"", r.d.Planner(), len(reqs)}, {"exact.", exact, nExact}} {
+				if pl.name != "" && threads > 1 && !r.o.ExactThreads {
+					continue
+				}
 				res, err := measure(ctx, threads, pl.n, len(reqs), func() (func(int, *call) error, func(), error) {
 					return func(i int, c *call) error {
 						req := reqs[i]
@@ -284,12 +308,12 @@ func (r *runner) inProcess(ctx context.Context) error {
 // exact answer with the generator's ground truth.
 func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.Flat, emb embed.Embedder, o planner.Options) error {
 	t := time.Now()
-	rec := &recorder{approx: r.d.VectorIndex(), exact: newBrute(store), check: flat}
+	rec := &recorder{approx: r.d.VectorIndex(), exact: newBrute(store), check: flat, flat: flat}
 	if rec.exact.Len() != flat.Len() {
 		return fmt.Errorf("exact search holds %d vectors, wave.Flat %d", rec.exact.Len(), flat.Len())
 	}
 	p := planner.New(store, rec, emb, nil, o)
-	var all, selective, aLat, agree dist
+	var all, selective, aLat, eLat, uLat, agree dist
 	reqs := r.requests(1)
 	const checked = 20 // queries on which brute must equal wave.Flat
 	for i := range reqs {
@@ -304,6 +328,8 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 			return fmt.Errorf("query %d: the planner searched the index %d times, the recall pass expects once", i, rec.searches)
 		}
 		aLat.addDur(rec.aDur, time.Microsecond)
+		eLat.addDur(rec.eDur, time.Microsecond)
+		uLat.addDur(rec.unfiltered, time.Microsecond)
 		ex := ids(rec.e, 10)
 		if len(ex) == 0 {
 			continue
@@ -328,9 +354,11 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	r.fig["prefilter.selective_queries"] = float64(selective.n())
 	r.fig["prefilter.queries"] = float64(all.n())
 	r.fig.put("prefilter.search_", &aLat, "us")
+	r.fig.put("exact.search_filter_last_", &eLat, "us")
+	r.fig.put("exact.search_unfiltered_", &uLat, "us")
 	r.fig["truth.agreement_at_10"] = agree.mean()
-	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f); index search p50 %.0f µs p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
-		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), aLat.pct(50), aLat.pct(99), agree.mean(), time.Since(t).Seconds())
+	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
+		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
 	return nil
 }
 
@@ -420,8 +448,12 @@ func (r *runner) overNATS(ctx context.Context) error {
 				}
 				return func(i int, c *call) error {
 					t := time.Now()
-					m, err := nc.Request(subj, bodies[i], 5*time.Second)
+					m, err := nc.Request(subj, bodies[i], requestTimeout)
 					c.lat = time.Since(t)
+					if errors.Is(err, nats.ErrTimeout) {
+						c.timeout = true
+						return nil
+					}
 					if err != nil {
 						return fmt.Errorf("query %d over NATS: %w", i, err)
 					}
@@ -439,8 +471,8 @@ func (r *runner) overNATS(ctx context.Context) error {
 			if in, ok := r.fig[key("in_process", hops, threads)+"p99_us"]; ok {
 				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
 			}
-			r.say("planner over NATS    hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps",
-				hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps)
+			r.say("planner over NATS    hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts",
+				hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
 		}
 	}
 	return nil

@@ -46,8 +46,12 @@ type RunOptions struct {
 	// Queries caps the workload queries asked (0: all of them).
 	Queries int
 	// ExactQueries caps the queries the exact baseline planner answers
-	// per configuration (default 200; negative: all of them).
+	// per configuration (default 50; negative: all of them): a filtered
+	// flat scan of the medium store takes a good part of a second.
 	ExactQueries int
+	// ExactThreads measures the exact baseline on every thread count,
+	// not only on one.
+	ExactThreads bool
 	// VisibilityRate is the step rate of the paced phase that measures
 	// visibility; 0 picks min(20,000, half the bulk rate).
 	VisibilityRate float64
@@ -77,7 +81,7 @@ func (o *RunOptions) ensureDefaults() {
 		o.VisibilityShare = 0.1
 	}
 	if o.ExactQueries == 0 {
-		o.ExactQueries = 200
+		o.ExactQueries = 50
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
