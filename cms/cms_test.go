@@ -95,7 +95,7 @@ func TestApplySpan(t *testing.T) {
 		if about == nil || about.Evidence != 1 || about.Provenance[0].CMSSpanID != "s-fast" || *about.Provenance[0].StepIndex != 2 {
 			t.Fatalf("concept -about-> entity edge = %+v", about)
 		}
-		if about.Salience.HalfLifeS != (10 * time.Minute).Seconds() || about.Salience.Score != 0.6 {
+		if about.Salience.HalfLifeS != (10*time.Minute).Seconds() || about.Salience.Score != 0.6 {
 			t.Errorf("level-0 edge salience %+v: want the fast band and the update size", about.Salience)
 		}
 		var related []*particle.Edge
