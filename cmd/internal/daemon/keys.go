@@ -210,10 +210,15 @@ func loadKeyring(s *particle.Store) (*keyring, error) {
 	return kr, nil
 }
 
-func (kr *keyring) put(k *APIKey) {
+// known takes k (created or revoked) into the keyring and returns it as
+// callers may see it: without its hash.
+func (kr *keyring) known(k *APIKey) *APIKey {
 	kr.mu.Lock()
 	kr.keys[k.ID] = k
 	kr.mu.Unlock()
+	c := *k
+	c.Hash = ""
+	return &c
 }
 
 // verify returns the key that plain is, or why not.
@@ -265,10 +270,7 @@ func (d *Daemon) httpKeyCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	d.sec.keys.put(k)
-	k2 := *k
-	k2.Hash = ""
-	writeJSON(w, http.StatusCreated, KeyCreated{Key: plain, APIKey: &k2})
+	writeJSON(w, http.StatusCreated, KeyCreated{Key: plain, APIKey: d.sec.keys.known(k)})
 }
 
 func (d *Daemon) httpKeyList(w http.ResponseWriter, r *http.Request) {
@@ -292,8 +294,5 @@ func (d *Daemon) httpKeyRevoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	d.sec.keys.put(k)
-	k2 := *k
-	k2.Hash = ""
-	writeJSON(w, http.StatusOK, &k2)
+	writeJSON(w, http.StatusOK, d.sec.keys.known(k))
 }
