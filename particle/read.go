@@ -79,6 +79,20 @@ func (r Reader) In(id string, fn func(*Edge) bool) {
 	}
 }
 
+// OutNewest is Out, newest edge first (adjacency is in insertion order).
+func (r Reader) OutNewest(id string, fn func(*Edge) bool) { newest(r, r.v.out[id], fn) }
+
+// InNewest is In, newest edge first.
+func (r Reader) InNewest(id string, fn func(*Edge) bool) { newest(r, r.v.in[id], fn) }
+
+func newest(r Reader, ids []string, fn func(*Edge) bool) {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if !fn(r.v.edges[ids[i]]) {
+			return
+		}
+	}
+}
+
 // Degree is the number of edges touching node id.
 func (r Reader) Degree(id string) int { return len(r.v.out[id]) + len(r.v.in[id]) }
 

@@ -10,9 +10,11 @@ import (
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-// maxScan bounds how many of a hub's most recent edges one expansion
-// step looks at: adjacency lists are in insertion (time) order.
-const maxScan = 2048
+// maxScan bounds how many of a hub's edges one expansion step looks at:
+// the newest, half from each direction (adjacency is in insertion, so
+// time, order). An agent or a tool seen in thousands of episodes stays
+// cheap to expand, and what it did lately is what the planner sees.
+const maxScan = 512
 
 // run is the state of one request through the pipeline.
 type run struct {
@@ -163,15 +165,19 @@ func (run *run) expand() {
 				return
 			}
 			cands = cands[:0]
+			limit, scanned := maxScan/2, 0
 			collect := func(e *particle.Edge) bool {
-				if _, seen := run.edges[e.ID]; seen || !run.admits(e) {
-					return true
+				scanned++
+				if _, seen := run.edges[e.ID]; !seen && run.admits(e) {
+					cands = append(cands, cand{e: e})
 				}
-				cands = append(cands, cand{e: e})
-				return len(cands) < maxScan
+				// Stop at the candidate budget, or after looking at four
+				// times as many edges when constraints turn most away.
+				return len(cands) < limit && scanned < 4*limit
 			}
-			r.Out(id, collect)
-			r.In(id, collect)
+			r.OutNewest(id, collect)
+			limit = maxScan
+			r.InNewest(id, collect)
 			run.batch = run.batch[:0]
 			for _, c := range cands {
 				run.batch = append(run.batch, c.e)
