@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,6 +133,11 @@ type Report struct {
 	DeadLettered  int     `json:"dead_lettered"`
 	CheckOK       *bool   `json:"check_ok,omitempty"`
 	CheckProblems string  `json:"check_problems,omitempty"`
+	// CPUs and the 1-minute load average at the start and the end of the
+	// load, for reading the numbers: a busy machine slows everything.
+	CPUs     int     `json:"cpus"`
+	LoadFrom float64 `json:"load_from"`
+	LoadTo   float64 `json:"load_to"`
 }
 
 // OK reports whether nothing was lost, duplicated, dead-lettered or
@@ -156,7 +162,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			defer os.RemoveAll(dir)
 		}
 	}
-	r := &Report{Controllers: o.Controllers, RateHz: o.Rate, PlannerRPS: o.PlannerRPS, DurationS: o.Duration.Seconds()}
+	r := &Report{Controllers: o.Controllers, RateHz: o.Rate, PlannerRPS: o.PlannerRPS, DurationS: o.Duration.Seconds(), CPUs: runtime.NumCPU()}
 	p, err := startDaemon(ctx, o.Binary, dir)
 	if err != nil {
 		return nil, err
@@ -203,6 +209,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	// The load.
 	logf("load: %d controllers at %.0f Hz and the planner at %.0f/s for %v", o.Controllers, o.Rate, o.PlannerRPS, o.Duration)
+	r.LoadFrom = loadAvg()
 	lctx, stopLoad := context.WithTimeout(ctx, o.Duration)
 	var wg sync.WaitGroup
 	var pubErrs atomic.Int64
@@ -249,6 +256,7 @@ sampling:
 		}
 	}
 	tick.Stop()
+	r.LoadTo = loadAvg()
 	stopLoad()
 	wg.Wait()
 	r.RSSEndLoadMB = rssMB(p.cmd.Process.Pid)
@@ -598,6 +606,16 @@ func rssMB(pid int) float64 {
 	return 0
 }
 
+// loadAvg is the 1-minute load average (Linux /proc; 0 elsewhere).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}
+
 // proc is the daemon process.
 type proc struct {
 	cmd              *exec.Cmd
@@ -682,7 +700,8 @@ func getJSON(url string, v any) error {
 
 // Print writes the report for people.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "soak: %d controllers × %.0f Hz + planner %.0f req/s for %.0fs on loopback\n", r.Controllers, r.RateHz, r.PlannerRPS, r.DurationS)
+	fmt.Fprintf(w, "soak: %d controllers × %.0f Hz + planner %.0f req/s for %.0fs on loopback (%d CPUs, load average %.1f → %.1f)\n",
+		r.Controllers, r.RateHz, r.PlannerRPS, r.DurationS, r.CPUs, r.LoadFrom, r.LoadTo)
 	fmt.Fprintf(w, "  ingest: %d steps acknowledged (%.0f steps/s), %d publish retries\n", r.StepsAcked, r.StepsPerS, r.PublishErrors)
 	fmt.Fprintf(w, "  planner over NATS, p50 / p99 / max (server-side p99):\n")
 	for _, l := range []struct {
