@@ -2,7 +2,6 @@ package planner
 
 import (
 	"math"
-	"sort"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
@@ -113,15 +112,28 @@ type DimWeight struct {
 func newContextState(v []float32) *ContextState {
 	cs := &ContextState{Dim: len(v), Vector: v}
 	var ss float64
-	idx := make([]int, len(v))
+	// The five strongest dimensions by one pass with a small sorted list
+	// (not a sort of every dimension: this runs on every answer).
+	top := make([]DimWeight, 0, 5)
 	for i, x := range v {
 		ss += float64(x) * float64(x)
-		idx[i] = i
+		a := math.Abs(float64(x))
+		if len(top) == cap(top) && a <= math.Abs(float64(top[len(top)-1].Value)) {
+			continue
+		}
+		j := len(top)
+		if j < cap(top) {
+			top = append(top, DimWeight{})
+		} else {
+			j--
+		}
+		for j > 0 && math.Abs(float64(top[j-1].Value)) < a {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = DimWeight{Dim: i, Value: x}
 	}
 	cs.Norm = math.Sqrt(ss)
-	sort.Slice(idx, func(a, b int) bool { return math.Abs(float64(v[idx[a]])) > math.Abs(float64(v[idx[b]])) })
-	for _, i := range idx[:min(5, len(idx))] {
-		cs.Top = append(cs.Top, DimWeight{Dim: i, Value: v[i]})
-	}
+	cs.Top = top
 	return cs
 }

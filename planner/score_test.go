@@ -36,3 +36,20 @@ func TestScoreEdgesMatchesScalarScoring(t *testing.T) {
 		}
 	}
 }
+
+func TestContextStateTopDims(t *testing.T) {
+	v := []float32{0.1, -0.9, 0.3, 0.05, 0.5, -0.2, 0.7, 0, 0.25}
+	cs := newContextState(v)
+	want := []int{1, 6, 4, 2, 8}
+	if len(cs.Top) != 5 {
+		t.Fatalf("top = %+v", cs.Top)
+	}
+	for i, d := range cs.Top {
+		if d.Dim != want[i] || d.Value != v[want[i]] {
+			t.Errorf("top[%d] = %+v, want dim %d", i, d, want[i])
+		}
+	}
+	if short := newContextState([]float32{0.2, -0.4}); len(short.Top) != 2 || short.Top[0].Dim != 1 {
+		t.Errorf("short vector top = %+v", short.Top)
+	}
+}
