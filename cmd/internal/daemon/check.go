@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +79,13 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 	if res.Store, err = store.Check(ctx); err != nil {
 		return nil, err
 	}
-	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions), checkKeyword(store, filepath.Join(cfg.Data, "keyword")))
+	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions))
+	if snap, err := checkVectorSnapshot(store, filepath.Join(cfg.Data, "vectors.hnsw"), cfg.Embed.Dimensions); err != nil {
+		return nil, err
+	} else if snap != nil {
+		res.Derived = append(res.Derived, *snap)
+	}
+	res.Derived = append(res.Derived, checkKeyword(store, filepath.Join(cfg.Data, "keyword")))
 	for _, c := range derivedChecks {
 		res.Derived = append(res.Derived, c(ctx, cfg, store, log))
 	}
@@ -119,29 +126,9 @@ func checkVectors(store *particle.Store, dim int) DerivedCheck {
 		return dc
 	}
 	defer ixr.Close()
-	want := map[uint64][]float32{}
-	what := map[uint64]string{}
-	wrongDim := 0
-	add := func(seq uint64, vec []float32, name string) {
-		if len(vec) == 0 {
-			return
-		}
-		if len(vec) != dim {
-			wrongDim++
-			if wrongDim <= 5 {
-				dc.Problems = append(dc.Problems, fmt.Sprintf("%s has a %d-d embedding; the index is %d-d, so it is not searchable", name, len(vec), dim))
-			}
-			return
-		}
-		want[seq], what[seq] = vec, name
-	}
-	store.Read(func(r particle.Reader) {
-		r.Nodes(func(n *particle.Node) bool { add(n.Seq, n.Embedding, "node "+n.ID); return true })
-		r.Edges(func(e *particle.Edge) bool { add(e.Seq, e.Embedding, "edge "+e.ID); return true })
-		r.Episodes(func(e *particle.Episode) bool { add(e.Seq, e.Embedding, "episode "+e.ID); return true })
-	})
-	if wrongDim > 5 {
-		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d records in all have embeddings of the wrong dimension", wrongDim))
+	want, what, wrongDim := embeddings(store, dim)
+	if wrongDim > 0 {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("%d records have embeddings of another dimension than the index's %d: they are not searchable", wrongDim, dim))
 	}
 	dc.Items = idx.Len()
 	if idx.Len() != len(want) {
@@ -168,20 +155,92 @@ func checkVectors(store *particle.Store, dim int) DerivedCheck {
 		}
 	}
 	// The index answers: a sample of records finds itself.
-	n := 0
+	findsItself(idx, want, what, 200, report)
+	if bad > 20 {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d vector problems in all", bad))
+	}
+	return dc
+}
+
+// embeddings are the vectors the store holds for the index: by seq, the
+// records' embeddings of dimension dim, and what each seq is.
+func embeddings(store *particle.Store, dim int) (want map[uint64][]float32, what map[uint64]string, wrongDim int) {
+	want, what = map[uint64][]float32{}, map[uint64]string{}
+	add := func(seq uint64, vec []float32, name string) {
+		switch {
+		case len(vec) == 0:
+		case len(vec) != dim:
+			wrongDim++
+		default:
+			want[seq], what[seq] = vec, name
+		}
+	}
+	store.Read(func(r particle.Reader) {
+		r.Nodes(func(n *particle.Node) bool { add(n.Seq, n.Embedding, "node "+n.ID); return true })
+		r.Edges(func(e *particle.Edge) bool { add(e.Seq, e.Embedding, "edge "+e.ID); return true })
+		r.Episodes(func(e *particle.Episode) bool { add(e.Seq, e.Embedding, "episode "+e.ID); return true })
+	})
+	return want, what, wrongDim
+}
+
+// findsItself checks that a search for each of up to n stored vectors
+// finds it, with its own vector (cosine 1), and reports what does not.
+func findsItself(idx wave.Index, want map[uint64][]float32, what map[uint64]string, n int, report func(string, ...any)) {
 	for seq, vec := range want {
-		if n++; n > 200 {
-			break
+		if n--; n < 0 {
+			return
 		}
 		hits := idx.Search(vec, 1, &wave.Filter{Allow: func(id uint64) bool { return id == seq }})
 		if len(hits) != 1 || hits[0].ID != seq || hits[0].Score < 0.999 {
 			report("%s (seq %d): a search for its own vector returns %v", what[seq], seq, hits)
 		}
 	}
-	if bad > 20 {
-		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d vector problems in all", bad))
+}
+
+// checkVectorSnapshot loads the HNSW index a clean shutdown saved, the
+// way the next start would, and compares it with the store: the same
+// ids (one per stored embedding) and the stored vectors (a sample finds
+// itself). Without a snapshot it returns nil: the next start rebuilds.
+func checkVectorSnapshot(store *particle.Store, path string, dim int) (*DerivedCheck, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	return dc
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dc := &DerivedCheck{Name: "vector snapshot", Note: "loaded from " + filepath.Base(path) + " as the next start will"}
+	h, err := wave.ReadHNSW(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		dc.Note = fmt.Sprintf("unreadable (%v): the next start rebuilds the index from the store", err)
+		return dc, nil
+	}
+	if h.Dim() != dim {
+		dc.Note = fmt.Sprintf("%d-d, not %d-d: the next start rebuilds the index from the store", h.Dim(), dim)
+		return dc, nil
+	}
+	want, what, _ := embeddings(store, dim)
+	dc.Items = h.Len()
+	bad := 0
+	report := func(format string, a ...any) {
+		if bad++; bad <= 20 {
+			dc.Problems = append(dc.Problems, fmt.Sprintf(format, a...))
+		}
+	}
+	if h.Len() != len(want) {
+		report("snapshot holds %d vectors, the store %d embeddings", h.Len(), len(want))
+	}
+	for seq := range want {
+		if !h.Has(seq) {
+			report("%s (seq %d) is missing from the snapshot", what[seq], seq)
+		}
+	}
+	findsItself(h, want, what, 200, report)
+	if bad > 20 {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d problems in all", bad))
+	}
+	return dc, nil
 }
 
 // checkKeyword compares the keyword (text) index with the store: the

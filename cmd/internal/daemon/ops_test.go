@@ -819,3 +819,42 @@ func TestGCAndRetentionRunOnTheirSchedules(t *testing.T) {
 		t.Error("ctxgraph_storage_ok is not 1")
 	}
 }
+
+func TestCheckFindsAStaleVectorSnapshot(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	d.Shutdown(context.Background())
+	if _, err := os.Stat(filepath.Join(cfg.Data, "vectors.hnsw")); err != nil {
+		t.Skipf("no vector snapshot after a clean shutdown (index %q): %v", cfg.Vectors.Index, err)
+	}
+	checkDir(t, cfg)
+
+	// Change the graph behind the stopped daemon's back: the snapshot no
+	// longer matches it, and check says so.
+	s, err := particle.Open(particle.DefaultOptions(filepath.Join(cfg.Data, "graph")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(context.Background(), func(b *particle.Batch) error {
+		return b.DeleteNode(particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, "red block"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	res, err := Check(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap *DerivedCheck
+	for i := range res.Derived {
+		if res.Derived[i].Name == "vector snapshot" {
+			snap = &res.Derived[i]
+		}
+	}
+	if snap == nil || len(snap.Problems) == 0 || res.OK() {
+		t.Errorf("stale snapshot not reported: %+v", res.Derived)
+	}
+}
