@@ -122,7 +122,7 @@ func benchRunCmd() *cobra.Command {
 	f.BoolVar(&o.ExactThreads, "exact-threads", false, "measure the exact baseline on every --threads count, not only one")
 	f.Float64Var(&o.VisibilityRate, "visibility-rate", 0, "steps/s of the paced phase (0: min(20000, half the bulk rate))")
 	f.StringSliceVar(&o.Phases, "phases", []string{"planner", "reopen"}, "phases after the load: planner, reopen (none: --phases=\"\")")
-	f.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of the ingest and planner phases to this directory")
+	f.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each phase (ingest, planner, reopen) to this directory")
 	f.StringVar(&logLevel, "log-level", "error", "daemon log level")
 	return cmd
 }

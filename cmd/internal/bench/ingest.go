@@ -364,6 +364,9 @@ func (r *runner) ingest(ctx context.Context) error {
 	pub := client.NewPublisher(r.js, r.prefix, 0)
 	var bytes int64
 	for i, m := range bulk {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if m.step && i%every == 0 {
 			pr.add(m.ep, m.idx)
 		}
@@ -414,6 +417,9 @@ func (r *runner) ingest(ctx context.Context) error {
 	pub = client.NewPublisher(r.js, r.prefix, msgRate)
 	t0 = time.Now()
 	for _, m := range paced {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if m.step {
 			pr.add(m.ep, m.idx)
 		}

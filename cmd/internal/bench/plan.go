@@ -51,9 +51,12 @@ func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 	t = time.Now()
 	x.e = x.exact.Search(q, k, f)
 	x.eDur = time.Since(t)
-	t = time.Now()
-	x.flat.Search(q, k, nil)
-	x.unfiltered = time.Since(t)
+	x.unfiltered = 0
+	if x.flat != nil {
+		t = time.Now()
+		x.flat.Search(q, k, nil)
+		x.unfiltered = time.Since(t)
+	}
 	if x.check != nil && !slices.Equal(ids(x.e, k), ids(x.check.Search(q, k, f), k)) {
 		x.mismatches++
 	}
@@ -69,6 +72,9 @@ type call struct {
 	edges   int
 	trunc   bool
 	timeout bool // no answer in time: counted, its latency is the timeout
+	// selective is set when the query's filters admit under 1% of the
+	// events (the index then searches a sparse subgraph or scans).
+	selective bool
 }
 
 // requestTimeout bounds one request over NATS.
@@ -77,6 +83,7 @@ const requestTimeout = 10 * time.Second
 // result aggregates one configuration's calls.
 type result struct {
 	lat          dist
+	byClass      [2]dist // broad, selective
 	stages       map[string]*dist
 	nodes, edges dist
 	truncated    int
@@ -92,10 +99,18 @@ func newResult() *result {
 	return &result{stages: s}
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 var stageNames = []string{"embed", "prefilter", "expand", "rerank", "stitch", "total"}
 
 func (res *result) add(c *call) {
 	res.lat.addDur(c.lat, time.Microsecond)
+	res.byClass[b2i(c.selective)].addDur(c.lat, time.Microsecond)
 	if c.timeout {
 		res.timeouts++
 		return
@@ -114,7 +129,7 @@ func (res *result) add(c *call) {
 
 // measure runs n calls on each of threads goroutines (each starting at
 // its own offset in the query list) after a short serial warm-up.
-func measure(ctx context.Context, threads, n, queries int, newCaller func() (func(i int, c *call) error, func(), error)) (*result, error) {
+func measure(ctx context.Context, threads, n, queries int, selective func(int) bool, newCaller func() (func(i int, c *call) error, func(), error)) (*result, error) {
 	warm, closeWarm, err := newCaller()
 	if err != nil {
 		return nil, err
@@ -156,7 +171,9 @@ func measure(ctx context.Context, threads, n, queries int, newCaller func() (fun
 					errs[t] = ctx.Err()
 					return
 				}
-				if err := callers[t]((off+j)%queries, &out[j]); err != nil {
+				i := (off + j) % queries
+				out[j].selective = selective(i)
+				if err := callers[t](i, &out[j]); err != nil {
 					errs[t] = err
 					return
 				}
@@ -209,7 +226,12 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"answer.nodes_mean"] = res.nodes.mean()
 	r.fig[prefix+"answer.edges_mean"] = res.edges.mean()
 	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
+	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
+	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
 }
+
+// selective reports whether query i admits under 1% of the events.
+func (r *runner) selective(i int) bool { return r.qs[i].Admitted < 0.01 }
 
 // requests are the workload's queries as the measured requests: hops
 // and the budget set, everything else as generated.
@@ -275,7 +297,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 				if pl.name != "" && threads > 1 && !r.o.ExactThreads {
 					continue
 				}
-				res, err := measure(ctx, threads, pl.n, len(reqs), func() (func(int, *call) error, func(), error) {
+				res, err := measure(ctx, threads, pl.n, len(reqs), r.selective, func() (func(int, *call) error, func(), error) {
 					return func(i int, c *call) error {
 						req := reqs[i]
 						t := time.Now()
@@ -315,10 +337,16 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	p := planner.New(store, rec, emb, nil, o)
 	var all, selective, aLat, eLat, uLat, agree dist
 	reqs := r.requests(1)
-	const checked = 20 // queries on which brute must equal wave.Flat
+	const (
+		checked    = 20  // queries on which brute must equal wave.Flat
+		timedScans = 100 // queries on which an unfiltered scan is timed
+	)
 	for i := range reqs {
 		if i == checked {
 			rec.check = nil
+		}
+		if i == timedScans {
+			rec.flat = nil
 		}
 		rec.searches = 0
 		if _, err := p.Plan(ctx, &reqs[i]); err != nil {
@@ -329,7 +357,9 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		}
 		aLat.addDur(rec.aDur, time.Microsecond)
 		eLat.addDur(rec.eDur, time.Microsecond)
-		uLat.addDur(rec.unfiltered, time.Microsecond)
+		if rec.unfiltered > 0 {
+			uLat.addDur(rec.unfiltered, time.Microsecond)
+		}
 		ex := ids(rec.e, 10)
 		if len(ex) == 0 {
 			continue
@@ -441,7 +471,7 @@ func (r *runner) overNATS(ctx context.Context) error {
 			bodies[i] = b
 		}
 		for _, threads := range r.o.Threads {
-			res, err := measure(ctx, threads, len(bodies), len(bodies), func() (func(int, *call) error, func(), error) {
+			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, func() (func(int, *call) error, func(), error) {
 				nc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-planner"))
 				if err != nil {
 					return nil, nil, err

@@ -130,6 +130,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
 		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},
+		{"… 1 hop, p99 µs of the queries admitting ≥ 1% / < 1% of events", pair("planner.in_process.broad.p99_us", "planner.in_process.selective.p99_us", 0), pair("exact.planner.in_process.broad.p99_us", "exact.planner.in_process.selective.p99_us", 0), "", ""},
 		{"planner in-process QPS, 1 hop, 1 / 2 threads", pair("planner.in_process.qps", "planner.in_process.threads2.qps", 0), pair("exact.planner.in_process.qps", "exact.planner.in_process.threads2.qps", 0), "", ""},
 		{"planner in-process QPS, 2 hops, 1 / 2 threads", pair("planner.in_process.hops2.qps", "planner.in_process.hops2.threads2.qps", 0), pair("exact.planner.in_process.hops2.qps", "exact.planner.in_process.hops2.threads2.qps", 0), "", ""},
 		{"planner p99 µs on 2 threads, 1 / 2 hops", pair("planner.in_process.threads2.p99_us", "planner.in_process.hops2.threads2.p99_us", 0), pair("exact.planner.in_process.threads2.p99_us", "exact.planner.in_process.hops2.threads2.p99_us", 0), "", ""},

@@ -56,13 +56,13 @@ type RunOptions struct {
 	// visibility; 0 picks min(20,000, half the bulk rate).
 	VisibilityRate float64
 	// VisibilityShare is the share of the steps sent in the paced phase
-	// (default 0.1).
+	// (default 0.05).
 	VisibilityShare float64
 	// Phases are the phases run after the load, of "planner" and
 	// "reopen" (default both; ingest always runs).
 	Phases []string
-	// ProfileDir, when set, receives CPU profiles of the ingest and
-	// planner phases (ingest.pprof, planner.pprof).
+	// ProfileDir, when set, receives a CPU profile of each phase
+	// (ingest.pprof, planner.pprof, reopen.pprof).
 	ProfileDir string
 	// Out receives progress lines and the final table (nil: discard).
 	Out io.Writer
@@ -78,7 +78,7 @@ func (o *RunOptions) ensureDefaults() {
 		o.Threads = []int{1, 2}
 	}
 	if o.VisibilityShare <= 0 || o.VisibilityShare >= 1 {
-		o.VisibilityShare = 0.1
+		o.VisibilityShare = 0.05
 	}
 	if o.ExactQueries == 0 {
 		o.ExactQueries = 50
@@ -287,7 +287,7 @@ func (r *runner) configSummary() map[string]any {
 
 // profile starts a CPU profile of phase when asked for; stop ends it.
 func (r *runner) profile(phase string) (stop func(), err error) {
-	if r.o.ProfileDir == "" || phase == "reopen" {
+	if r.o.ProfileDir == "" {
 		return func() {}, nil
 	}
 	if err := os.MkdirAll(r.o.ProfileDir, 0o755); err != nil {
@@ -341,6 +341,12 @@ func (r *runner) reopen(ctx context.Context) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	r.fig["rss_bytes"] = float64(rss())
+	if r.o.ProfileDir != "" {
+		if f, err := os.Create(filepath.Join(r.o.ProfileDir, "heap.pprof")); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	r.fig["heap_bytes"] = float64(ms.HeapInuse)
 	r.fig["rss_bytes_per_edge"] = r.fig["rss_bytes"] / edges
 	r.fig["disk_bytes"] = float64(du.total)
