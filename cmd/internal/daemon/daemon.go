@@ -67,6 +67,9 @@ type Daemon struct {
 	rldsApplier *rlds.Applier
 	cmsApplier  *cms.Applier
 	consumers   []*consumer
+	reqSlots    chan struct{}  // bounds concurrent NATS request handlers
+	reqWG       sync.WaitGroup // in-flight NATS request handlers
+	respSubs    []*nats.Subscription
 	maint       maintenanceMetrics
 
 	httpSrv  *http.Server
@@ -314,6 +317,11 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			d.cancel()
 		}
 		d.wg.Wait()
+		// Stop taking requests, let those in flight answer, then drain.
+		for _, sub := range d.respSubs {
+			_ = sub.Unsubscribe()
+		}
+		d.reqWG.Wait()
 		if d.nc != nil {
 			closed := make(chan struct{})
 			d.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })

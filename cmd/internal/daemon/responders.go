@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -62,9 +63,26 @@ const maxRequestBytes = 1 << 20
 // package register in init (policy edits, ...).
 var extraResponders []func(d *Daemon) error
 
+// concurrent runs h for each message on its own goroutine, at most
+// 2×GOMAXPROCS at once: a NATS subscription delivers its messages one at
+// a time, which would serve planner requests in series. When all slots
+// are busy the subscription waits (NATS buffers, then reports the client
+// slow) rather than piling up goroutines.
+func (d *Daemon) concurrent(h nats.MsgHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		d.reqSlots <- struct{}{}
+		d.reqWG.Add(1)
+		go func() {
+			defer func() { <-d.reqSlots; d.reqWG.Done() }()
+			h(m)
+		}()
+	}
+}
+
 // startResponders subscribes the request/reply subjects.
 func (d *Daemon) startResponders() error {
 	p := d.cfg.Prefix()
+	d.reqSlots = make(chan struct{}, 2*runtime.GOMAXPROCS(0))
 	subs := []struct {
 		subj string
 		fn   func(context.Context, *nats.Msg)
@@ -75,9 +93,11 @@ func (d *Daemon) startResponders() error {
 		{p + ".session.*.update", d.onSession},
 	}
 	for _, s := range subs {
-		if _, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", d.guardNATS(s.fn)); err != nil {
+		sub, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", d.concurrent(d.guardNATS(s.fn)))
+		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
+		d.respSubs = append(d.respSubs, sub)
 	}
 	for _, add := range extraResponders {
 		if err := add(d); err != nil {

@@ -47,3 +47,20 @@ func TestVectorIndexSnapshotAtCleanShutdownOnly(t *testing.T) {
 		t.Errorf("rebuilt index holds %d vectors, want %d", got, want)
 	}
 }
+
+func TestConcurrentPlannerRequestsOverNATS(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	want := answerShape(c.ask(redBlockQuery))
+	shapes := make(chan string, 40)
+	for i := 0; i < cap(shapes); i++ {
+		go func() { shapes <- answerShape(c.ask(redBlockQuery)) }()
+	}
+	for i := 0; i < cap(shapes); i++ {
+		if got := <-shapes; got != want {
+			t.Fatalf("concurrent answer %d differs", i)
+		}
+	}
+}
