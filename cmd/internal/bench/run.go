@@ -93,19 +93,21 @@ func (o *RunOptions) ensureDefaults() {
 
 // runner is one run in progress.
 type runner struct {
-	o       RunOptions
-	m       *Manifest
-	fig     figures
-	cfg     daemon.Config
-	d       *daemon.Daemon // nil against an external daemon
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	prefix  string
-	natsURL string
-	httpURL string
-	w       *workload
-	qs      []Query
-	t0      time.Time
+	o   RunOptions
+	m   *Manifest
+	fig figures
+	cfg daemon.Config
+	d   *daemon.Daemon // nil against an external daemon
+	// cancelDaemon ends the context d was started under.
+	cancelDaemon context.CancelFunc
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	prefix       string
+	natsURL      string
+	httpURL      string
+	w            *workload
+	qs           []Query
+	t0           time.Time
 }
 
 // Run measures ctxgraph on a workload: it loads it through the real
@@ -236,7 +238,7 @@ func (r *runner) start(ctx context.Context) error {
 		}
 		r.cfg.Data = data
 		r.cfg.NATS.Addr, r.cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-		d, err := daemon.Start(ctx, r.cfg, r.o.Log)
+		d, err := r.startDaemon(ctx)
 		if err != nil {
 			return fmt.Errorf("start daemon: %w", err)
 		}
@@ -263,7 +265,7 @@ func (r *runner) stop() {
 		r.nc.Close()
 	}
 	if r.d != nil {
-		_ = r.d.Shutdown(context.Background())
+		r.shutdown(context.Background())
 		if r.o.Data == "" {
 			_ = os.RemoveAll(r.cfg.Data)
 		}
@@ -283,6 +285,29 @@ func (r *runner) configSummary() map[string]any {
 	}
 	return map[string]any{"sync_writes": r.cfg.Ingest.SyncWrites, "batch_size": r.cfg.Ingest.BatchSize,
 		"embed": r.cfg.Embed.Provider, "dims": r.cfg.Embed.Dimensions, "per_node_fanout": r.cfg.Planner.PerNodeFanout}
+}
+
+// startDaemon starts a daemon on the run's configuration, under a
+// context of its own: Start watches its context for the rest of the
+// daemon's life, and the run's would keep a shut-down daemon (its whole
+// graph) in memory until the run ends.
+func (r *runner) startDaemon(ctx context.Context) (*daemon.Daemon, error) {
+	dctx, cancel := context.WithCancel(ctx)
+	d, err := daemon.Start(dctx, r.cfg, r.o.Log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r.cancelDaemon = cancel
+	return d, nil
+}
+
+// shutdown stops the running daemon and lets it go.
+func (r *runner) shutdown(ctx context.Context) error {
+	err := r.d.Shutdown(ctx)
+	r.cancelDaemon()
+	r.d = nil
+	return err
 }
 
 // profile starts a CPU profile of phase when asked for; stop ends it.
@@ -312,18 +337,17 @@ func (r *runner) reopen(ctx context.Context) error {
 	r.nc.Close()
 	r.nc = nil
 	t := time.Now()
-	if err := r.d.Shutdown(ctx); err != nil {
+	if err := r.shutdown(ctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	r.fig["shutdown_s"] = time.Since(t).Seconds()
-	r.d = nil
 	du := diskUsage(r.cfg.Data)
 	r.w = nil // the workload's bodies are not the daemon's memory
 	runtime.GC()
 	debug.FreeOSMemory()
 
 	t = time.Now()
-	d, err := daemon.Start(ctx, r.cfg, r.o.Log)
+	d, err := r.startDaemon(ctx)
 	if err != nil {
 		return fmt.Errorf("start again: %w", err)
 	}
