@@ -239,7 +239,7 @@ func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]flo
 func (p *Planner) prefilter(run *run) []wave.Hit {
 	req := run.req
 	r := run.r
-	allow := func(id uint64) bool {
+	f := &wave.Filter{Allow: func(id uint64) bool {
 		if n := r.NodeBySeq(id); n != nil {
 			return n.Namespace == run.ns && run.policy().NodeVisible(n)
 		}
@@ -250,28 +250,8 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 			return ep.Namespace == run.ns && run.episodeAdmits(ep)
 		}
 		return false
-	}
-	// Post-filter first: an unfiltered walk never asks allow about every
-	// node it visits (in a filtered walk that was most of the planner's
-	// CPU), and most requests keep enough of an over-fetched list. The
-	// admitted hits, in score order, are the filtered top hits. Only when
-	// the constraints turn most candidates away does the filtered walk
-	// run, which keeps recall under selective filters.
-	want := req.K * 2
-	hits := p.index.Search(run.q, want*4, nil)
-	kept := hits[:0]
-	for _, h := range hits {
-		if allow(h.ID) {
-			kept = append(kept, h)
-			if len(kept) == want {
-				break
-			}
-		}
-	}
-	if len(kept) == want || len(hits) < want*4 {
-		return kept
-	}
-	return p.index.Search(run.q, want, &wave.Filter{Allow: allow})
+	}}
+	return p.index.Search(run.q, req.K*2, f)
 }
 
 // contextState blends what the answer touched into the session's state
