@@ -70,6 +70,8 @@ func benchRunCmd() *cobra.Command {
 		config   string
 		jsonPath string
 		logLevel string
+
+		memLimitGiB, maxRSSGiB float64
 	)
 	cmd := &cobra.Command{
 		Use:   "run --preset micro|small|medium|large",
@@ -88,6 +90,7 @@ func benchRunCmd() *cobra.Command {
 				return err
 			}
 			o.Log, o.Out = log, cmd.ErrOrStderr()
+			o.MemoryLimit, o.MaxRSS = int64(memLimitGiB*(1<<30)), int64(maxRSSGiB*(1<<30))
 			rep, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -123,6 +126,8 @@ func benchRunCmd() *cobra.Command {
 	f.Float64Var(&o.VisibilityRate, "visibility-rate", 0, "steps/s of the paced phase (0: min(20000, half the bulk rate))")
 	f.StringSliceVar(&o.Phases, "phases", []string{"planner", "reopen"}, "phases after the load: planner, reopen (none: --phases=\"\")")
 	f.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each phase (ingest, planner, reopen) to this directory")
+	f.Float64Var(&memLimitGiB, "memory-limit-gib", 0, "Go memory limit of the run, GiB (the daemon runs in-process; 0: none)")
+	f.Float64Var(&maxRSSGiB, "max-rss-gib", 0, "stop the run once its resident memory passes this many GiB (0: never)")
 	f.StringVar(&logLevel, "log-level", "error", "daemon log level")
 	return cmd
 }

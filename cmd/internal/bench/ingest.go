@@ -379,6 +379,9 @@ func (r *runner) ingest(ctx context.Context) error {
 		return err
 	}
 	published := time.Since(t0)
+	for i := range bulk {
+		bulk[i].body = nil // acknowledged: the stream has it
+	}
 	if err := r.waitSteps(ctx, bulkSteps); err != nil {
 		return err
 	}

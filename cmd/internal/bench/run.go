@@ -64,6 +64,12 @@ type RunOptions struct {
 	// ProfileDir, when set, receives a CPU profile of each phase
 	// (ingest.pprof, planner.pprof, reopen.pprof).
 	ProfileDir string
+	// MemoryLimit, when positive, is the Go memory limit of the run (the
+	// daemon runs in this process), as GOMEMLIMIT sets it.
+	MemoryLimit int64
+	// MaxRSS, when positive, ends the run with an error once the
+	// process's resident memory passes it (before the machine runs out).
+	MaxRSS int64
 	// Out receives progress lines and the final table (nil: discard).
 	Out io.Writer
 	// Log receives the daemon's logs (nil: discard).
@@ -116,6 +122,14 @@ type runner struct {
 // baseline beside every figure, reopens the store, and reports.
 func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	o.ensureDefaults()
+	if o.MemoryLimit > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.MemoryLimit))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if o.MaxRSS > 0 {
+		go watchRSS(ctx, o.MaxRSS, cancel)
+	}
 	r := &runner{o: o, fig: figures{}, t0: time.Now()}
 	rep := &Report{Preset: o.Preset, Seed: o.Seed, Machine: machine(), Started: r.t0.UTC()}
 	if err := r.workload(); err != nil {
@@ -150,6 +164,9 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		err = s.fn(ctx)
 		stop()
 		if err != nil {
+			if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+				err = c
+			}
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		r.fig[s.name+".cpu_s"] = (cpuTime() - cpu).Seconds()
@@ -162,6 +179,24 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	rep.Figures = r.fig
 	rep.Targets = checkTargets(r.fig, r.m.Preset.Name)
 	return rep, nil
+}
+
+// errMemory ends a run whose memory passes RunOptions.MaxRSS.
+var errMemory = errors.New("bench: resident memory over --max-rss")
+
+// watchRSS cancels the run once the process's RSS passes limit.
+func watchRSS(ctx context.Context, limit int64, cancel context.CancelCauseFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		if n := rss(); n > limit {
+			cancel(fmt.Errorf("%w: %d MB", errMemory, n>>20))
+			return
+		}
+	}
 }
 
 // say prints a progress line.
