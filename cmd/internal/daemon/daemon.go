@@ -70,6 +70,7 @@ type Daemon struct {
 	reqSlots    chan struct{}  // bounds concurrent NATS request handlers
 	reqWG       sync.WaitGroup // in-flight NATS request handlers
 	respSubs    []*nats.Subscription
+	stopped     chan struct{} // closed by Shutdown; ends Start's watcher
 	maint       maintenanceMetrics
 
 	httpSrv  *http.Server
@@ -155,9 +156,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	}
 	d.ready.Store(true)
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data)
+	d.stopped = make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		d.Shutdown(context.Background())
+		select {
+		case <-ctx.Done():
+			d.Shutdown(context.Background())
+		case <-d.stopped: // shut down by a direct call: nothing to wait for
+		}
 	}()
 	return d, nil
 }
@@ -306,6 +311,9 @@ func (d *Daemon) setStorageOK(ok bool) {
 // store closes, the NATS server stops. It is safe to call twice.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.stopOnce.Do(func() {
+		if d.stopped != nil {
+			defer close(d.stopped)
+		}
 		d.ready.Store(false)
 		var errs []error
 		if d.httpSrv != nil {
