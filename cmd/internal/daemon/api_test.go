@@ -162,21 +162,7 @@ func TestOpenAICompatibleEmbedderFromConfig(t *testing.T) {
 		}
 		json.NewDecoder(r.Body).Decode(&req)
 		calls.Add(1)
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
-		for i, s := range req.Input {
-			v := make([]float32, 8)
-			for j, r := range s {
-				v[(j+int(r))%8] += float32(r%7) + 1
-			}
-			out.Data = append(out.Data, item{Index: i, Embedding: v})
-		}
-		json.NewEncoder(w).Encode(out)
+		writeFakeEmbeddings(w, req.Input, 8)
 	}))
 	defer srv.Close()
 	t.Setenv("CTXGRAPH_TEST_KEY", "sk-test")
@@ -191,4 +177,24 @@ func TestOpenAICompatibleEmbedderFromConfig(t *testing.T) {
 	if calls.Load() == 0 || len(a.Nodes) == 0 || a.ContextState.Dim != 8 {
 		t.Errorf("provider calls %d, nodes %d, state dim %d", calls.Load(), len(a.Nodes), a.ContextState.Dim)
 	}
+}
+
+// writeFakeEmbeddings answers an OpenAI-style embeddings request with a
+// deterministic vector of dims per input (the fake providers of tests).
+func writeFakeEmbeddings(w http.ResponseWriter, inputs []string, dims int) {
+	type item struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	}
+	var out struct {
+		Data []item `json:"data"`
+	}
+	for i, s := range inputs {
+		v := make([]float32, dims)
+		for j, r := range s {
+			v[(j+int(r))%dims] += float32(r%7) + 1
+		}
+		out.Data = append(out.Data, item{Index: i, Embedding: v})
+	}
+	json.NewEncoder(w).Encode(out)
 }

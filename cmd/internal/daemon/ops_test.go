@@ -181,21 +181,7 @@ func (p *poisonEmbedder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.mu.Unlock()
-	type item struct {
-		Index     int       `json:"index"`
-		Embedding []float32 `json:"embedding"`
-	}
-	var out struct {
-		Data []item `json:"data"`
-	}
-	for i, s := range req.Input {
-		v := make([]float32, 16)
-		for j, r := range s {
-			v[(j+int(r))%16] += float32(r%7) + 1
-		}
-		out.Data = append(out.Data, item{Index: i, Embedding: v})
-	}
-	json.NewEncoder(w).Encode(out)
+	writeFakeEmbeddings(w, req.Input, 16)
 }
 
 func TestPoisonMessageIsRetriedThenDeadLetteredWhileTheStreamFlows(t *testing.T) {
