@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -133,19 +134,28 @@ func (ix *Indexer) maybeCleanup() {
 	}
 }
 
-// add indexes vec under id unless it is already there: published values
-// never change a vector in place, so the same backing array means the
-// same vector.
+// add indexes vec under id. Published values never change a vector in
+// place, so the same backing array means the same vector: then only the
+// Meta is refreshed (an edge re-observed later widens its time scope),
+// which is cheap when the index is a [wave.MetaSetter].
 func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 	if len(vec) != ix.idx.Dim() {
 		return nil
 	}
+	ms, canSet := ix.idx.(wave.MetaSetter)
 	if ix.vecs[id] == &vec[0] {
+		if canSet {
+			ms.SetMeta(id, m)
+		}
 		return nil
 	}
 	if h, ok := ix.idx.(interface{ Has(uint64) bool }); ok && ix.loading && h.Has(id) {
 		// Filling from the view over an index loaded from a snapshot
-		// taken at the last clean shutdown: it already holds this vector.
+		// taken at the last clean shutdown: it already holds this vector
+		// (its Meta may be from an older format).
+		if canSet {
+			ms.SetMeta(id, m)
+		}
 		ix.vecs[id] = &vec[0]
 		return nil
 	}
@@ -200,14 +210,27 @@ func (ix *Indexer) Close() {
 	<-ix.done
 }
 
+// nodeMeta describes a node: nodes have no time scope.
 func nodeMeta(n *particle.Node) wave.Meta {
-	return wave.Meta{Kind: wave.KindNode, Type: n.Type.Code(), Time: n.CreatedAt.UnixNano()}
+	return wave.Meta{Kind: wave.KindNode, Type: n.Type.Code()}
 }
 
+// edgeMeta describes an edge with its scope's time range.
 func edgeMeta(e *particle.Edge) wave.Meta {
-	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(), Time: e.ValidFrom.UnixNano()}
+	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(),
+		Time: unixNano(e.Scope.TimeRange.From), End: unixNano(e.Scope.TimeRange.To)}
 }
 
+// episodeMeta describes an episode with its start and end (open while
+// it runs).
 func episodeMeta(e *particle.Episode) wave.Meta {
-	return wave.Meta{Kind: wave.KindEpisode, Time: e.StartTime.UnixNano()}
+	return wave.Meta{Kind: wave.KindEpisode, Time: unixNano(e.StartTime), End: unixNano(e.EndTime)}
+}
+
+// unixNano is t in Unix nanoseconds, 0 (an open bound) for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }

@@ -188,7 +188,7 @@ func TestFlatSearchMatchesBruteForce(t *testing.T) {
 	metas := map[uint64]Meta{}
 	for i, v := range vecs {
 		id := uint64(i*3 + 1)
-		m := Meta{Kind: Kind(i%3 + 1), Namespace: uint32(i%4 + 1), Type: uint8(i % 10), Time: int64(i)}
+		m := Meta{Kind: Kind(i%3 + 1), Namespace: uint32(i%4 + 1), Type: uint8(i % 10), Time: int64(i), End: int64(i)}
 		if err := x.Add(id, v, m); err != nil {
 			t.Fatal(err)
 		}

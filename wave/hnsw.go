@@ -157,20 +157,24 @@ type hnswPage struct {
 	locks  []sync.Mutex
 }
 
-// nodeMeta is Meta packed into 16 bytes.
+// nodeMeta is Meta packed into 24 bytes. time and end may change in
+// place ([HNSW.SetMeta]) while searches read them: both are accessed
+// atomically once the slot is live.
 type nodeMeta struct {
 	time int64
+	end  int64
 	ns   uint32
 	kind Kind
 	typ  uint8
 }
 
 func packMeta(m Meta) nodeMeta {
-	return nodeMeta{time: m.Time, ns: m.Namespace, kind: m.Kind, typ: m.Type}
+	return nodeMeta{time: m.Time, end: m.End, ns: m.Namespace, kind: m.Kind, typ: m.Type}
 }
 
-func (m nodeMeta) meta() Meta {
-	return Meta{Kind: m.kind, Namespace: m.ns, Type: m.typ, Time: m.time}
+func (m *nodeMeta) meta() Meta {
+	return Meta{Kind: m.kind, Namespace: m.ns, Type: m.typ,
+		Time: atomic.LoadInt64(&m.time), End: atomic.LoadInt64(&m.end)}
 }
 
 // cand is a scored slot.

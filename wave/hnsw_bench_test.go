@@ -39,7 +39,7 @@ func benchSizes() []int {
 }
 
 func benchMeta(i int) Meta {
-	return Meta{Kind: KindEdge, Namespace: uint32(i%2 + 1), Type: uint8(i % 100), Time: int64(i)}
+	return Meta{Kind: KindEdge, Namespace: uint32(i%2 + 1), Type: uint8(i % 100), Time: int64(i), End: int64(i)}
 }
 
 type benchSet struct {

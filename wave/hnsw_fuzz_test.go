@@ -12,7 +12,7 @@ func fuzzSeed(tb testing.TB) []byte {
 	vecs := clustered(71, 60, 4, 3)
 	h := NewHNSW(4, HNSWOptions{M: 4, EfConstruction: 16, EfSearch: 8, Seed: 1})
 	for i, v := range vecs {
-		if err := h.Add(uint64(i), v, Meta{Kind: KindEdge, Namespace: uint32(i % 3), Type: uint8(i), Time: int64(i)}); err != nil {
+		if err := h.Add(uint64(i), v, Meta{Kind: KindEdge, Namespace: uint32(i % 3), Type: uint8(i), Time: int64(i), End: int64(i + 3)}); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -12,17 +12,20 @@ import (
 	"unsafe"
 )
 
-// An HNSW snapshot, format version 1. Integers are little-endian; the
+// An HNSW snapshot, format version 2 (ReadHNSW also reads version 1,
+// whose metas lack end: a v1 item's time was a point, so it loads as the
+// scope [time, time] and keeps matching the windows it matched). Integers are little-endian; the
 // CRC-32 (Castagnoli) covers the payload, everything after the 8-byte
 // header. Slots keep their numbers, so the graph loads without a rebuild.
 //
-//	header   "wvHNSW" | version u8 = 1 | flags u8 = 0
+//	header   "wvHNSW" | version u8 = 2 | flags u8 = 0
 //	options  dim u32 | M u32 | efConstruction u32 | efSearch u32 | seed u64
 //	graph    nslots u32 | top u64 (0 = empty, else 1<<63 | level<<32 | slot)
 //	states   nslots × u8 (0 free, 1 live, 2 deleted)
 //	levels   nslots × u8
 //	ids      nslots × u64
-//	metas    nslots × (time i64 | namespace u32 | kind u8 | type u8 | 0 u16)
+//	metas    nslots × (time i64 | end i64 | namespace u32 | kind u8 | type u8 | 0 u16)
+//	         (version 1: no end)
 //	vectors  nslots × dim × f32 (zeros for free slots)
 //	counts   for each non-free slot, for layers 0..level: count u32
 //	links    the neighbour slots (u32) of those lists, concatenated
@@ -33,7 +36,7 @@ import (
 // graph that could crash a search. hnsw_fuzz_test.go fuzzes it.
 const (
 	snapMagic   = "wvHNSW"
-	snapVersion = 1
+	snapVersion = 2
 	snapChunk   = 64 << 10
 )
 
@@ -80,6 +83,7 @@ func (h *HNSW) WriteTo(w io.Writer) (int64, error) {
 		p, i := h.page(uint32(s))
 		m := p.metas[i]
 		e.u64(uint64(m.time))
+		e.u64(uint64(m.end))
 		e.u32(m.ns)
 		e.u8(uint8(m.kind))
 		e.u8(m.typ)
@@ -238,8 +242,9 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 	if string(hdr[:len(snapMagic)]) != snapMagic {
 		return nil, corrupt("bad magic %q", hdr[:len(snapMagic)])
 	}
-	if v := hdr[len(snapMagic)]; v != snapVersion || hdr[len(snapMagic)+1] != 0 {
-		return nil, corrupt("unsupported version %d flags %d", v, hdr[len(snapMagic)+1])
+	version := hdr[len(snapMagic)]
+	if (version != 1 && version != snapVersion) || hdr[len(snapMagic)+1] != 0 {
+		return nil, corrupt("unsupported version %d flags %d", version, hdr[len(snapMagic)+1])
 	}
 	d.crc = 0
 	dim, m, efC, efS := d.u32(), d.u32(), d.u32(), d.u32()
@@ -283,14 +288,22 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 		}
 	})
 	var metas []nodeMeta
-	d.each(n, 16, func(b []byte, _ int) {
-		for j := 0; j < len(b); j += 16 {
-			metas = append(metas, nodeMeta{
-				time: int64(binary.LittleEndian.Uint64(b[j:])),
-				ns:   binary.LittleEndian.Uint32(b[j+8:]),
-				kind: Kind(b[j+12]),
-				typ:  b[j+13],
-			})
+	size := 24
+	if version == 1 {
+		size = 16
+	}
+	d.each(n, size, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += size {
+			m := nodeMeta{time: int64(binary.LittleEndian.Uint64(b[j:]))}
+			r := b[j+8 : j+size]
+			if version == 1 {
+				m.end = m.time
+			} else {
+				m.end = int64(binary.LittleEndian.Uint64(r))
+				r = r[8:]
+			}
+			m.ns, m.kind, m.typ = binary.LittleEndian.Uint32(r), Kind(r[4]), r[5]
+			metas = append(metas, m)
 		}
 	})
 	if d.err != nil {

@@ -13,7 +13,7 @@ import (
 
 // The shared fixture: 20k clustered 64-d vectors built sequentially with
 // a fixed seed, so it is the same graph on every run. Item i has
-// Type i%100, Namespace i%2+1, Kind i%3+1 and Time i.
+// Type i%100, Namespace i%2+1, Kind i%3+1 and Time and End i.
 //
 // With 20 isotropic clusters (1000 points each) the neighbourhoods are
 // hard enough that recall@10 is 0.84 at ef 16 and 0.96 at ef 32, the
@@ -34,7 +34,7 @@ var fix struct {
 }
 
 func fixMeta(i int) Meta {
-	return Meta{Kind: Kind(i%3 + 1), Namespace: uint32(i%2 + 1), Type: uint8(i % 100), Time: int64(i)}
+	return Meta{Kind: Kind(i%3 + 1), Namespace: uint32(i%2 + 1), Type: uint8(i % 100), Time: int64(i), End: int64(i)}
 }
 
 func fixture(t testing.TB) (*HNSW, *Flat) {

@@ -17,8 +17,12 @@ type Meta struct {
 	Namespace uint32
 	// Type is the node or edge type code (particle's numbering).
 	Type uint8
-	// Time is the item's time in Unix nanoseconds (0 when it has none).
+	// Time is the start of the item's time scope in Unix nanoseconds
+	// (0 = open: the item holds since always).
 	Time int64
+	// End is the end of the item's time scope in Unix nanoseconds
+	// (0 = open: the item still holds).
+	End int64
 }
 
 // Filter restricts a search. The zero Filter admits everything.
@@ -26,7 +30,10 @@ type Filter struct {
 	Namespace uint32  // 0 = any
 	Kinds     []Kind  // empty = any
 	Types     []uint8 // empty = any
-	// From and To bound Meta.Time in Unix nanoseconds, inclusive; 0 = open.
+	// From and To are a closed time window in Unix nanoseconds (0 = open
+	// bound). An item is admitted when its scope [Meta.Time, Meta.End]
+	// overlaps the window, as particle.TimeRange.Overlaps: it is dropped
+	// only if it starts after To or ends before From.
 	From, To int64
 	// Allow, when set, is asked about every candidate id; false drops it.
 	Allow func(id uint64) bool
@@ -46,13 +53,22 @@ func (f *Filter) Admits(id uint64, m Meta) bool {
 	if len(f.Types) > 0 && !containsType(f.Types, m.Type) {
 		return false
 	}
-	if f.From != 0 && m.Time < f.From {
-		return false
-	}
-	if f.To != 0 && m.Time > f.To {
+	if !f.overlaps(m.Time, m.End) {
 		return false
 	}
 	if f.Allow != nil && !f.Allow(id) {
+		return false
+	}
+	return true
+}
+
+// overlaps reports whether the scope [start, end] (0 = open bound) shares
+// an instant with f's window.
+func (f *Filter) overlaps(start, end int64) bool {
+	if f.To != 0 && start != 0 && start > f.To {
+		return false
+	}
+	if f.From != 0 && end != 0 && end < f.From {
 		return false
 	}
 	return true

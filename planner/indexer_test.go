@@ -1,0 +1,85 @@
+package planner
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// countingIndex counts the calls the Indexer makes to a Flat.
+type countingIndex struct {
+	*wave.Flat
+	adds, sets int
+}
+
+func (c *countingIndex) Add(id uint64, v []float32, m wave.Meta) error {
+	c.adds++
+	return c.Flat.Add(id, v, m)
+}
+
+func (c *countingIndex) SetMeta(id uint64, m wave.Meta) bool {
+	c.sets++
+	return c.Flat.SetMeta(id, m)
+}
+
+// TestIndexerRefreshesEdgeScope re-observes an edge two hours later: its
+// vector is not re-added, but its indexed time scope grows, so a window
+// after the first sighting finds it.
+func TestIndexerRefreshesEdgeScope(t *testing.T) {
+	f := newFixture(t, false)
+	idx := &countingIndex{Flat: wave.NewFlat(384)}
+	ix, err := NewIndexer(f.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ix.Close)
+	e := f.fact(particle.EdgeCausal, "cup", "spills", "table", "", t0, 0.9)
+	if err := ix.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	later := &wave.Filter{Kinds: []wave.Kind{wave.KindEdge}, From: t0.Add(time.Hour).UnixNano()}
+	if hits := idx.Search(e.Embedding, 1, later); len(hits) != 0 {
+		t.Fatalf("edge seen only at t0 matched a window from t0+1h: %v", hits)
+	}
+	addsBefore := idx.adds
+	f.fact(particle.EdgeCausal, "cup", "spills", "table", "", t0.Add(2*time.Hour), 0.9)
+	if err := ix.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hits := idx.Search(e.Embedding, 1, later)
+	if len(hits) != 1 || hits[0].ID != e.Seq {
+		t.Fatalf("re-observed edge not in the window from t0+1h: %v", hits)
+	}
+	if idx.adds != addsBefore {
+		t.Errorf("re-observation re-added %d vectors, want only a Meta refresh", idx.adds-addsBefore)
+	}
+	if idx.sets == 0 {
+		t.Error("no SetMeta call for the re-observed edge")
+	}
+	inside := &wave.Filter{From: t0.Add(30 * time.Minute).UnixNano(), To: t0.Add(90 * time.Minute).UnixNano()}
+	if hits := idx.Search(e.Embedding, 1, inside); len(hits) != 1 {
+		t.Fatalf("a window inside the edge's scope [t0, t0+2h] missed it: %v", hits)
+	}
+}
+
+// TestIndexerMetas checks the scopes given to nodes, edges and episodes.
+func TestIndexerMetas(t *testing.T) {
+	n := &particle.Node{Type: particle.NodeEntity, CreatedAt: t0}
+	if m := nodeMeta(n); m.Time != 0 || m.End != 0 || m.Kind != wave.KindNode {
+		t.Errorf("node meta %+v: want no time scope", m)
+	}
+	e := &particle.Edge{Type: particle.EdgeCausal, Scope: particle.Scope{TimeRange: particle.TimeRange{From: t0, To: t0.Add(time.Hour)}}}
+	if m := edgeMeta(e); m.Time != t0.UnixNano() || m.End != t0.Add(time.Hour).UnixNano() {
+		t.Errorf("edge meta %+v: want its scope's range", m)
+	}
+	if m := edgeMeta(&particle.Edge{Type: particle.EdgeCausal}); m.Time != 0 || m.End != 0 {
+		t.Errorf("edge without a range: meta %+v, want open bounds", m)
+	}
+	ep := &particle.Episode{StartTime: t0}
+	if m := episodeMeta(ep); m.Time != t0.UnixNano() || m.End != 0 {
+		t.Errorf("running episode meta %+v: want [start, open]", m)
+	}
+}

@@ -1,0 +1,125 @@
+package wave
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+)
+
+// TestFilterTimeOverlap checks the window semantics against
+// particle.TimeRange.Overlaps: a scope is dropped only when it starts
+// after To or ends before From; zero bounds are open on both sides.
+func TestFilterTimeOverlap(t *testing.T) {
+	cases := []struct {
+		from, to, start, end int64
+		want                 bool
+	}{
+		{0, 0, 5, 9, true},
+		{10, 20, 5, 9, false},   // ends before the window
+		{10, 20, 21, 30, false}, // starts after it
+		{10, 20, 5, 10, true},   // touches From
+		{10, 20, 20, 30, true},  // touches To
+		{10, 20, 5, 30, true},   // spans it
+		{10, 20, 12, 15, true},  // inside
+		{10, 20, 0, 5, false},   // open start, ended before
+		{10, 20, 25, 0, false},  // open end, starts after
+		{10, 20, 0, 0, true},    // no scope: always
+		{10, 20, 5, 0, true},    // still open
+		{0, 20, 1, 2, true},     // open From
+		{10, 0, 1, 2, false},    // open To
+		{10, 0, 1, 0, true},
+	}
+	for _, c := range cases {
+		f := &Filter{From: c.from, To: c.to}
+		if got := f.Admits(1, Meta{Time: c.start, End: c.end}); got != c.want {
+			t.Errorf("window [%d,%d] scope [%d,%d]: admitted %v, want %v", c.from, c.to, c.start, c.end, got, c.want)
+		}
+	}
+}
+
+// TestSetMeta moves items in and out of a time window and across types
+// without touching their vectors, in Flat and HNSW alike.
+func TestSetMeta(t *testing.T) {
+	vecs := clustered(3, 300, 16, 4)
+	for _, ix := range []interface {
+		Index
+		MetaSetter
+	}{NewFlat(16), NewHNSW(16, HNSWOptions{Seed: 1})} {
+		for i, v := range vecs {
+			if err := ix.Add(uint64(i), v, Meta{Kind: KindEdge, Type: 1, Time: 100, End: 200}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		late := &Filter{From: 500}
+		if hits := ix.Search(vecs[7], 5, late); len(hits) != 0 {
+			t.Fatalf("%T: %d hits before any scope reaches 500", ix, len(hits))
+		}
+		if !ix.SetMeta(7, Meta{Kind: KindEdge, Type: 1, Time: 100, End: 600}) {
+			t.Fatalf("%T: SetMeta(7) reports absent", ix)
+		}
+		if hits := ix.Search(vecs[7], 5, late); len(hits) != 1 || hits[0].ID != 7 {
+			t.Fatalf("%T: after widening 7: %v", ix, hits)
+		}
+		if !ix.SetMeta(7, Meta{Kind: KindEdge, Type: 9, Time: 100, End: 600}) {
+			t.Fatalf("%T: SetMeta(7) to type 9 reports absent", ix)
+		}
+		if hits := ix.Search(vecs[7], 5, &Filter{Types: []uint8{9}}); len(hits) != 1 || hits[0].ID != 7 || hits[0].Score < 0.999 {
+			t.Fatalf("%T: type 9 after SetMeta: %v", ix, hits)
+		}
+		if ix.Len() != len(vecs) {
+			t.Fatalf("%T: Len %d after SetMeta, want %d", ix, ix.Len(), len(vecs))
+		}
+		if ix.SetMeta(9999, Meta{}) {
+			t.Fatalf("%T: SetMeta of an absent id reports present", ix)
+		}
+	}
+}
+
+// TestReadHNSWVersion1 loads a version-1 snapshot (metas without end):
+// each item's time becomes the point scope [time, time].
+func TestReadHNSWVersion1(t *testing.T) {
+	vecs := clustered(5, 50, 8, 2)
+	h := NewHNSW(8, HNSWOptions{M: 4, EfConstruction: 16, Seed: 1})
+	for i, v := range vecs {
+		if err := h.Add(uint64(i), v, Meta{Kind: KindEdge, Type: uint8(i), Time: int64(i*10 + 10), End: int64(i*10 + 10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if _, err := h.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	old := toVersion1(t, b.Bytes())
+	g, err := ReadHNSW(bytes.NewReader(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Filter{From: 105, To: 135} // items 10, 11, 12
+	got := g.Search(vecs[11], 10, f)
+	if len(got) != 3 {
+		t.Fatalf("window over a v1 snapshot: %v, want items 10-12", got)
+	}
+	for _, hit := range got {
+		if hit.ID < 10 || hit.ID > 12 {
+			t.Fatalf("window over a v1 snapshot returned %d", hit.ID)
+		}
+	}
+}
+
+// toVersion1 rewrites a version-2 HNSW snapshot as version 1.
+func toVersion1(t *testing.T, v2 []byte) []byte {
+	t.Helper()
+	const hdr, fixed = 8, 24 + 4 + 8
+	n := int(binary.LittleEndian.Uint32(v2[hdr+24:]))
+	metas := hdr + fixed + n + n + 8*n
+	out := append([]byte(nil), v2[:metas]...)
+	out[len(snapMagic)] = 1
+	for s := range n {
+		m := v2[metas+24*s : metas+24*(s+1)]
+		out = append(out, m[:8]...)
+		out = append(out, m[16:]...)
+	}
+	out = append(out, v2[metas+24*n:len(v2)-4]...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out[hdr:], castagnoli))
+}
