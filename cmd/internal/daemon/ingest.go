@@ -73,36 +73,6 @@ type batchError struct {
 func (e *batchError) Error() string { return fmt.Sprintf("message %d: %v", e.i, e.err) }
 func (e *batchError) Unwrap() error { return e.err }
 
-// run pulls until ctx ends.
-func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * c.d.cfg.Ingest.BatchSize))
-	if err != nil {
-		return fmt.Errorf("%s consumer: %w", c.stream, err)
-	}
-	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
-	max := c.d.cfg.Ingest.BatchSize
-	for {
-		first, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			c.log.Warn("pull failed", "err", err)
-			continue
-		}
-		msgs := []jetstream.Msg{first}
-		for len(msgs) < max {
-			m, err := it.Next(jetstream.NextMaxWait(2 * time.Millisecond))
-			if err != nil {
-				break
-			}
-			msgs = append(msgs, m)
-		}
-		c.process(ctx, msgs)
-	}
-}
-
 // process decodes and applies one pulled batch. What happens to a
 // message that does not apply depends on whose fault it is:
 //
@@ -115,10 +85,16 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 //     text, a bug): that message alone is retried with backoff and
 //     dead-lettered after ingest.max_deliver deliveries, and the rest of
 //     the batch commits without it, so the stream keeps flowing.
-func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
+func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg, acks chan<- []*decoded) {
+	c.commitBatch(ctx, msgs, c.decodeAll(msgs), acks)
+}
+
+// commitBatch is process of a batch already decoded (results in the
+// order of msgs). Committed messages go to acks, to be acked there.
+func (c *consumer) commitBatch(ctx context.Context, msgs []jetstream.Msg, results []decodeResult, acks chan<- []*decoded) {
 	start := time.Now()
-	var ready []*decoded
-	for i, r := range c.decodeAll(msgs) {
+	ready := make([]*decoded, 0, len(msgs))
+	for i, r := range results {
 		if r.err != nil {
 			c.deadLetter(msgs[i], r.err)
 			continue
@@ -129,11 +105,7 @@ func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 	for len(ready) > 0 {
 		err := c.commit(ctx, ready)
 		if err == nil {
-			for _, dm := range ready {
-				if err := dm.msg.Ack(); err != nil {
-					c.log.Warn("ack failed; redelivery is harmless", "err", err)
-				}
-			}
+			acks <- ready
 			c.applied.Add(int64(len(ready)))
 			c.d.metrics.ingested.WithLabelValues(c.stream, "applied").Add(float64(len(ready)))
 			c.d.metrics.batchSeconds.WithLabelValues(c.stream).Observe(time.Since(start).Seconds())
@@ -157,8 +129,8 @@ func (c *consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 			ready = append(ready[:be.i], ready[be.i+1:]...)
 		case errors.Is(err, particle.ErrTooBig) && len(ready) > 1:
 			half := len(ready) / 2
-			c.process(ctx, msgsOf(ready[:half]))
-			c.process(ctx, msgsOf(ready[half:]))
+			c.process(ctx, msgsOf(ready[:half]), acks)
+			c.process(ctx, msgsOf(ready[half:]), acks)
 			return
 		case errors.Is(err, particle.ErrTooBig):
 			c.deadLetter(ready[0].msg, fmt.Errorf("message does not fit one transaction: %w", err))
