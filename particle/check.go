@@ -422,8 +422,8 @@ func (c *checker) checkView(v *view) {
 		disk map[string][]string
 		mem  map[string][]string
 	}{
-		{"out", want(c.out, func(e *Edge) string { return e.Source }), v.out},
-		{"in", want(c.in, func(e *Edge) string { return e.Target }), v.in},
+		{"out", want(c.out, func(e *Edge) string { return e.Source }), v.adjacencyIDs(v.out)},
+		{"in", want(c.in, func(e *Edge) string { return e.Target }), v.adjacencyIDs(v.in)},
 	} {
 		for node, ids := range side.disk {
 			got := slices.Clone(side.mem[node])
@@ -439,12 +439,59 @@ func (c *checker) checkView(v *view) {
 			}
 		}
 	}
+	c.checkSeqIndex(v)
 	for id, e := range v.edges {
 		if d := c.edges[id]; d == nil {
 			r.Add("view", "edge %s is in the view, not in Badger", id)
 		} else if !bytes.Equal(mustJSON(d), mustJSON(e)) {
 			r.Add("view", "edge %s differs between the view and Badger", id)
 		}
+	}
+}
+
+// adjacencyIDs is an adjacency map with edge ids in place of seqs (a
+// seq the view does not resolve shows as "seq:N").
+func (v *view) adjacencyIDs(m map[string][]uint64) map[string][]string {
+	out := make(map[string][]string, len(m))
+	for node, seqs := range m {
+		ids := make([]string, 0, len(seqs))
+		for _, s := range seqs {
+			if e := atSeq(v.edgeSeq, s); e != nil {
+				ids = append(ids, e.ID)
+			} else {
+				ids = append(ids, fmt.Sprintf("seq:%d", s))
+			}
+		}
+		out[node] = ids
+	}
+	return out
+}
+
+// checkSeqIndex checks the view's seq-indexed slices against its maps:
+// every item with a seq is found at it, and nothing else is.
+func (c *checker) checkSeqIndex(v *view) {
+	checkSeqs(c.r, "node", v.nodes, v.nodeSeq, func(n *Node) uint64 { return n.Seq })
+	checkSeqs(c.r, "edge", v.edges, v.edgeSeq, func(e *Edge) uint64 { return e.Seq })
+	checkSeqs(c.r, "episode", v.episodes, v.episodeSeq, func(e *Episode) uint64 { return e.Seq })
+}
+
+func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []*T, seqOf func(*T) uint64) {
+	held, indexed := 0, 0
+	for k, x := range items {
+		if s := seqOf(x); s != 0 {
+			held++
+			if atSeq(bySeq, s) != x {
+				r.Add("view-seq", "%s %q is not at its seq %d", what, k, s)
+			}
+		}
+	}
+	for _, x := range bySeq {
+		if x != nil {
+			indexed++
+		}
+	}
+	if indexed != held {
+		r.Add("view-seq", "view indexes %d %ss by seq, holds %d with a seq", indexed, what, held)
 	}
 }
 

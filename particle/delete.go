@@ -53,7 +53,8 @@ func (b *Batch) DeleteNode(id string) error {
 // the view and among this batch's new edges.
 func (b *Batch) touching(id string) []string {
 	b.s.mu.RLock()
-	ids := slices.Concat(b.s.v.out[id], b.s.v.in[id])
+	v := b.s.v
+	ids := v.edgeIDs(v.in[id], v.edgeIDs(v.out[id], nil))
 	b.s.mu.RUnlock()
 	for eid := range b.newEdges {
 		if e := b.edges[eid]; e != nil && (e.Source == id || e.Target == id) {
@@ -113,13 +114,13 @@ func (v *view) removeEdge(id string) bool {
 		return false
 	}
 	delete(v.edges, id)
-	delete(v.edgeSeq, e.Seq)
+	v.edgeSeq = unsetSeq(v.edgeSeq, e.Seq, e)
 	ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
 	if v.identity[ik] == id {
 		delete(v.identity, ik)
 	}
-	v.out[e.Source] = without(v.out[e.Source], id)
-	v.in[e.Target] = without(v.in[e.Target], id)
+	v.out[e.Source] = withoutSeq(v.out[e.Source], e.Seq)
+	v.in[e.Target] = withoutSeq(v.in[e.Target], e.Seq)
 	return true
 }
 
@@ -129,7 +130,7 @@ func (v *view) removeNode(id string) bool {
 		return false
 	}
 	delete(v.nodes, id)
-	delete(v.nodeSeq, n.Seq)
+	v.nodeSeq = unsetSeq(v.nodeSeq, n.Seq, n)
 	for ak, nid := range v.aliases {
 		if nid == id {
 			delete(v.aliases, ak)
@@ -138,15 +139,4 @@ func (v *view) removeNode(id string) bool {
 	delete(v.out, id)
 	delete(v.in, id)
 	return true
-}
-
-// without returns ids less id, as a new slice (readers may hold the old).
-func without(ids []string, id string) []string {
-	i := slices.Index(ids, id)
-	if i < 0 {
-		return ids
-	}
-	out := make([]string, 0, len(ids)-1)
-	out = append(out, ids[:i]...)
-	return append(out, ids[i+1:]...)
 }

@@ -37,7 +37,7 @@ type Contradiction struct {
 // than except.
 func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
 	b.s.mu.RLock()
-	ids := slices.Clone(b.s.v.out[subject])
+	ids := b.s.v.edgeIDs(b.s.v.out[subject], nil)
 	b.s.mu.RUnlock()
 	for id := range b.newEdges {
 		ids = append(ids, id)

@@ -35,13 +35,13 @@ func (r Reader) Edge(id string) *Edge { return r.v.edges[id] }
 func (r Reader) Episode(ns, id string) *Episode { return r.v.episodes[ns+"\x00"+id] }
 
 // NodeBySeq returns the node with compact id seq, or nil.
-func (r Reader) NodeBySeq(seq uint64) *Node { return r.v.nodeSeq[seq] }
+func (r Reader) NodeBySeq(seq uint64) *Node { return atSeq(r.v.nodeSeq, seq) }
 
 // EdgeBySeq returns the edge with compact id seq, or nil.
-func (r Reader) EdgeBySeq(seq uint64) *Edge { return r.v.edgeSeq[seq] }
+func (r Reader) EdgeBySeq(seq uint64) *Edge { return atSeq(r.v.edgeSeq, seq) }
 
 // EpisodeBySeq returns the episode with compact id seq, or nil.
-func (r Reader) EpisodeBySeq(seq uint64) *Episode { return r.v.episodeSeq[seq] }
+func (r Reader) EpisodeBySeq(seq uint64) *Episode { return atSeq(r.v.episodeSeq, seq) }
 
 // Lookup resolves name (canonical name or alias) among nodes of type t.
 func (r Reader) Lookup(ns string, t NodeType, name string) *Node {
@@ -61,23 +61,13 @@ func (r Reader) LookupAny(ns, name string) *Node {
 	return nil
 }
 
-// Out calls fn for each edge leaving node id; fn returns false to stop.
-func (r Reader) Out(id string, fn func(*Edge) bool) {
-	for _, eid := range r.v.out[id] {
-		if !fn(r.v.edges[eid]) {
-			return
-		}
-	}
-}
+// Out calls fn for each edge leaving node id, oldest first; fn returns
+// false to stop.
+func (r Reader) Out(id string, fn func(*Edge) bool) { oldest(r, r.v.out[id], fn) }
 
-// In calls fn for each edge entering node id; fn returns false to stop.
-func (r Reader) In(id string, fn func(*Edge) bool) {
-	for _, eid := range r.v.in[id] {
-		if !fn(r.v.edges[eid]) {
-			return
-		}
-	}
-}
+// In calls fn for each edge entering node id, oldest first; fn returns
+// false to stop.
+func (r Reader) In(id string, fn func(*Edge) bool) { oldest(r, r.v.in[id], fn) }
 
 // OutNewest is Out, newest edge first (adjacency is in insertion order).
 func (r Reader) OutNewest(id string, fn func(*Edge) bool) { newest(r, r.v.out[id], fn) }
@@ -85,9 +75,19 @@ func (r Reader) OutNewest(id string, fn func(*Edge) bool) { newest(r, r.v.out[id
 // InNewest is In, newest edge first.
 func (r Reader) InNewest(id string, fn func(*Edge) bool) { newest(r, r.v.in[id], fn) }
 
-func newest(r Reader, ids []string, fn func(*Edge) bool) {
-	for i := len(ids) - 1; i >= 0; i-- {
-		if !fn(r.v.edges[ids[i]]) {
+func oldest(r Reader, seqs []uint64, fn func(*Edge) bool) {
+	edges := r.v.edgeSeq
+	for _, s := range seqs {
+		if !fn(edges[s]) {
+			return
+		}
+	}
+}
+
+func newest(r Reader, seqs []uint64, fn func(*Edge) bool) {
+	edges := r.v.edgeSeq
+	for i := len(seqs) - 1; i >= 0; i-- {
+		if !fn(edges[seqs[i]]) {
 			return
 		}
 	}

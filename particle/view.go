@@ -1,19 +1,31 @@
 package particle
 
+import "slices"
+
 // view is the memory-resident copy of the graph. Published values are
 // immutable: a writer clones a node or edge, changes the clone and swaps
 // the pointer under Store.mu, so a reader may keep a pointer it got.
+//
+// The hot paths are compact: items are also indexed by their Seq in
+// dense slices (one counter serves nodes, edges and episodes, so each
+// slice has holes where the others took ids, and gaps after a restart),
+// and adjacency lists hold edge seqs, so a step of an expansion is one
+// slice index, not a string hash. An item without a seq (0) is not
+// indexed by seq, and an edge without one is not in the adjacency.
+//
+// The put and remove methods are not safe for concurrent use: the store
+// calls them under Store.mu, the loader from one goroutine.
 type view struct {
 	nodes       map[string]*Node
 	edges       map[string]*Edge
-	episodes    map[string]*Episode // ns \0 id
-	nodeSeq     map[uint64]*Node
-	edgeSeq     map[uint64]*Edge
-	episodeSeq  map[uint64]*Episode
+	episodes    map[string]*Episode   // ns \0 id
+	nodeSeq     []*Node               // seq -> node, nil where none
+	edgeSeq     []*Edge               // seq -> edge
+	episodeSeq  []*Episode            // seq -> episode
 	aliases     map[string]string     // aliasKey -> node id
 	identity    map[string]string     // edgeIdentity -> edge id
-	out         map[string][]string   // node id -> edge ids
-	in          map[string][]string   // node id -> edge ids
+	out         map[string][]uint64   // node id -> seqs of the edges leaving it, oldest first
+	in          map[string][]uint64   // node id -> seqs of the edges entering it
 	preds       map[string]*Predicate // scope \0 name
 	predAliases map[string]string     // scope \0 alias -> name
 	redirects   map[string]string     // merged node id -> survivor id
@@ -22,17 +34,19 @@ type view struct {
 func newView() *view {
 	return &view{
 		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
-		nodeSeq: map[uint64]*Node{}, edgeSeq: map[uint64]*Edge{}, episodeSeq: map[uint64]*Episode{},
 		aliases: map[string]string{}, identity: map[string]string{},
-		out: map[string][]string{}, in: map[string][]string{},
+		out: map[string][]uint64{}, in: map[string][]uint64{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 	}
 }
 
 func (v *view) putNode(n *Node) (created bool) {
-	_, had := v.nodes[n.ID]
+	old, had := v.nodes[n.ID]
 	v.nodes[n.ID] = n
-	v.nodeSeq[n.Seq] = n
+	if had && old.Seq != n.Seq {
+		v.nodeSeq = unsetSeq(v.nodeSeq, old.Seq, old)
+	}
+	v.nodeSeq = setSeq(v.nodeSeq, n.Seq, n)
 	v.aliases[aliasKey(n.Namespace, n.Type, n.Name)] = n.ID
 	for _, a := range n.Aliases {
 		v.aliases[aliasKey(n.Namespace, n.Type, a)] = n.ID
@@ -41,23 +55,91 @@ func (v *view) putNode(n *Node) (created bool) {
 }
 
 func (v *view) putEdge(e *Edge) (created bool) {
-	_, had := v.edges[e.ID]
+	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
-	v.edgeSeq[e.Seq] = e
+	v.edgeSeq = setSeq(v.edgeSeq, e.Seq, e)
 	if !had {
 		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
-		v.out[e.Source] = append(v.out[e.Source], e.ID)
-		v.in[e.Target] = append(v.in[e.Target], e.ID)
+		if e.Seq != 0 {
+			v.out[e.Source] = append(v.out[e.Source], e.Seq)
+			v.in[e.Target] = append(v.in[e.Target], e.Seq)
+		}
+		return true
 	}
-	return !had
+	if old.Seq != e.Seq {
+		// Renumbered (not done by the store today): the adjacency
+		// follows, in place of the old seq.
+		v.edgeSeq = unsetSeq(v.edgeSeq, old.Seq, old)
+		v.out[old.Source] = withoutSeq(v.out[old.Source], old.Seq)
+		v.in[old.Target] = withoutSeq(v.in[old.Target], old.Seq)
+		if e.Seq != 0 {
+			v.out[e.Source] = append(v.out[e.Source], e.Seq)
+			v.in[e.Target] = append(v.in[e.Target], e.Seq)
+		}
+	}
+	return false
 }
 
 func (v *view) putEpisode(e *Episode) (created bool) {
 	k := e.Namespace + "\x00" + e.ID
-	_, had := v.episodes[k]
+	old, had := v.episodes[k]
 	v.episodes[k] = e
-	v.episodeSeq[e.Seq] = e
+	if had && old.Seq != e.Seq {
+		v.episodeSeq = unsetSeq(v.episodeSeq, old.Seq, old)
+	}
+	v.episodeSeq = setSeq(v.episodeSeq, e.Seq, e)
 	return !had
+}
+
+// setSeq stores x at seq (0 is no seq), growing s as needed.
+func setSeq[T any](s []*T, seq uint64, x *T) []*T {
+	if seq == 0 {
+		return s
+	}
+	if need := int(seq) + 1 - len(s); need > 0 {
+		// Past len the backing array is zero: the view never shrinks.
+		s = slices.Grow(s, need)[:int(seq)+1]
+	}
+	s[seq] = x
+	return s
+}
+
+// unsetSeq clears seq if it still holds x.
+func unsetSeq[T any](s []*T, seq uint64, x *T) []*T {
+	if seq < uint64(len(s)) && s[seq] == x {
+		s[seq] = nil
+	}
+	return s
+}
+
+// atSeq is the item at seq, or nil.
+func atSeq[T any](s []*T, seq uint64) *T {
+	if seq < uint64(len(s)) {
+		return s[seq]
+	}
+	return nil
+}
+
+// withoutSeq returns seqs less seq, as a new slice (a writer's caller
+// may hold the old one).
+func withoutSeq(seqs []uint64, seq uint64) []uint64 {
+	i := slices.Index(seqs, seq)
+	if i < 0 {
+		return seqs
+	}
+	out := make([]uint64, 0, len(seqs)-1)
+	out = append(out, seqs[:i]...)
+	return append(out, seqs[i+1:]...)
+}
+
+// edgeIDs appends the ids of the edges with the given seqs to ids.
+func (v *view) edgeIDs(seqs []uint64, ids []string) []string {
+	for _, s := range seqs {
+		if e := atSeq(v.edgeSeq, s); e != nil {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
 }
 
 // identityPredicate is the predicate part of an edge's identity: the
