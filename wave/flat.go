@@ -134,8 +134,7 @@ func checkVec(vec []float32, dim int) error {
 
 // isZero reports whether f admits everything without looking at items.
 func (f *Filter) isZero() bool {
-	return f == nil || (f.Namespace == 0 && len(f.Kinds) == 0 && len(f.Types) == 0 &&
-		f.From == 0 && f.To == 0 && f.Allow == nil)
+	return f.metaFree() && (f == nil || f.Allow == nil)
 }
 
 // worse reports whether a ranks below b: lower score, or equal score and

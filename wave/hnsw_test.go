@@ -122,37 +122,47 @@ func TestHNSWRecall(t *testing.T) {
 	}
 }
 
-func TestHNSWFilteredRecall(t *testing.T) {
-	h, flat := fixture(t)
-	tests := []struct {
-		name string
-		f    *Filter
-	}{
-		{"types 1%", &Filter{Types: []uint8{7}}},
-		{"allow 1%", &Filter{Allow: func(id uint64) bool { return id%100 == 7 }}},
-		{"allow 0.5% clustered ids", &Filter{Allow: func(id uint64) bool { return id < fixN/200 }}},
-		{"types 3%", &Filter{Types: []uint8{1, 2, 3}}},
-		{"allow 10%", &Filter{Allow: func(id uint64) bool { return id%10 == 3 }}},
-		{"namespace 50%", &Filter{Namespace: 2}},
-		{"kinds 67%", &Filter{Kinds: []Kind{KindNode, KindEpisode}}},
-		{"time 5%", &Filter{From: 5000, To: 5999}},
-		{"time 30%", &Filter{From: 1000, To: 6999}},
-		{"types and allow", &Filter{Types: []uint8{10, 20, 30, 40, 50}, Allow: func(id uint64) bool { return id%3 != 0 }}},
-		{"namespace and kinds 17%", &Filter{Namespace: 1, Kinds: []Kind{KindEdge}}},
-		{"none", &Filter{Namespace: 3}},
-	}
-	for _, tc := range tests {
+// filteredCases are the filters the recall tests search under, on the
+// fixture's metadata (fixMeta).
+var filteredCases = []struct {
+	name string
+	f    *Filter
+}{
+	{"types 1%", &Filter{Types: []uint8{7}}},
+	{"allow 1%", &Filter{Allow: func(id uint64) bool { return id%100 == 7 }}},
+	{"allow 0.5% clustered ids", &Filter{Allow: func(id uint64) bool { return id < fixN/200 }}},
+	{"types 3%", &Filter{Types: []uint8{1, 2, 3}}},
+	{"allow 10%", &Filter{Allow: func(id uint64) bool { return id%10 == 3 }}},
+	{"namespace 50%", &Filter{Namespace: 2}},
+	{"kinds 67%", &Filter{Kinds: []Kind{KindNode, KindEpisode}}},
+	{"time 0.5%", &Filter{From: 12000, To: 12099}},
+	{"time 5%", &Filter{From: 5000, To: 5999}},
+	{"time 30%", &Filter{From: 1000, To: 6999}},
+	{"types and allow", &Filter{Types: []uint8{10, 20, 30, 40, 50}, Allow: func(id uint64) bool { return id%3 != 0 }}},
+	{"namespace and kinds 17%", &Filter{Namespace: 1, Kinds: []Kind{KindEdge}}},
+	{"none", &Filter{Namespace: 3}},
+}
+
+// testFilteredRecall checks recall@10 >= 0.95 of ix against flat under
+// each of filteredCases, and that its hits pass the filter.
+func testFilteredRecall(t *testing.T, ix Index, flat *Flat) {
+	for _, tc := range filteredCases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := recall(t, h, flat, fix.queries, 10, tc.f)
+			r := recall(t, ix, flat, fix.queries, 10, tc.f)
 			t.Logf("recall@10 = %.4f", r)
 			if r < 0.95 {
 				t.Errorf("recall@10 = %.4f, want >= 0.95", r)
 			}
 			for _, q := range fix.queries[:20] {
-				checkHits(t, h.Search(q, 10, tc.f), 10, tc.f, func(id uint64) (Meta, bool) { return fixMeta(int(id)), id < fixN })
+				checkHits(t, ix.Search(q, 10, tc.f), 10, tc.f, func(id uint64) (Meta, bool) { return fixMeta(int(id)), id < fixN })
 			}
 		})
 	}
+}
+
+func TestHNSWFilteredRecall(t *testing.T) {
+	h, flat := fixture(t)
+	testFilteredRecall(t, h, flat)
 }
 
 // build returns an HNSW and a Flat holding vecs[i] under id i.

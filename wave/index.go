@@ -44,6 +44,12 @@ func (f *Filter) Admits(id uint64, m Meta) bool {
 	if f == nil {
 		return true
 	}
+	return f.admitsMeta(m) && (f.Allow == nil || f.Allow(id))
+}
+
+// admitsMeta reports whether m passes the filter's Meta fields (all of
+// it but Allow).
+func (f *Filter) admitsMeta(m Meta) bool {
 	if f.Namespace != 0 && m.Namespace != f.Namespace {
 		return false
 	}
@@ -53,13 +59,12 @@ func (f *Filter) Admits(id uint64, m Meta) bool {
 	if len(f.Types) > 0 && !containsType(f.Types, m.Type) {
 		return false
 	}
-	if !f.overlaps(m.Time, m.End) {
-		return false
-	}
-	if f.Allow != nil && !f.Allow(id) {
-		return false
-	}
-	return true
+	return f.overlaps(m.Time, m.End)
+}
+
+// metaFree reports whether f's Meta fields admit everything.
+func (f *Filter) metaFree() bool {
+	return f == nil || (f.Namespace == 0 && len(f.Kinds) == 0 && len(f.Types) == 0 && f.From == 0 && f.To == 0)
 }
 
 // overlaps reports whether the scope [start, end] (0 = open bound) shares

@@ -1,0 +1,356 @@
+package wave
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// IVFOptions configure an [IVF]. Zero fields take the defaults.
+type IVFOptions struct {
+	// NProbe is the number of nearest lists every search probes (default
+	// 32); a filtered search probes more until it has seen enough items
+	// the filter admits.
+	NProbe int
+	// TrainAt is the number of vectors at which the coarse quantiser is
+	// first trained (default 4096); below it the index is one list and
+	// searches are exact. It is retrained each time the index grows by
+	// RetrainFactor since the last training.
+	TrainAt int
+	// RetrainFactor is the growth that triggers a retraining (default 8).
+	RetrainFactor int
+	// ListSize is the mean list length a training aims for at
+	// RetrainFactor times the size it trains at (default 256).
+	ListSize int
+	// Seed makes training deterministic.
+	Seed uint64
+}
+
+// DefaultIVFOptions returns the defaults.
+func DefaultIVFOptions() IVFOptions {
+	var o IVFOptions
+	o.ensureDefaults()
+	return o
+}
+
+func (o *IVFOptions) ensureDefaults() {
+	if o.NProbe <= 0 {
+		o.NProbe = 32
+	}
+	if o.TrainAt <= 0 {
+		o.TrainAt = 4096
+	}
+	if o.RetrainFactor <= 1 {
+		o.RetrainFactor = 8
+	}
+	if o.ListSize <= 0 {
+		o.ListSize = 256
+	}
+}
+
+// Bounds on the quantiser: lists, and vectors sampled to train it.
+const (
+	ivfMaxLists  = 4096
+	ivfMinLists  = 16
+	ivfMaxSample = 48 * 1024
+)
+
+// IVF is an inverted-file [Index] for L2-normalised vectors, built for
+// fast inserts and filtered search.
+//
+// # Storage
+//
+// A two-level k-means coarse quantiser (see coarse) splits the vectors
+// into inverted lists. Each list holds, contiguously by position, the
+// ids, a compact [Meta], a tombstone flag, int8 codes with a per-vector
+// scale, and a reference to the caller's float32 vector for exact
+// rescoring. IVF does not copy float vectors: [IVF.Add] keeps vec, and
+// the caller must not modify it afterwards (a vector that is not unit
+// length is the exception: IVF keeps a normalised copy).
+//
+// An insert quantises the vector and finds its list with about 2·√nlist
+// dot products, a few µs. Until TrainAt vectors exist the index is one
+// list (searches are exact); training then runs in the background, on a
+// sample, and again whenever the index has grown RetrainFactor times,
+// while searches and inserts go on (see rebuild).
+//
+// # Search
+//
+// A search ranks the lists by their centroid's similarity to the query
+// and scans the nearest NProbe, checking the cheap Meta fields of the
+// filter inline before scoring and asking [Filter.Allow] only about an
+// item that would enter the result heap. When the filter admits few
+// items it keeps probing further lists (up to all of them, which is
+// exact) until it has seen enough admitted ones. The best candidates by
+// int8 score are rescored with the float32 vectors.
+//
+// # Concurrency
+//
+// Searches take no lock: they read the current state through atomic
+// pointers, and lists publish appended entries with an atomic length.
+// Writers (Add, Remove, SetMeta, Attach, Cleanup) serialise on a mutex
+// held for microseconds, so the planner never waits on ingest.
+type IVF struct {
+	dim    int
+	opt    IVFOptions
+	nprobe atomic.Int32
+	st     atomic.Pointer[ivfState]
+	pool   sync.Pool // *ivfSearcher
+
+	mu      sync.Mutex
+	ids     map[uint64]ivfLoc // live id -> position
+	deleted int               // tombstones in the current state
+	rng     *rand.Rand
+	// trained is the size the current quantiser was trained at (0: not
+	// yet); retraining starts at RetrainFactor times it.
+	trained int
+	// rebuild is set while a background retraining runs; touched
+	// collects the ids changed meanwhile, which it replays.
+	rebuild *sync.WaitGroup
+	touched []uint64
+}
+
+// ivfState is one quantiser and its lists; a retraining swaps in a new
+// state.
+type ivfState struct {
+	q     *coarse // nil: one list, exact
+	lists []ivfList
+}
+
+// ivfLoc is an entry's position: list and index in it.
+type ivfLoc struct{ list, pos uint32 }
+
+var _ Index = (*IVF)(nil)
+
+// NewIVF returns an empty IVF index over dim-dimensional vectors. It
+// panics if dim is not positive.
+func NewIVF(dim int, o IVFOptions) *IVF {
+	if dim <= 0 || dim > maxDim {
+		panic(fmt.Sprintf("wave: NewIVF: dimension %d out of range", dim))
+	}
+	o.ensureDefaults()
+	x := &IVF{dim: dim, opt: o, ids: make(map[uint64]ivfLoc), rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
+	x.nprobe.Store(int32(o.NProbe))
+	x.st.Store(newIVFState(nil, dim))
+	x.pool.New = func() any { return new(ivfSearcher) }
+	return x
+}
+
+// newIVFState returns a state with q's lists (one without q), empty.
+func newIVFState(q *coarse, dim int) *ivfState {
+	n := 1
+	if q != nil {
+		n = q.nlist()
+	}
+	st := &ivfState{q: q, lists: make([]ivfList, n)}
+	for i := range st.lists {
+		st.lists[i].d.Store(newListData(0, dim))
+	}
+	return st
+}
+
+// Dim returns the vector dimension.
+func (x *IVF) Dim() int { return x.dim }
+
+// Len returns the number of live vectors.
+func (x *IVF) Len() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.ids)
+}
+
+// Lists returns the number of inverted lists (1 before training).
+func (x *IVF) Lists() int { return len(x.st.Load().lists) }
+
+// SetNProbe sets the number of lists an unfiltered search probes.
+func (x *IVF) SetNProbe(n int) { x.nprobe.Store(int32(max(1, n))) }
+
+// NProbe returns the number of lists an unfiltered search probes.
+func (x *IVF) NProbe() int { return int(x.nprobe.Load()) }
+
+// Options returns the options the index was built with.
+func (x *IVF) Options() IVFOptions { return x.opt }
+
+// Has reports whether id is in the index.
+func (x *IVF) Has(id uint64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, ok := x.ids[id]
+	return ok
+}
+
+// Tombstones is the number of removed entries not yet compacted away.
+func (x *IVF) Tombstones() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.deleted
+}
+
+// Add inserts or replaces the vector of id. IVF keeps vec (see the type
+// doc): the caller must not modify it later. It fails with
+// [ErrDimension] or [ErrNonFinite].
+func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
+	if err := checkVec(vec, x.dim); err != nil {
+		return err
+	}
+	vec = unit(vec)
+	e := ivfEntry{id: id, meta: packMeta(m), code: make([]int8, x.dim), vec: &vec[0]}
+	e.scale = quantize(vec, e.code)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.removeLocked(id)
+	st := x.st.Load()
+	x.ids[id] = x.place(st, e, vec)
+	x.touch(id)
+	x.maybeRebuild(st)
+	return nil
+}
+
+// unit returns v if it is unit length (or zero), else a normalised copy.
+func unit(v []float32) []float32 {
+	var ss float32
+	for _, x := range v {
+		ss += x * x
+	}
+	if ss == 0 || math.Abs(float64(ss)-1) < 1e-4 {
+		return v
+	}
+	c := append([]float32(nil), v...)
+	Normalize(c)
+	return c
+}
+
+// place appends e (whose vector is vec) to its list in st.
+func (x *IVF) place(st *ivfState, e ivfEntry, vec []float32) ivfLoc {
+	l := 0
+	if st.q != nil {
+		l = st.q.assign(vec)
+	}
+	return ivfLoc{uint32(l), uint32(st.lists[l].push(e, x.dim))}
+}
+
+// Remove deletes id and reports whether it was present. Its entry stays
+// as a tombstone until [IVF.Cleanup].
+func (x *IVF) Remove(id uint64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ok := x.removeLocked(id)
+	if ok {
+		x.touch(id)
+	}
+	return ok
+}
+
+func (x *IVF) removeLocked(id uint64) bool {
+	loc, ok := x.ids[id]
+	if !ok {
+		return false
+	}
+	d := x.st.Load().lists[loc.list].d.Load()
+	atomic.StoreUint32(&d.dead[loc.pos], 1)
+	delete(x.ids, id)
+	x.deleted++
+	return true
+}
+
+// SetMeta replaces the Meta of id, keeping its vector, and reports
+// whether id is present.
+func (x *IVF) SetMeta(id uint64, m Meta) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	loc, ok := x.ids[id]
+	if !ok {
+		return false
+	}
+	d := x.st.Load().lists[loc.list].d.Load()
+	nm := &d.metas[loc.pos]
+	if nm.ns != m.Namespace || nm.kind != m.Kind || nm.typ != m.Type {
+		// Fields written once: re-append the entry with the new Meta.
+		e := d.entry(int(loc.pos), x.dim)
+		e.meta = packMeta(m)
+		e.code = append([]int8(nil), e.code...)
+		atomic.StoreUint32(&d.dead[loc.pos], 1)
+		x.deleted++
+		l := &x.st.Load().lists[loc.list]
+		x.ids[id] = ivfLoc{loc.list, uint32(l.push(e, x.dim))}
+	} else {
+		atomic.StoreInt64(&nm.time, m.Time)
+		atomic.StoreInt64(&nm.end, m.End)
+	}
+	x.touch(id)
+	return true
+}
+
+// Attach gives id (loaded from a snapshot, which holds no float vectors)
+// its float32 vector for exact rescoring, and reports whether id is
+// present. Like Add, IVF keeps vec. Until attached, an item is scored
+// from its int8 code.
+func (x *IVF) Attach(id uint64, vec []float32) bool {
+	if len(vec) != x.dim {
+		return false
+	}
+	vec = unit(vec)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	loc, ok := x.ids[id]
+	if !ok {
+		return false
+	}
+	x.st.Load().lists[loc.list].d.Load().vecs[loc.pos].Store(&vec[0])
+	x.touch(id)
+	return true
+}
+
+// Cleanup compacts the lists holding tombstones and returns the number
+// removed. During a background retraining it does nothing (the new
+// lists hold no tombstones).
+func (x *IVF) Cleanup() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.rebuild != nil || x.deleted == 0 {
+		return 0
+	}
+	st := x.st.Load()
+	removed := 0
+	for li := range st.lists {
+		l := &st.lists[li]
+		d := l.d.Load()
+		dead := 0
+		for i := range d.len() {
+			if d.isDead(i) {
+				dead++
+			}
+		}
+		if dead == 0 {
+			continue
+		}
+		nd := l.grow(d, d.len()-dead, x.dim, true)
+		for i := range nd.len() {
+			x.ids[nd.ids[i]] = ivfLoc{uint32(li), uint32(i)}
+		}
+		removed += dead
+	}
+	x.deleted -= removed
+	return removed
+}
+
+// Bytes returns the approximate memory held by the index, without the
+// float vectors it references.
+func (x *IVF) Bytes() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	st := x.st.Load()
+	n := 0
+	for i := range st.lists {
+		d := st.lists[i].d.Load()
+		n += cap(d.ids) * (8 + int(unsafe.Sizeof(nodeMeta{})) + 4 + 4 + 8 + x.dim)
+	}
+	if st.q != nil {
+		n += 4 * (len(st.q.leaves) + len(st.q.top))
+	}
+	const mapEntry = 48
+	return n + len(x.ids)*mapEntry
+}

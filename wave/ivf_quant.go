@@ -1,0 +1,119 @@
+package wave
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// coarse is the IVF's two-level coarse quantiser: a few top centroids,
+// each with its own leaf centroids (the inverted lists). Assigning a
+// vector costs len(top) + one top's leaves dot products (about 2·√nlist)
+// instead of nlist; searches score every leaf to rank the lists.
+type coarse struct {
+	dim    int
+	top    []float32 // k1 × dim
+	first  []int32   // leaves of top j: first[j] .. first[j+1]
+	leaves []float32 // nlist × dim
+}
+
+func (c *coarse) nlist() int { return len(c.leaves) / c.dim }
+
+func (c *coarse) leaf(i int) []float32 { return c.leaves[i*c.dim : (i+1)*c.dim] }
+
+// assign returns the list of v: the best leaf of the best top centroid.
+func (c *coarse) assign(v []float32) int {
+	j := nearest(c.top, v, c.dim)
+	lo, hi := int(c.first[j]), int(c.first[j+1])
+	return lo + nearest(c.leaves[lo*c.dim:hi*c.dim], v, c.dim)
+}
+
+// nearest returns the index of the centroid (in cs, dim apart) with the
+// highest dot product with v.
+func nearest(cs, v []float32, dim int) int {
+	best, bs := 0, float32(math.Inf(-1))
+	for i := 0; i*dim < len(cs); i++ {
+		if s := dot(v, cs[i*dim:(i+1)*dim]); s > bs {
+			best, bs = i, s
+		}
+	}
+	return best
+}
+
+// kmeansIters bounds the Lloyd iterations of each k-means run.
+const kmeansIters = 8
+
+// trainCoarse fits a coarse quantiser with about nlist leaves to the
+// sample (unit vectors), deterministically for a given rng.
+func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
+	nlist = max(1, min(nlist, len(sample)))
+	k1 := max(1, int(math.Round(math.Sqrt(float64(nlist)))))
+	top, assign := kmeans(sample, k1, dim, rng)
+	c := &coarse{dim: dim, top: top, first: make([]int32, 1, k1+1)}
+	members := make([][][]float32, k1)
+	for i, a := range assign {
+		members[a] = append(members[a], sample[i])
+	}
+	for j := range k1 {
+		m := members[j]
+		kids := max(1, min(len(m), int(math.Round(float64(nlist)*float64(len(m))/float64(len(sample))))))
+		if len(m) == 0 {
+			// An empty top cluster keeps its centroid as its only leaf.
+			c.leaves = append(c.leaves, top[j*dim:(j+1)*dim]...)
+		} else {
+			cs, _ := kmeans(m, kids, dim, rng)
+			c.leaves = append(c.leaves, cs...)
+		}
+		c.first = append(c.first, int32(len(c.leaves)/dim))
+	}
+	return c
+}
+
+// kmeans runs spherical k-means (dot-product assignment, normalised
+// means) on vs from k distinct random seeds; it returns the centroids
+// and each vector's cluster. An emptied cluster is re-seeded with a
+// random vector.
+func kmeans(vs [][]float32, k, dim int, rng *rand.Rand) ([]float32, []int32) {
+	k = max(1, min(k, len(vs)))
+	cs := make([]float32, k*dim)
+	for i, p := range rng.Perm(len(vs))[:k] {
+		copy(cs[i*dim:], vs[p])
+	}
+	assign := make([]int32, len(vs))
+	sums := make([]float64, k*dim)
+	counts := make([]int, k)
+	for it := range kmeansIters {
+		changed := 0
+		for i, v := range vs {
+			a := int32(nearest(cs, v, dim))
+			if a != assign[i] || it == 0 {
+				changed++
+			}
+			assign[i] = a
+		}
+		if changed == 0 {
+			break
+		}
+		clear(sums)
+		clear(counts)
+		for i, v := range vs {
+			a := int(assign[i])
+			counts[a]++
+			s := sums[a*dim : (a+1)*dim]
+			for d, x := range v {
+				s[d] += float64(x)
+			}
+		}
+		for a := range k {
+			c := cs[a*dim : (a+1)*dim]
+			if counts[a] == 0 {
+				copy(c, vs[rng.IntN(len(vs))])
+				continue
+			}
+			for d := range c {
+				c[d] = float32(sums[a*dim+d])
+			}
+			Normalize(c)
+		}
+	}
+	return cs, assign
+}

@@ -1,0 +1,143 @@
+package wave
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// A retraining builds a new state (quantiser and lists) in the
+// background from the lists as they were when it started, while the
+// writer goes on changing the current state and records the ids it
+// touches. The rebuild then replays those ids against the new state (an
+// id's entry there is dropped and copied afresh from the current state),
+// in rounds outside the writer's lock until few are left, and swaps the
+// state in under the lock. Searches see the old state or the new one,
+// each complete.
+
+// touch records id as changed for a running rebuild; the caller holds mu.
+func (x *IVF) touch(id uint64) {
+	if x.rebuild != nil {
+		x.touched = append(x.touched, id)
+	}
+}
+
+// maybeRebuild starts a background retraining when the index has reached
+// TrainAt vectors (first training) or grown RetrainFactor times since
+// the last; the caller holds mu.
+func (x *IVF) maybeRebuild(st *ivfState) {
+	n := len(x.ids)
+	if x.rebuild != nil || n < x.opt.TrainAt || (x.trained > 0 && n < x.trained*x.opt.RetrainFactor) {
+		return
+	}
+	x.trained = n
+	snap := make([]*listData, len(st.lists))
+	for i := range st.lists {
+		snap[i] = st.lists[i].d.Load()
+	}
+	wg := new(sync.WaitGroup)
+	wg.Add(1)
+	x.rebuild = wg
+	seed := x.rng.Uint64()
+	go x.retrain(snap, n, seed, wg)
+}
+
+// WaitRebuild waits for a running background retraining to finish.
+func (x *IVF) WaitRebuild() {
+	x.mu.Lock()
+	wg := x.rebuild
+	x.mu.Unlock()
+	if wg != nil {
+		wg.Wait()
+	}
+}
+
+// entryVec returns e's vector: the referenced float32 one, else its
+// normalised int8 decoding in buf.
+func entryVec(e ivfEntry, buf []float32) []float32 {
+	if e.vec != nil {
+		return unsafe.Slice(e.vec, len(buf))
+	}
+	for i, c := range e.code {
+		buf[i] = e.scale * float32(c)
+	}
+	Normalize(buf)
+	return buf
+}
+
+// retrain trains a quantiser on a sample of the entries of snap (each
+// listData's first n entries as they were, n read now: entries appended
+// later are replayed), fills a new state and swaps it in.
+func (x *IVF) retrain(snap []*listData, n int, seed uint64, wg *sync.WaitGroup) {
+	defer wg.Done()
+	dim := x.dim
+	type ref struct {
+		d *listData
+		i int
+	}
+	var live []ref
+	lens := make([]int, len(snap))
+	for li, d := range snap {
+		lens[li] = d.len()
+		for i := range lens[li] {
+			if !d.isDead(i) {
+				live = append(live, ref{d, i})
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(n)))
+	ns := min(len(live), ivfMaxSample)
+	sample := make([][]float32, ns)
+	for j, p := range rng.Perm(len(live))[:ns] {
+		r := live[p]
+		sample[j] = entryVec(r.d.entry(r.i, dim), make([]float32, dim))
+	}
+	nlist := max(ivfMinLists, min(ivfMaxLists, n*x.opt.RetrainFactor/x.opt.ListSize, ns/4))
+	q := trainCoarse(sample, dim, nlist, rng)
+
+	nst := newIVFState(q, dim)
+	nids := make(map[uint64]ivfLoc, n)
+	buf := make([]float32, dim)
+	for _, r := range live {
+		if r.d.isDead(r.i) {
+			continue
+		}
+		e := r.d.entry(r.i, dim)
+		nids[e.id] = x.place(nst, e, entryVec(e, buf))
+	}
+	deleted := 0
+	replay := func(id uint64) { // the caller holds mu
+		if loc, ok := nids[id]; ok {
+			atomic.StoreUint32(&nst.lists[loc.list].d.Load().dead[loc.pos], 1)
+			delete(nids, id)
+			deleted++
+		}
+		if loc, ok := x.ids[id]; ok {
+			e := x.st.Load().lists[loc.list].d.Load().entry(int(loc.pos), dim)
+			nids[id] = x.place(nst, e, entryVec(e, buf))
+		}
+	}
+	for {
+		x.mu.Lock()
+		ids := x.touched
+		x.touched = nil
+		if len(ids) <= 1024 {
+			for _, id := range ids {
+				replay(id)
+			}
+			x.st.Store(nst)
+			x.ids = nids
+			x.deleted = deleted
+			x.rebuild = nil
+			x.mu.Unlock()
+			return
+		}
+		x.mu.Unlock()
+		for _, id := range ids {
+			x.mu.Lock()
+			replay(id)
+			x.mu.Unlock()
+		}
+	}
+}
