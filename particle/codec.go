@@ -7,12 +7,13 @@ import (
 	"math"
 )
 
-// Values are stored as
+// Format 1 stores a value as
 //
 //	format u8 (=1) | json length u32 BE | json | embedding: n u32 BE, n × float32 LE
 //
 // The embedding travels outside the JSON so that 384 floats cost 1.5 KB,
-// not 4 KB of decimal text, and decode without parsing.
+// not 4 KB of decimal text, and decode without parsing. Counts are still
+// written so; nodes, edges and episodes were, before format 2.
 const formatV1 byte = 1
 
 // encodeValue encodes v, whose embedding (if any) the caller passes apart.
@@ -61,13 +62,19 @@ func decodeValue(b []byte, v any) ([]float32, error) {
 	return emb, nil
 }
 
-func encodeNode(n *Node) ([]byte, error) {
-	c := *n
-	c.Embedding = nil
-	return encodeValue(&c, n.Embedding)
-}
+// Nodes, edges and episodes are written in format 2 (codecv2.go); the
+// decoders read both formats, so a store written before keeps opening.
+
+func encodeNode(n *Node) ([]byte, error) { return encodeNodeV2(n) }
+
+func encodeEdge(e *Edge) ([]byte, error) { return encodeEdgeV2(e) }
+
+func encodeEpisode(e *Episode) ([]byte, error) { return encodeEpisodeV2(e) }
 
 func decodeNode(b []byte) (*Node, error) {
+	if len(b) > 0 && b[0] == formatV2 {
+		return decodeNodeV2(b)
+	}
 	var n Node
 	emb, err := decodeValue(b, &n)
 	if err != nil {
@@ -77,13 +84,10 @@ func decodeNode(b []byte) (*Node, error) {
 	return &n, nil
 }
 
-func encodeEdge(e *Edge) ([]byte, error) {
-	c := *e
-	c.Embedding = nil
-	return encodeValue(&c, e.Embedding)
-}
-
 func decodeEdge(b []byte) (*Edge, error) {
+	if len(b) > 0 && b[0] == formatV2 {
+		return decodeEdgeV2(b)
+	}
 	var e Edge
 	emb, err := decodeValue(b, &e)
 	if err != nil {
@@ -93,13 +97,10 @@ func decodeEdge(b []byte) (*Edge, error) {
 	return &e, nil
 }
 
-func encodeEpisode(e *Episode) ([]byte, error) {
-	c := *e
-	c.Embedding = nil
-	return encodeValue(&c, e.Embedding)
-}
-
 func decodeEpisode(b []byte) (*Episode, error) {
+	if len(b) > 0 && b[0] == formatV2 {
+		return decodeEpisodeV2(b)
+	}
 	var e Episode
 	emb, err := decodeValue(b, &e)
 	if err != nil {
@@ -107,4 +108,25 @@ func decodeEpisode(b []byte) (*Episode, error) {
 	}
 	e.Embedding = emb
 	return &e, nil
+}
+
+// embeddingLen reads the embedding count of an encoded node, edge or
+// episode without decoding the rest.
+func embeddingLen(b []byte) (int, error) {
+	if len(b) > 0 && b[0] == formatV2 {
+		if len(b) < 2 {
+			return 0, fmt.Errorf("%w: value header", ErrCorrupt)
+		}
+		r := &rd{b: b, off: 2}
+		n, _ := r.count(4)
+		return n, r.err
+	}
+	if len(b) < 9 || b[0] != formatV1 {
+		return 0, fmt.Errorf("%w: value header", ErrCorrupt)
+	}
+	n := int(binary.BigEndian.Uint32(b[1:5]))
+	if n < 0 || 5+n+4 > len(b) {
+		return 0, fmt.Errorf("%w: value length %d of %d bytes", ErrCorrupt, n, len(b))
+	}
+	return int(binary.BigEndian.Uint32(b[5+n:])), nil
 }

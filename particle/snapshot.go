@@ -2,7 +2,6 @@ package particle
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -220,17 +219,4 @@ func (sn *Snapshot) EmbeddingDims(k RecordKind, ns string) (map[int]int64, error
 		return nil
 	})
 	return dims, err
-}
-
-// embeddingLen reads the embedding count of an encoded value (see
-// codec.go) without decoding its JSON.
-func embeddingLen(b []byte) (int, error) {
-	if len(b) < 9 || b[0] != formatV1 {
-		return 0, fmt.Errorf("%w: value header", ErrCorrupt)
-	}
-	n := int(binary.BigEndian.Uint32(b[1:5]))
-	if n < 0 || 5+n+4 > len(b) {
-		return 0, fmt.Errorf("%w: value length %d of %d bytes", ErrCorrupt, n, len(b))
-	}
-	return int(binary.BigEndian.Uint32(b[5+n:])), nil
 }

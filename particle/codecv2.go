@@ -1,0 +1,324 @@
+package particle
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Format 2 stores a node, edge or episode in binary:
+//
+//	format u8 (=2) | kind u8 | embedding: count+1 uvarint (0 = nil), count × float32 LE | fields
+//
+// The fields follow in the order of the struct in types.go, each as
+// codecbin.go writes its type: strings length-prefixed, integers as
+// varints, floats as 8 bytes little-endian, times tagged, slices, maps and
+// pointers with a presence or count+1 prefix (nil stays nil), map keys
+// sorted. An episode's free-form Metadata travels as JSON. The embedding
+// comes first so that embeddingLen reads its size without decoding.
+const formatV2 byte = 2
+
+// kinds of format-2 values.
+const (
+	kindNode    byte = 1
+	kindEdge    byte = 2
+	kindEpisode byte = 3
+)
+
+func newWriter(kind byte, emb []float32, size int) *wr {
+	w := &wr{b: make([]byte, 0, 2+binaryLenMax+4*len(emb)+size)}
+	w.u8(formatV2)
+	w.u8(kind)
+	w.floats(emb)
+	return w
+}
+
+// binaryLenMax is the most bytes a uvarint takes.
+const binaryLenMax = 10
+
+// newReader checks the header of a format-2 value of kind and reads its
+// embedding.
+func newReader(b []byte, kind byte) (*rd, []float32) {
+	r := &rd{b: b}
+	if r.u8() != formatV2 || r.u8() != kind {
+		r.fail(fmt.Sprintf("not a format-2 value of kind %d", kind))
+		return r, nil
+	}
+	emb := r.floats()
+	r.strings()
+	return r, emb
+}
+
+func (w *wr) belief(b Belief) error {
+	w.f64(b.Score)
+	w.f64(b.Alpha)
+	w.f64(b.Beta)
+	w.f64(b.Evidence)
+	return w.time(b.UpdatedAt)
+}
+
+func (r *rd) belief() Belief {
+	return Belief{Score: r.f64(), Alpha: r.f64(), Beta: r.f64(), Evidence: r.f64(), UpdatedAt: r.time()}
+}
+
+// firstErr is the first non-nil error of errs.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeNodeV2(n *Node) ([]byte, error) {
+	w := newWriter(kindNode, n.Embedding, 64+len(n.ID)+len(n.Name)+len(n.Namespace))
+	w.str(n.ID)
+	w.str(n.Namespace)
+	w.str(string(n.Type))
+	w.str(n.Name)
+	w.strs(n.Aliases)
+	w.strs(n.Attributes.Tags)
+	w.strs(n.Attributes.CMSSpanIDs)
+	w.strs(n.Attributes.RLDSEpisodeIDs)
+	w.strMap(n.Attributes.Props)
+	err := firstErr(w.belief(n.Belief), w.time(n.CreatedAt), w.time(n.UpdatedAt))
+	w.uvar(n.Seq)
+	if err != nil {
+		return nil, fmt.Errorf("encode node %s: %w", n.ID, err)
+	}
+	return w.b, nil
+}
+
+func decodeNodeV2(b []byte) (*Node, error) {
+	r, emb := newReader(b, kindNode)
+	n := &Node{Embedding: emb}
+	n.ID = r.str()
+	n.Namespace = r.str()
+	n.Type = NodeType(r.str())
+	n.Name = r.str()
+	n.Aliases = r.strs()
+	n.Attributes.Tags = r.strs()
+	n.Attributes.CMSSpanIDs = r.strs()
+	n.Attributes.RLDSEpisodeIDs = r.strs()
+	n.Attributes.Props = r.strMap()
+	n.Belief = r.belief()
+	n.CreatedAt = r.time()
+	n.UpdatedAt = r.time()
+	n.Seq = r.uvar()
+	if err := r.done(); err != nil {
+		return nil, fmt.Errorf("decode node: %w", err)
+	}
+	return n, nil
+}
+
+// edgeBox allocates an edge and its assertion together.
+type edgeBox struct {
+	e Edge
+	a Assertion
+}
+
+func encodeEdgeV2(e *Edge) ([]byte, error) {
+	w := newWriter(kindEdge, e.Embedding, 256+len(e.Provenance)*64)
+	w.str(e.ID)
+	w.str(e.Namespace)
+	w.str(e.Source)
+	w.str(e.Target)
+	w.str(string(e.Type))
+	errs := []error{w.time(e.Scope.TimeRange.From), w.time(e.Scope.TimeRange.To)}
+	w.str(e.Scope.Location)
+	w.strs(e.Scope.Audience)
+	w.count(e.Provenance == nil, len(e.Provenance))
+	for i := range e.Provenance {
+		p := &e.Provenance[i]
+		w.str(p.EpisodeID)
+		w.present(p.StepIndex != nil)
+		if p.StepIndex != nil {
+			w.ivar(int64(*p.StepIndex))
+		}
+		w.str(p.CMSSpanID)
+		w.str(p.Agent)
+		errs = append(errs, w.time(p.ObservedAt))
+	}
+	w.ivar(int64(e.Evidence))
+	w.present(e.Assertion != nil)
+	if e.Assertion != nil {
+		w.str(e.Assertion.Predicate)
+		w.str(e.Assertion.Value)
+	}
+	w.f64(e.Confidence)
+	errs = append(errs, w.belief(e.Belief))
+	w.f64(e.Salience.Score)
+	w.str(e.Salience.DecayFn)
+	w.f64(e.Salience.HalfLifeS)
+	errs = append(errs, w.time(e.Salience.LastUpdated))
+	w.strs(e.Policy.AllowRoles)
+	w.strs(e.Policy.DenyRoles)
+	w.str(string(e.Policy.Sensitivity))
+	w.str(e.Policy.Subject)
+	w.present(e.Policy.Portable != nil)
+	if e.Policy.Portable != nil {
+		w.boolean(*e.Policy.Portable)
+	}
+	w.str(e.Policy.Origin)
+	errs = append(errs, w.time(e.ValidFrom), w.time(e.ValidTo))
+	w.str(string(e.Status))
+	w.str(e.SupersededBy)
+	errs = append(errs, w.time(e.EndedAt))
+	w.strs(e.Contradicts)
+	errs = append(errs, w.time(e.CreatedAt), w.time(e.UpdatedAt))
+	w.uvar(e.Seq)
+	if err := firstErr(errs...); err != nil {
+		return nil, fmt.Errorf("encode edge %s: %w", e.ID, err)
+	}
+	return w.b, nil
+}
+
+func decodeEdgeV2(b []byte) (*Edge, error) {
+	r, emb := newReader(b, kindEdge)
+	box := &edgeBox{}
+	e := &box.e
+	e.Embedding = emb
+	e.ID = r.str()
+	e.Namespace = r.str()
+	e.Source = r.str()
+	e.Target = r.str()
+	e.Type = EdgeType(r.str())
+	e.Scope.TimeRange.From = r.time()
+	e.Scope.TimeRange.To = r.time()
+	e.Scope.Location = r.str()
+	e.Scope.Audience = r.strs()
+	if n, isNil := r.count(5); !isNil {
+		e.Provenance = make([]Provenance, n)
+		steps := make([]int, n) // one allocation for every StepIndex
+		for i := range e.Provenance {
+			p := &e.Provenance[i]
+			p.EpisodeID = r.str()
+			if r.present() {
+				steps[i] = r.integer()
+				p.StepIndex = &steps[i]
+			}
+			p.CMSSpanID = r.str()
+			p.Agent = r.str()
+			p.ObservedAt = r.time()
+		}
+	}
+	e.Evidence = r.integer()
+	if r.present() {
+		box.a = Assertion{Predicate: r.str(), Value: r.str()}
+		e.Assertion = &box.a
+	}
+	e.Confidence = r.f64()
+	e.Belief = r.belief()
+	e.Salience.Score = r.f64()
+	e.Salience.DecayFn = r.str()
+	e.Salience.HalfLifeS = r.f64()
+	e.Salience.LastUpdated = r.time()
+	e.Policy.AllowRoles = r.strs()
+	e.Policy.DenyRoles = r.strs()
+	e.Policy.Sensitivity = Sensitivity(r.str())
+	e.Policy.Subject = r.str()
+	if r.present() {
+		v := r.boolean()
+		e.Policy.Portable = &v
+	}
+	e.Policy.Origin = r.str()
+	e.ValidFrom = r.time()
+	e.ValidTo = r.time()
+	e.Status = Status(r.str())
+	e.SupersededBy = r.str()
+	e.EndedAt = r.time()
+	e.Contradicts = r.strs()
+	e.CreatedAt = r.time()
+	e.UpdatedAt = r.time()
+	e.Seq = r.uvar()
+	if err := r.done(); err != nil {
+		return nil, fmt.Errorf("decode edge: %w", err)
+	}
+	return e, nil
+}
+
+func encodeEpisodeV2(e *Episode) ([]byte, error) {
+	size := 128
+	for _, id := range e.Edges {
+		size += 1 + len(id)
+	}
+	for _, id := range e.Nodes {
+		size += 1 + len(id)
+	}
+	w := newWriter(kindEpisode, e.Embedding, size)
+	w.str(e.ID)
+	w.str(e.Namespace)
+	w.str(e.Agent)
+	errs := []error{w.time(e.StartTime), w.time(e.EndTime)}
+	w.str(e.Location)
+	w.str(e.LanguageInstruction)
+	w.strs(e.Nodes)
+	w.strs(e.Edges)
+	w.present(e.Outcome.Success != nil)
+	if e.Outcome.Success != nil {
+		w.boolean(*e.Outcome.Success)
+	}
+	w.present(e.Outcome.RewardSum != nil)
+	if e.Outcome.RewardSum != nil {
+		w.f64(*e.Outcome.RewardSum)
+	}
+	w.ivar(int64(e.Steps))
+	w.boolean(e.Ended)
+	if e.Metadata == nil {
+		w.uvar(0)
+	} else {
+		js, err := json.Marshal(e.Metadata)
+		errs = append(errs, err)
+		w.count(false, len(js))
+		w.b = append(w.b, js...)
+	}
+	w.strMap(e.Features)
+	w.str(e.LastTool)
+	w.str(e.NodeID)
+	w.uvar(e.Seq)
+	if err := firstErr(errs...); err != nil {
+		return nil, fmt.Errorf("encode episode %s: %w", e.ID, err)
+	}
+	return w.b, nil
+}
+
+func decodeEpisodeV2(b []byte) (*Episode, error) {
+	r, emb := newReader(b, kindEpisode)
+	e := &Episode{Embedding: emb}
+	e.ID = r.str()
+	e.Namespace = r.str()
+	e.Agent = r.str()
+	e.StartTime = r.time()
+	e.EndTime = r.time()
+	e.Location = r.str()
+	e.LanguageInstruction = r.str()
+	e.Nodes = r.strs()
+	e.Edges = r.strs()
+	if r.present() {
+		v := r.boolean()
+		e.Outcome.Success = &v
+	}
+	if r.present() {
+		v := r.f64()
+		e.Outcome.RewardSum = &v
+	}
+	e.Steps = r.integer()
+	e.Ended = r.boolean()
+	if n, isNil := r.count(1); !isNil {
+		if at, ok := r.span(uint64(n)); ok {
+			if err := json.Unmarshal(r.b[at:at+n], &e.Metadata); err != nil {
+				r.fail("metadata: " + err.Error())
+			} else if e.Metadata == nil {
+				r.fail("metadata: null")
+			}
+		}
+	}
+	e.Features = r.strMap()
+	e.LastTool = r.str()
+	e.NodeID = r.str()
+	e.Seq = r.uvar()
+	if err := r.done(); err != nil {
+		return nil, fmt.Errorf("decode episode: %w", err)
+	}
+	return e, nil
+}
