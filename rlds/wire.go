@@ -464,8 +464,26 @@ func KnownEdgeType(t string) bool {
 }
 
 // DecodeMessage parses and validates one wire message. Unknown fields
-// are errors so that a sender's typo does not pass silently.
+// are errors so that a sender's typo does not pass silently. The plain
+// form senders write is read by the fast decoder (decode_fast.go);
+// anything else by encoding/json, which also words the errors.
 func DecodeMessage(b []byte) (*Message, error) {
+	m, ok := decodeFast(b)
+	if !ok {
+		var err error
+		if m, err = decodeJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// decodeJSON parses a wire message with encoding/json, without
+// validating it.
+func decodeJSON(b []byte) (*Message, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var m Message
@@ -474,9 +492,6 @@ func DecodeMessage(b []byte) (*Message, error) {
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the message", ErrMalformed)
-	}
-	if err := m.Validate(); err != nil {
-		return nil, err
 	}
 	return &m, nil
 }
