@@ -2,10 +2,10 @@ package rlds
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/embed"
@@ -545,8 +545,19 @@ func signature(t Tensor) string {
 	if t.DType == Image || t.DType == Bytes || t.DType == String {
 		shape = nil
 	}
-	b, _ := json.Marshal(shape)
-	return string(t.DType) + string(b)
+	// The shape as JSON ("null", "[]", "[7]"): signatures are stored.
+	b := append([]byte(t.DType), "null"...)
+	if shape != nil {
+		b = append(b[:len(t.DType)], '[')
+		for i, d := range shape {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(d), 10)
+		}
+		b = append(b, ']')
+	}
+	return string(b)
 }
 
 // encodeStep stores image and byte tensors as blobs and returns the
@@ -578,8 +589,8 @@ func withoutEventVectors(an *Annotations) *Annotations {
 }
 
 func (w *episodeWriter) blobs(f Features) Features {
-	if f == nil {
-		return nil
+	if !hasBytes(f) {
+		return f // nothing to move: the step's own map serves (it is only read)
 	}
 	out := make(Features, len(f))
 	for k, t := range f {
@@ -593,4 +604,13 @@ func (w *episodeWriter) blobs(f Features) Features {
 		out[k] = t
 	}
 	return out
+}
+
+func hasBytes(f Features) bool {
+	for _, t := range f {
+		if len(t.Bytes) > 0 {
+			return true
+		}
+	}
+	return false
 }
