@@ -107,6 +107,8 @@ type Index struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	q *queue // committed changes waiting to be indexed (queue.go)
 }
 
 // Internal keys of the on-disk index.
@@ -119,7 +121,8 @@ var (
 // Open builds (or, from Dir, reconciles) the index from store and keeps
 // it current from then on. Call it before writers start, as the vector
 // index is built: a batch committed between the build and the
-// subscription would be missed until the next Open.
+// subscription would be missed until the next Open. Committed batches
+// are indexed by a goroutine of the index (queue.go); Close ends it.
 func Open(store *particle.Store, o Options) (*Index, error) {
 	o.ensureDefaults()
 	m, err := newMapping()
@@ -127,7 +130,7 @@ func Open(store *particle.Store, o Options) (*Index, error) {
 		return nil, fmt.Errorf("keyword: mapping: %w", err)
 	}
 	ix := &Index{store: store, m: m, opts: o, log: o.Logger, texts: map[docKey]document{}, saved: map[string]uint64{},
-		nss: map[string]bool{}, spanNodes: map[docKey][]string{}}
+		nss: map[string]bool{}, spanNodes: map[docKey][]string{}, q: newQueue()}
 	if o.Dir == "" {
 		ix.bl, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 	} else {
@@ -140,7 +143,8 @@ func Open(store *particle.Store, o Options) (*Index, error) {
 		ix.bl.Close()
 		return nil, fmt.Errorf("keyword: build: %w", err)
 	}
-	store.Subscribe(ix.apply)
+	go ix.work()
+	store.Subscribe(ix.enqueue)
 	return ix, nil
 }
 
@@ -395,15 +399,31 @@ func (ix *Index) stage(b *bleve.Batch, k docKey, ns, text string) {
 	ix.texts[k] = document{ns, text}
 }
 
-// apply is the store subscription: it indexes what a committed batch
-// changed. It runs on the writer's goroutine.
-func (ix *Index) apply(ch particle.Changes) {
+// apply indexes what one committed batch changed.
+func (ix *Index) apply(ch particle.Changes) { ix.applyAll([]particle.Changes{ch}) }
+
+// applyAll indexes what committed batches changed, in commit order, in
+// one bleve batch.
+func (ix *Index) applyAll(chs []particle.Changes) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
 		return
 	}
 	b := ix.bl.NewBatch()
+	for _, ch := range chs {
+		ix.stageChanges(b, ch)
+	}
+	if b.Size() == 0 {
+		return
+	}
+	if err := ix.writeLocked(b); err != nil {
+		ix.log.Error("keyword: index batch", "err", err)
+	}
+}
+
+// stageChanges adds one batch's changes to b. ix.mu is held.
+func (ix *Index) stageChanges(b *bleve.Batch, ch particle.Changes) {
 	for _, n := range ch.Nodes {
 		ix.stage(b, nodeKey(n.ID), n.Namespace, nodeText(n))
 		for _, sid := range n.Attributes.CMSSpanIDs {
@@ -431,12 +451,6 @@ func (ix *Index) apply(ch particle.Changes) {
 	for _, e := range ch.RemovedEdges {
 		ix.stage(b, edgeKey(e.ID), e.Namespace, "")
 	}
-	if b.Size() == 0 {
-		return
-	}
-	if err := ix.writeLocked(b); err != nil {
-		ix.log.Error("keyword: index batch", "err", err)
-	}
 }
 
 func (ix *Index) spanText(ns, id string) string {
@@ -457,6 +471,7 @@ func (ix *Index) spanText(ns, id string) string {
 // BM25. Quoted phrases must match as phrases; identifier-like tokens
 // ("SN-4471-XQ") also match whole. An empty query has no hits.
 func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
+	ix.sync()
 	ix.mu.RLock()
 	closed, known, only := ix.closed, ix.nss[ns], len(ix.nss) == 1
 	ix.mu.RUnlock()
@@ -497,6 +512,7 @@ func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
 
 // Len is the number of documents indexed.
 func (ix *Index) Len() int {
+	ix.sync()
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return len(ix.texts)
@@ -507,6 +523,7 @@ func (ix *Index) Len() int {
 // Open reuses the index. It is safe to call twice.
 func (ix *Index) Close() error {
 	ix.closeOnce.Do(func() {
+		ix.stop()
 		ix.mu.Lock()
 		ix.closed = true
 		dirty := ix.dirty

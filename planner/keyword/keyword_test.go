@@ -243,7 +243,11 @@ func TestReopenReusesACleanIndexAndRebuildsADirtyOne(t *testing.T) {
 	// Writes clear the marker; a crash (bleve closed without Close)
 	// leaves it cleared.
 	fact(t, s, ns, "gripper", "serial_number", "arm", "GR-0042")
-	if !ix2.dirty {
+	ix2.sync() // indexed by the worker
+	ix2.mu.RLock()
+	dirty := ix2.dirty
+	ix2.mu.RUnlock()
+	if !dirty {
 		t.Error("a write did not clear the clean marker")
 	}
 	ix2.mu.Lock()
