@@ -116,6 +116,7 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 	}
 	run := &run{p: p, req: req, ns: ns, q: q, now: p.opts.Now().UTC(), principal: req.principal(),
 		temporal: strategy == StrategyTemporal, history: strategy == StrategyTemporal && req.AsOf == nil}
+	defer run.release()
 	if req.AsOf != nil {
 		run.now = req.AsOf.UTC()
 	}
@@ -135,7 +136,6 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 	var ans *Answer
 	p.store.Read(func(r particle.Reader) {
 		run.r = r
-		run.resetSeeds()
 		run.seedNamed()
 		cands := run.candidates(seedBy, kw)
 		if seedBy == StrategyGraph {
@@ -235,23 +235,26 @@ func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]flo
 
 // prefilter asks the vector index for candidates that pass the cheap
 // constraints: namespace, visibility, time window and agent. It runs
-// inside the store's read lock (run.r).
+// inside the store's read lock (run.r), with one Search per call.
 func (p *Planner) prefilter(run *run) []wave.Hit {
-	req := run.req
+	return p.index.Search(run.q, run.req.K*2, &wave.Filter{Allow: run.allow})
+}
+
+// allow is the prefilter's predicate on an index id: one slice index to
+// find the item (nodes, edges and episodes share the seq space), then
+// the request's constraints.
+func (run *run) allow(id uint64) bool {
 	r := run.r
-	f := &wave.Filter{Allow: func(id uint64) bool {
-		if n := r.NodeBySeq(id); n != nil {
-			return n.Namespace == run.ns && run.policy().NodeVisible(n)
-		}
-		if e := r.EdgeBySeq(id); e != nil {
-			return e.Namespace == run.ns && run.admits(e)
-		}
-		if ep := r.EpisodeBySeq(id); ep != nil {
-			return ep.Namespace == run.ns && run.episodeAdmits(ep)
-		}
-		return false
-	}}
-	return p.index.Search(run.q, req.K*2, f)
+	if e := r.EdgeBySeq(id); e != nil {
+		return e.Namespace == run.ns && run.admits(e)
+	}
+	if n := r.NodeBySeq(id); n != nil {
+		return n.Namespace == run.ns && run.policy().NodeVisible(n)
+	}
+	if ep := r.EpisodeBySeq(id); ep != nil {
+		return ep.Namespace == run.ns && run.episodeAdmits(ep)
+	}
+	return false
 }
 
 // contextState blends what the answer touched into the session's state
@@ -261,10 +264,10 @@ func (p *Planner) contextState(ctx context.Context, run *run, ans *Answer, s See
 	var weights []float64
 	vecs = append(vecs, run.q)
 	weights = append(weights, 1)
-	for _, n := range run.topNodes(8) {
-		if len(n.Embedding) == len(run.q) {
-			vecs = append(vecs, n.Embedding)
-			weights = append(weights, math.Max(run.nodeScore[n.ID], 1e-3))
+	for _, rn := range run.topNodes(8) {
+		if len(rn.n.Embedding) == len(run.q) {
+			vecs = append(vecs, rn.n.Embedding)
+			weights = append(weights, math.Max(rn.score, 1e-3))
 		}
 	}
 	if run.req.SessionID != "" {

@@ -1,9 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"math"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
@@ -16,7 +17,9 @@ import (
 // cheap to expand, and what it did lately is what the planner sees.
 const maxScan = 512
 
-// run is the state of one request through the pipeline.
+// run is the state of one request through the pipeline. What it keeps
+// (nodes and edges with their scores) lives in st, pooled between
+// requests and indexed by seq, so the inner loops hash no strings.
 type run struct {
 	p         *Planner
 	req       *Request
@@ -28,24 +31,37 @@ type run struct {
 	guard     *particle.Guard // policy bound to principal, for guardFor
 	guardFor  particle.Reader // the read the guard belongs to
 
+	st        *runState
+	unknowns  []Unknown
+	truncated bool
+
+	// nodeScore, nodeHop, seeds, edges and edgeScore are set only by
+	// resetSeeds (retrieve.go) for callers that probe with a run
+	// (knownName reads len(nodeScore)); Plan uses st and leaves them nil.
 	nodeScore map[string]float64
 	nodeHop   map[string]int
 	seeds     map[string]bool
-	nodeOrder []string
 	edges     map[string]*particle.Edge
 	edgeScore map[string]float64
-	unknowns  []Unknown
-	truncated bool
 
 	// temporal ranks edges by closeness in time to now (as_of, or the
 	// time window's end); history keeps superseded facts.
 	temporal, history bool
+}
 
-	// scratch for scoreEdges
-	batch  []*particle.Edge
-	scores []float64
-	ages   []float64
-	groups []decayGroup
+// state is the run's pooled state, taken on first use.
+func (run *run) state() *runState {
+	if run.st == nil {
+		run.st = getRunState()
+	}
+	return run.st
+}
+
+// release returns the run's pooled state; the run must not be used
+// after.
+func (run *run) release() {
+	putRunState(run.st)
+	run.st = nil
 }
 
 // admits applies every constraint of the request to an edge.
@@ -111,113 +127,130 @@ func (run *run) episodeInWindow(ep *particle.Episode) bool {
 	return particle.TimeRange{From: ep.StartTime, To: ep.EndTime}.Overlaps(particle.TimeRange{From: tw.From, To: tw.To})
 }
 
-func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) {
+// addNode keeps n (if the request may see it) with a score, or raises
+// the score, lowers the hop and marks the seed of a node kept before. It
+// reports whether n was new to the run.
+func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) bool {
 	if n == nil || n.Namespace != run.ns || !run.policy().NodeVisible(n) {
-		return
+		return false
 	}
-	if old, ok := run.nodeScore[n.ID]; ok {
-		if score > old {
-			run.nodeScore[n.ID] = score
-		}
-		if hop < run.nodeHop[n.ID] {
-			run.nodeHop[n.ID] = hop
-		}
-		if seed {
-			run.seeds[n.ID] = true
-		}
-		return
+	if run.nodeScore != nil {
+		// A probe's run (resetSeeds): the map is all it reads.
+		_, had := run.nodeScore[n.ID]
+		run.nodeScore[n.ID] = max(run.nodeScore[n.ID], score)
+		return !had
 	}
-	run.nodeScore[n.ID] = score
-	run.nodeHop[n.ID] = hop
-	run.nodeOrder = append(run.nodeOrder, n.ID)
-	if seed {
-		run.seeds[n.ID] = true
+	st := run.state()
+	if i, ok := st.nodeIndex(n); ok {
+		rn := &st.nodes[i]
+		if score > rn.score {
+			rn.score = score
+		}
+		if hop < rn.hop {
+			rn.hop = hop
+		}
+		rn.seed = rn.seed || seed
+		return false
 	}
+	if n.Seq != 0 {
+		st.nodeAt.put(n.Seq, int32(len(st.nodes)))
+	}
+	st.nodes = append(st.nodes, runNode{n: n, score: score, hop: hop, seed: seed})
+	return true
 }
 
+// addEdge keeps a seed edge, scored alone.
 func (run *run) addEdge(e *particle.Edge) {
-	if _, ok := run.edges[e.ID]; !ok {
-		run.edges[e.ID] = e
-		run.edgeScore[e.ID] = run.scoreEdge(e)
+	st := run.state()
+	if !st.hasEdge(e) {
+		st.keepEdge(runEdge{e: e, score: run.scoreEdge(e)})
 	}
 }
 
 func (run *run) full() bool {
-	return len(run.nodeScore)+len(run.edges) >= run.req.Budget
+	st := run.state()
+	return len(st.nodes)+len(st.edges) >= run.req.Budget
+}
+
+// byScore orders node indexes best first, stably.
+func (st *runState) byScore(ids []int32) {
+	slices.SortStableFunc(ids, func(a, b int32) int { return cmp.Compare(st.nodes[b].score, st.nodes[a].score) })
 }
 
 // expand walks out from the seeds, hop by hop, taking each node's best
 // admissible edges, until the hops or the budget run out.
 func (run *run) expand() {
-	r := run.r
-	frontier := slices.Clone(run.nodeOrder)
-	type cand struct {
-		e     *particle.Edge
-		score float64
+	r, st := run.r, run.state()
+	st.frontier = st.frontier[:0]
+	for i := range st.nodes {
+		st.frontier = append(st.frontier, int32(i))
 	}
-	var cands []cand
-	for hop := 1; hop <= run.req.Hops && len(frontier) > 0; hop++ {
-		sort.SliceStable(frontier, func(a, b int) bool { return run.nodeScore[frontier[a]] > run.nodeScore[frontier[b]] })
-		var next []string
-		for _, id := range frontier {
+	for hop := 1; hop <= run.req.Hops && len(st.frontier) > 0; hop++ {
+		st.byScore(st.frontier)
+		st.next = st.next[:0]
+		for _, fi := range st.frontier {
 			if run.full() {
 				run.truncated = true
 				return
 			}
-			cands = cands[:0]
+			from := st.nodes[fi].n
+			st.cands = st.cands[:0]
 			limit, scanned := maxScan/2, 0
 			collect := func(e *particle.Edge) bool {
 				scanned++
-				if _, seen := run.edges[e.ID]; !seen && run.admits(e) {
-					cands = append(cands, cand{e: e})
+				if !st.hasEdge(e) && run.admits(e) {
+					st.cands = append(st.cands, cand{e: e})
 				}
 				// Stop at the candidate budget, or after looking at four
 				// times as many edges when constraints turn most away.
-				return len(cands) < limit && scanned < 4*limit
+				return len(st.cands) < limit && scanned < 4*limit
 			}
-			r.OutNewest(id, collect)
+			r.OutNewest(from.ID, collect)
 			limit = maxScan
-			r.InNewest(id, collect)
-			run.batch = run.batch[:0]
-			for _, c := range cands {
-				run.batch = append(run.batch, c.e)
+			r.InNewest(from.ID, collect)
+			st.batch = st.batch[:0]
+			for _, c := range st.cands {
+				st.batch = append(st.batch, c.e)
 			}
-			for i, s := range run.scoreEdges(run.batch) {
-				cands[i].score = s
+			for i, s := range run.scoreEdges(st.batch) {
+				st.cands[i].score = s
 			}
-			sort.Slice(cands, func(a, b int) bool { return cands[a].score > cands[b].score })
-			for _, c := range cands[:min(len(cands), run.p.opts.PerNodeFanout)] {
+			slices.SortFunc(st.cands, func(a, b cand) int { return cmp.Compare(b.score, a.score) })
+			for _, c := range st.cands[:min(len(st.cands), run.p.opts.PerNodeFanout)] {
 				if run.full() {
 					run.truncated = true
 					return
 				}
-				other := c.e.Target
-				if other == id {
-					other = c.e.Source
+				other, src, dst := c.e.Target, from, (*particle.Node)(nil)
+				if other == from.ID {
+					other, src = c.e.Source, nil
 				}
 				on := r.Node(other)
 				if on == nil {
 					continue
 				}
-				run.edges[c.e.ID] = c.e
-				run.edgeScore[c.e.ID] = c.score
-				if _, had := run.nodeScore[other]; !had {
-					next = append(next, other)
+				if src == nil {
+					src, dst = on, from
+				} else {
+					dst = on
 				}
-				run.addNode(on, run.scoreNode(on)*0.5+c.score*0.5, hop, false)
+				st.keepEdge(runEdge{e: c.e, score: c.score, src: src, dst: dst})
+				if run.addNode(on, run.scoreNode(on)*0.5+c.score*0.5, hop, false) {
+					st.next = append(st.next, int32(len(st.nodes)-1))
+				}
 			}
 		}
-		frontier = next
+		st.frontier, st.next = st.next, st.frontier
 	}
 }
 
 // rerank scores every node once more against the query (edges were
 // scored as they were admitted).
 func (run *run) rerank() {
-	for id, s := range run.nodeScore {
-		if n := run.r.Node(id); n != nil {
-			run.nodeScore[id] = math.Max(s, run.scoreNode(n))
-		}
+	st := run.state()
+	for i := range st.nodes {
+		rn := &st.nodes[i]
+		rn.score = math.Max(rn.score, run.scoreNode(rn.n))
 	}
 }
 
@@ -257,36 +290,48 @@ func (run *run) recency(e *particle.Edge) float64 {
 }
 
 // scoreEdges scores a candidate set at once: saliences are decayed with
-// gonum over each group of edges that share decay parameters.
+// gonum over each group of edges that share decay parameters. The
+// result is scratch, valid until the next call.
 func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
+	st := run.state()
 	n := len(edges)
-	run.scores = slices.Grow(run.scores[:0], n)[:n]
-	run.ages = slices.Grow(run.ages[:0], n)[:n]
-	run.groups = run.groups[:0]
+	st.scores = slices.Grow(st.scores[:0], n)[:n]
+	st.ages = slices.Grow(st.ages[:0], n)[:n]
+	groups := st.groups[:0]
 	for i, e := range edges {
-		run.scores[i] = e.Salience.Score
-		run.ages[i] = run.now.Sub(e.Salience.LastUpdated).Seconds()
+		st.scores[i] = e.Salience.Score
+		st.ages[i] = run.now.Sub(e.Salience.LastUpdated).Seconds()
 		k := decayKey{e.Salience.DecayFn, e.Salience.HalfLifeS}
-		g := slices.IndexFunc(run.groups, func(g decayGroup) bool { return g.key == k })
+		g := slices.IndexFunc(groups, func(g decayGroup) bool { return g.key == k })
 		if g < 0 {
-			run.groups = append(run.groups, decayGroup{key: k})
-			g = len(run.groups) - 1
+			// Reuse the index list a group of an earlier call left.
+			if len(groups) < cap(groups) {
+				groups = groups[:len(groups)+1]
+				groups[len(groups)-1].key = k
+				groups[len(groups)-1].idx = groups[len(groups)-1].idx[:0]
+			} else {
+				groups = append(groups, decayGroup{key: k})
+			}
+			g = len(groups) - 1
 		}
-		run.groups[g].idx = append(run.groups[g].idx, i)
+		groups[g].idx = append(groups[g].idx, i)
 	}
-	for _, g := range run.groups {
+	st.groups = groups
+	for _, g := range groups {
 		d := wave.Decay{Fn: wave.DecayFn(g.key.fn), HalfLife: time.Duration(g.key.halfLifeS * float64(time.Second))}
 		if len(g.idx) == n {
-			d.ApplyBatch(run.scores, run.scores, run.ages)
+			d.ApplyBatch(st.scores, st.scores, st.ages)
 			break
 		}
-		s, a := make([]float64, len(g.idx)), make([]float64, len(g.idx))
+		m := len(g.idx)
+		s, a := slices.Grow(st.groupS[:0], m)[:m], slices.Grow(st.groupA[:0], m)[:m]
+		st.groupS, st.groupA = s, a
 		for j, i := range g.idx {
-			s[j], a[j] = run.scores[i], run.ages[i]
+			s[j], a[j] = st.scores[i], st.ages[i]
 		}
 		d.ApplyBatch(s, s, a)
 		for j, i := range g.idx {
-			run.scores[i] = s[j]
+			st.scores[i] = s[j]
 		}
 	}
 	for i, e := range edges {
@@ -294,12 +339,12 @@ func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
 		if len(e.Embedding) == len(run.q) {
 			sim = cos01(wave.Dot(run.q, e.Embedding))
 		}
-		run.scores[i] = sim * (run.p.opts.SalienceFloor + run.scores[i]) * e.Confidence
+		st.scores[i] = sim * (run.p.opts.SalienceFloor + st.scores[i]) * e.Confidence
 		if run.temporal {
-			run.scores[i] *= run.recency(e)
+			st.scores[i] *= run.recency(e)
 		}
 	}
-	return run.scores
+	return st.scores
 }
 
 type decayKey struct {
@@ -327,15 +372,13 @@ func (run *run) scoreNode(n *particle.Node) float64 {
 
 func cos01(c float32) float64 { return (float64(c) + 1) / 2 }
 
-// topNodes returns the n best-scored nodes of the run.
-func (run *run) topNodes(n int) []*particle.Node {
-	ids := slices.Clone(run.nodeOrder)
-	sort.SliceStable(ids, func(a, b int) bool { return run.nodeScore[ids[a]] > run.nodeScore[ids[b]] })
-	var out []*particle.Node
-	for _, id := range ids[:min(n, len(ids))] {
-		if nd := run.r.Node(id); nd != nil {
-			out = append(out, nd)
-		}
+// topNodes returns the n best-scored nodes of the run, as stitch
+// ranked them.
+func (run *run) topNodes(n int) []runNode {
+	st := run.state()
+	out := make([]runNode, 0, min(n, len(st.ranked)))
+	for _, i := range st.ranked[:min(n, len(st.ranked))] {
+		out = append(out, st.nodes[i])
 	}
 	return out
 }
@@ -343,56 +386,61 @@ func (run *run) topNodes(n int) []*particle.Node {
 // stitch orders the kept nodes and edges by score and fills the answer,
 // every edge with its provenance and confidence.
 func (run *run) stitch() *Answer {
-	r := run.r
-	ans := &Answer{Nodes: []NodeOut{}, Edges: []EdgeOut{}, Unknowns: run.unknowns, Hypotheses: []string{},
-		Contradictions: []Contradiction{}, Truncated: run.truncated}
+	r, st := run.r, run.state()
+	ans := &Answer{Nodes: make([]NodeOut, 0, len(st.nodes)), Edges: make([]EdgeOut, 0, len(st.edges)), Unknowns: run.unknowns,
+		Hypotheses: []string{}, Contradictions: []Contradiction{}, Truncated: run.truncated}
 	if ans.Unknowns == nil {
 		ans.Unknowns = []Unknown{}
 	}
-	edgeIDs := make([]string, 0, len(run.edges))
-	for id := range run.edges {
-		edgeIDs = append(edgeIDs, id)
+	order := st.edgeOrder[:0]
+	for i := range st.edges {
+		order = append(order, int32(i))
 	}
-	sort.Slice(edgeIDs, func(a, b int) bool {
-		sa, sb := run.edgeScore[edgeIDs[a]], run.edgeScore[edgeIDs[b]]
-		if sa != sb {
-			return sa > sb
+	slices.SortFunc(order, func(a, b int32) int {
+		ea, eb := &st.edges[a], &st.edges[b]
+		if c := cmp.Compare(eb.score, ea.score); c != 0 {
+			return c
 		}
-		return edgeIDs[a] < edgeIDs[b]
+		return strings.Compare(ea.e.ID, eb.e.ID)
 	})
-	name := func(id string) string {
-		if n := r.Node(id); n != nil {
+	st.edgeOrder = order
+	name := func(n *particle.Node, id string) string {
+		if n == nil {
+			n = r.Node(id)
+		}
+		if n != nil {
 			return n.Name
 		}
 		return ""
 	}
-	for _, id := range edgeIDs {
-		e := run.edges[id]
+	for _, i := range order {
+		re := &st.edges[i]
+		e := re.e
 		hyp := e.Status == particle.StatusHypothesis || e.Belief.Score < run.p.opts.HypothesisBelow
-		out := EdgeOut{
-			ID: e.ID, Source: e.Source, Target: e.Target, SourceName: name(e.Source), TargetName: name(e.Target),
+		ans.Edges = append(ans.Edges, EdgeOut{
+			ID: e.ID, Source: e.Source, Target: e.Target, SourceName: name(re.src, e.Source), TargetName: name(re.dst, e.Target),
 			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: run.salience(e),
-			Score: run.edgeScore[id], Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
+			Score: re.score, Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
 			Provenance: e.Provenance, Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
-		}
+		})
 		if e.Assertion != nil {
-			out.Value = e.Assertion.Value
+			ans.Edges[len(ans.Edges)-1].Value = e.Assertion.Value
 		}
-		ans.Edges = append(ans.Edges, out)
 		if hyp {
 			ans.Hypotheses = append(ans.Hypotheses, e.ID)
 		}
 	}
-	nodeIDs := slices.Clone(run.nodeOrder)
-	sort.SliceStable(nodeIDs, func(a, b int) bool { return run.nodeScore[nodeIDs[a]] > run.nodeScore[nodeIDs[b]] })
-	for _, id := range nodeIDs {
-		n := r.Node(id)
-		if n == nil {
-			continue
-		}
+	st.ranked = st.ranked[:0]
+	for i := range st.nodes {
+		st.ranked = append(st.ranked, int32(i))
+	}
+	st.byScore(st.ranked)
+	for _, i := range st.ranked {
+		rn := &st.nodes[i]
+		n := rn.n
 		ans.Nodes = append(ans.Nodes, NodeOut{
 			ID: n.ID, Type: string(n.Type), Name: n.Name, Aliases: n.Aliases, Tags: n.Attributes.Tags,
-			Score: run.nodeScore[id], Belief: n.Belief.Score, Seed: run.seeds[id], Hop: run.nodeHop[id],
+			Score: rn.score, Belief: n.Belief.Score, Seed: rn.seed, Hop: rn.hop,
 			Episodes: n.Attributes.RLDSEpisodeIDs, Spans: n.Attributes.CMSSpanIDs,
 		})
 	}
