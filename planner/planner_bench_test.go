@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -246,6 +247,42 @@ func BenchmarkExpandFleet(b *testing.B) {
 				i++
 			}
 			st.report(b)
+		})
+	}
+}
+
+// BenchmarkAnswerJSONFleet encodes a fleet answer (2 hops, budget 256)
+// as the daemon does for NATS and HTTP (planner.Render), by reflection,
+// and by Answer.AppendJSON into a reused buffer.
+func BenchmarkAnswerJSONFleet(b *testing.B) {
+	g := fleetBench(b)
+	flat := wave.NewFlat(fleetDims)
+	g.index(b, flat)
+	p := planner.New(g.store, flat, g.emb, nil, planner.Options{})
+	ans, err := p.Plan(context.Background(), &planner.Request{Vector: g.queries[0], K: 10, Hops: 2, Budget: 256, Roles: []string{"planner"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, 1<<18)
+	for _, c := range []struct {
+		name string
+		enc  func() ([]byte, error)
+	}{
+		{"render", func() ([]byte, error) { raw, _, err := planner.Render(ans, ""); return raw, err }},
+		{"reflect", func() ([]byte, error) { return json.Marshal(ans) }},
+		{"append", func() ([]byte, error) { return ans.AppendJSON(buf[:0]) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var n int
+			for b.Loop() {
+				raw, err := c.enc()
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(raw)
+			}
+			b.ReportMetric(float64(n), "json-bytes")
+			b.ReportMetric(float64(len(ans.Nodes)+len(ans.Edges)), "items")
 		})
 	}
 }
