@@ -48,6 +48,7 @@ type benchSet struct {
 	queries [][]float32
 	flat    *Flat
 	hnsw    *HNSW
+	ivf     *IVF // built by getIVF
 	// truth[filter name][query] = exact top-k ids.
 	truth map[string][][]uint64
 }
@@ -60,6 +61,8 @@ var benchFilters = []struct {
 	{"types1pct", &Filter{Types: []uint8{7}}},
 	{"allow10pct", &Filter{Allow: func(id uint64) bool { return id%10 == 3 }}},
 	{"namespace50pct", &Filter{Namespace: 2}},
+	{"allow1pct", &Filter{Allow: func(id uint64) bool { return id%100 == 7 }}},
+	{"time200", &Filter{From: 10_000, To: 10_199}}, // 200 items: 1% of 20k, 0.1% of 200k
 }
 
 var (

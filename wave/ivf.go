@@ -3,7 +3,6 @@ package wave
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -103,7 +102,6 @@ type IVF struct {
 	mu      sync.Mutex
 	ids     map[uint64]ivfLoc // live id -> position
 	deleted int               // tombstones in the current state
-	rng     *rand.Rand
 	// trained is the size the current quantiser was trained at (0: not
 	// yet); retraining starts at RetrainFactor times it.
 	trained int
@@ -132,7 +130,7 @@ func NewIVF(dim int, o IVFOptions) *IVF {
 		panic(fmt.Sprintf("wave: NewIVF: dimension %d out of range", dim))
 	}
 	o.ensureDefaults()
-	x := &IVF{dim: dim, opt: o, ids: make(map[uint64]ivfLoc), rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
+	x := &IVF{dim: dim, opt: o, ids: make(map[uint64]ivfLoc)}
 	x.nprobe.Store(int32(o.NProbe))
 	x.st.Store(newIVFState(nil, dim))
 	x.pool.New = func() any { return new(ivfSearcher) }
@@ -205,7 +203,7 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 	st := x.st.Load()
 	x.ids[id] = x.place(st, e, vec)
 	x.touch(id)
-	x.maybeRebuild(st)
+	x.maybeRebuild()
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package wave
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -51,4 +55,274 @@ func TestIVFRecall(t *testing.T) {
 func TestIVFFilteredRecall(t *testing.T) {
 	x, flat := ivfFixture(t)
 	testFilteredRecall(t, x, flat)
+}
+
+// buildIVF returns an IVF and a Flat holding vecs[i] under id i with
+// fixMeta(i), the IVF trained (if big enough).
+func buildIVF(t testing.TB, vecs [][]float32, o IVFOptions) (*IVF, *Flat) {
+	t.Helper()
+	x := NewIVF(len(vecs[0]), o)
+	flat := NewFlat(len(vecs[0]))
+	for i, v := range vecs {
+		if err := x.Add(uint64(i), v, fixMeta(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := flat.Add(uint64(i), v, fixMeta(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.WaitRebuild()
+	return x, flat
+}
+
+func TestIVFExactBeforeTraining(t *testing.T) {
+	vecs := clustered(11, 600, 16, 5)
+	x, flat := buildIVF(t, vecs, IVFOptions{TrainAt: 1000})
+	if x.Lists() != 1 {
+		t.Fatalf("%d lists below TrainAt", x.Lists())
+	}
+	for _, f := range []*Filter{nil, {Types: []uint8{3}}, {From: 100, To: 130}} {
+		if r := recall(t, x, flat, vecs[:50], 10, f); r != 1 {
+			t.Errorf("filter %+v: recall@10 = %.4f before training, want exact", f, r)
+		}
+	}
+}
+
+func TestIVFDelete(t *testing.T) {
+	const n, dim = 8000, 32
+	vecs := clustered(21, n, dim, 16)
+	x, flat := buildIVF(t, vecs, IVFOptions{TrainAt: 2000, Seed: 3})
+	for i := 0; i < n; i += 3 {
+		if !x.Remove(uint64(i)) || !flat.Remove(uint64(i)) {
+			t.Fatalf("Remove(%d) = false", i)
+		}
+	}
+	if x.Remove(0) {
+		t.Fatal("second Remove(0) = true")
+	}
+	if x.Len() != flat.Len() || x.Has(0) || !x.Has(1) {
+		t.Fatalf("Len %d (want %d), Has(0) %v, Has(1) %v", x.Len(), flat.Len(), x.Has(0), x.Has(1))
+	}
+	check := func(stage string) {
+		t.Helper()
+		for _, q := range vecs[:30] {
+			for _, h := range x.Search(q, 10, nil) {
+				if h.ID%3 == 0 {
+					t.Fatalf("%s: removed id %d returned", stage, h.ID)
+				}
+			}
+		}
+		for _, f := range []*Filter{nil, {Allow: func(id uint64) bool { return id%100 == 1 }}, {From: 4000, To: 4099}} {
+			if r := recall(t, x, flat, vecs[:100], 10, f); r < 0.95 {
+				t.Errorf("%s: filter %+v: recall@10 = %.4f, want >= 0.95", stage, f, r)
+			}
+		}
+	}
+	check("with tombstones")
+	// Tombstones: the removed ids, and entries a retraining replayed.
+	tomb := x.Tombstones()
+	if got := x.Cleanup(); got != tomb || got < (n+2)/3 || x.Tombstones() != 0 {
+		t.Fatalf("Cleanup removed %d of %d tombstones (at least %d removed), %d left", got, tomb, (n+2)/3, x.Tombstones())
+	}
+	check("after Cleanup")
+	// Replacing moves an id to its new vector.
+	if err := x.Add(1, vecs[2], fixMeta(1)); err != nil {
+		t.Fatal(err)
+	}
+	if h := x.Search(vecs[2], 2, &Filter{Types: []uint8{1}}); len(h) == 0 || h[0].ID != 1 || h[0].Score < 0.999 {
+		t.Fatalf("replaced id 1: %v", h)
+	}
+}
+
+func TestIVFSnapshotRoundTrip(t *testing.T) {
+	vecs := clustered(31, 6000, 32, 12)
+	x, flat := buildIVF(t, vecs, IVFOptions{TrainAt: 1500, Seed: 5})
+	for i := 0; i < 6000; i += 7 {
+		x.Remove(uint64(i))
+		flat.Remove(uint64(i))
+	}
+	x.SetMeta(1, Meta{Kind: KindEdge, Type: 77, Time: 5, End: 9})
+	flat.SetMeta(1, Meta{Kind: KindEdge, Type: 77, Time: 5, End: 9})
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	y, err := ReadIVF(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Len() != x.Len() || y.Lists() != x.Lists() || y.Tombstones() != 0 || y.NProbe() != x.NProbe() {
+		t.Fatalf("loaded Len %d Lists %d Tombstones %d NProbe %d, want %d %d 0 %d",
+			y.Len(), y.Lists(), y.Tombstones(), y.NProbe(), x.Len(), x.Lists(), x.NProbe())
+	}
+	// Without float vectors it scores by int8 codes; recall holds.
+	for _, f := range []*Filter{nil, {Types: []uint8{77}}, {From: 3000, To: 3050}} {
+		if r := recall(t, y, flat, vecs[:100], 10, f); r < 0.95 {
+			t.Errorf("loaded, filter %+v: recall@10 = %.4f", f, r)
+		}
+	}
+	for i, v := range vecs {
+		if y.Attach(uint64(i), v) != (i%7 != 0) {
+			t.Fatalf("Attach(%d) presence wrong", i)
+		}
+	}
+	for _, q := range vecs[:50] {
+		a, c := x.Search(q, 10, nil), y.Search(q, 10, nil)
+		if !slices.Equal(a, c) {
+			t.Fatalf("attached copy answers %v, original %v", c, a)
+		}
+	}
+	// The copy writes the same bytes, and keeps working.
+	var b2 bytes.Buffer
+	if _, err := y.WriteTo(&b2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Bytes(), b2.Bytes()) {
+		t.Fatal("re-written snapshot differs")
+	}
+	if err := y.Add(1<<40, vecs[3], Meta{}); err != nil || !y.Has(1<<40) {
+		t.Fatalf("Add after load: %v", err)
+	}
+}
+
+func TestIVFSnapshotCorrupt(t *testing.T) {
+	vecs := clustered(41, 3000, 8, 6)
+	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 1000})
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	good := b.Bytes()
+	for _, cut := range []int{0, 5, 8, 40, len(good) / 2, len(good) - 1} {
+		if _, err := ReadIVF(bytes.NewReader(good[:cut])); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("truncated at %d: err %v, want ErrCorrupt", cut, err)
+		}
+	}
+	for _, at := range []int{3, 6, 20, 60, len(good) / 3, len(good) - 2} {
+		bad := bytes.Clone(good)
+		bad[at] ^= 0x5a
+		if _, err := ReadIVF(bytes.NewReader(bad)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("byte %d flipped: err %v, want ErrCorrupt", at, err)
+		}
+	}
+}
+
+func TestIVFDeterministic(t *testing.T) {
+	vecs := clustered(51, 5000, 16, 10)
+	snap := func() []byte {
+		x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 600, Seed: 9})
+		var b bytes.Buffer
+		if _, err := x.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	if !bytes.Equal(snap(), snap()) {
+		t.Fatal("same data and seed built different indexes")
+	}
+}
+
+// TestIVFConcurrent runs searches, a writer that adds, replaces, removes
+// and changes Meta, and snapshots/compactions at once, through two
+// background retrainings; the end state must match the operations.
+func TestIVFConcurrent(t *testing.T) {
+	const dim, n = 16, 6000
+	vecs := clustered(61, n, dim, 10)
+	x := NewIVF(dim, IVFOptions{TrainAt: 300, RetrainFactor: 4, Seed: 7})
+	final := map[uint64]int{}
+	ops := func(i int, add func(id uint64, v int), remove func(id uint64), setMeta func(id uint64)) {
+		add(uint64(i), i)
+		switch i % 7 {
+		case 0:
+			if i >= 100 {
+				add(uint64(i-100), i) // replace
+			}
+		case 3:
+			if i >= 50 {
+				remove(uint64(i - 50))
+			}
+		case 5:
+			setMeta(uint64(i - 1))
+		}
+	}
+	var workers, bg sync.WaitGroup
+	workers.Go(func() {
+		for i := range n {
+			ops(i, func(id uint64, v int) {
+				if err := x.Add(id, vecs[v], fixMeta(int(id))); err != nil {
+					t.Error(err)
+				}
+			}, func(id uint64) { x.Remove(id) }, func(id uint64) {
+				m := fixMeta(int(id))
+				m.End += 1000
+				x.SetMeta(id, m)
+			})
+		}
+	})
+	for r := range 2 {
+		workers.Go(func() {
+			f := &Filter{Types: []uint8{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}
+			for i := range 400 {
+				q := vecs[(i*13+r)%n]
+				checkHits(t, x.Search(q, 10, nil), 10, nil, func(id uint64) (Meta, bool) { return fixMeta(int(id)), id < n })
+				checkHits(t, x.Search(q, 5, f), 5, f, func(id uint64) (Meta, bool) { return fixMeta(int(id)), id < n })
+			}
+		})
+	}
+	stop := make(chan struct{})
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			x.Cleanup()
+			if _, err := x.WriteTo(io.Discard); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	workers.Wait()
+	close(stop)
+	bg.Wait()
+	x.WaitRebuild()
+
+	for i := range n {
+		ops(i, func(id uint64, v int) { final[id] = v }, func(id uint64) { delete(final, id) }, func(uint64) {})
+	}
+	flat := NewFlat(dim)
+	for id, v := range final {
+		if err := flat.Add(id, vecs[v], fixMeta(int(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x.Len() != len(final) {
+		t.Fatalf("Len = %d, want %d", x.Len(), len(final))
+	}
+	if x.Lists() < ivfMinLists {
+		t.Fatalf("%d lists: never trained", x.Lists())
+	}
+	for id := range final {
+		if !x.Has(id) {
+			t.Fatalf("id %d missing", id)
+		}
+	}
+	x.Cleanup()
+	if x.Tombstones() != 0 {
+		t.Fatalf("Tombstones = %d after Cleanup", x.Tombstones())
+	}
+	if r := recall(t, x, flat, vecs[:100], 10, nil); r < 0.95 {
+		t.Errorf("recall@10 after concurrent build = %.4f, want >= 0.95", r)
+	}
+	// Every live item is found by its own vector, with its last Meta.
+	for id, v := range final {
+		if id%50 != 0 {
+			continue
+		}
+		hits := x.Search(vecs[v], 1, &Filter{Allow: func(h uint64) bool { return h == id }})
+		if len(hits) != 1 || hits[0].Score < 0.999 {
+			t.Fatalf("id %d (vector %d) not found by its vector: %v", id, v, hits)
+		}
+	}
 }

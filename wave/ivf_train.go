@@ -1,7 +1,9 @@
 package wave
 
 import (
+	"cmp"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -25,22 +27,34 @@ func (x *IVF) touch(id uint64) {
 
 // maybeRebuild starts a background retraining when the index has reached
 // TrainAt vectors (first training) or grown RetrainFactor times since
-// the last; the caller holds mu.
-func (x *IVF) maybeRebuild(st *ivfState) {
+// the last; the caller holds mu. Should the previous retraining still
+// run then (only when inserts outpace training by that factor), it waits
+// for it, so that trainings happen at sizes fixed by the options and the
+// index stays deterministic.
+func (x *IVF) maybeRebuild() {
 	n := len(x.ids)
-	if x.rebuild != nil || n < x.opt.TrainAt || (x.trained > 0 && n < x.trained*x.opt.RetrainFactor) {
+	if n < x.opt.TrainAt || (x.trained > 0 && n < x.trained*x.opt.RetrainFactor) {
 		return
 	}
+	if wg := x.rebuild; wg != nil {
+		if x.trained == n {
+			return // this retraining started at n
+		}
+		x.mu.Unlock()
+		wg.Wait()
+		x.mu.Lock()
+	}
 	x.trained = n
-	snap := make([]*listData, len(st.lists))
+	st := x.st.Load()
+	snap := make([]listSnap, len(st.lists))
 	for i := range st.lists {
-		snap[i] = st.lists[i].d.Load()
+		d := st.lists[i].d.Load()
+		snap[i] = listSnap{d, d.len()}
 	}
 	wg := new(sync.WaitGroup)
 	wg.Add(1)
 	x.rebuild = wg
-	seed := x.rng.Uint64()
-	go x.retrain(snap, n, seed, wg)
+	go x.retrain(snap, n, x.opt.Seed, wg)
 }
 
 // WaitRebuild waits for a running background retraining to finish.
@@ -66,10 +80,15 @@ func entryVec(e ivfEntry, buf []float32) []float32 {
 	return buf
 }
 
-// retrain trains a quantiser on a sample of the entries of snap (each
-// listData's first n entries as they were, n read now: entries appended
-// later are replayed), fills a new state and swaps it in.
-func (x *IVF) retrain(snap []*listData, n int, seed uint64, wg *sync.WaitGroup) {
+// listSnap is a list's entries when a retraining started.
+type listSnap struct {
+	d *listData
+	n int
+}
+
+// retrain trains a quantiser on a sample of the entries of snap (entries
+// appended later are replayed), fills a new state and swaps it in.
+func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 	defer wg.Done()
 	dim := x.dim
 	type ref struct {
@@ -77,16 +96,17 @@ func (x *IVF) retrain(snap []*listData, n int, seed uint64, wg *sync.WaitGroup) 
 		i int
 	}
 	var live []ref
-	lens := make([]int, len(snap))
-	for li, d := range snap {
-		lens[li] = d.len()
-		for i := range lens[li] {
-			if !d.isDead(i) {
-				live = append(live, ref{d, i})
+	for _, ls := range snap {
+		for i := range ls.n {
+			if !ls.d.isDead(i) {
+				live = append(live, ref{ls.d, i})
 			}
 		}
 	}
-	rng := rand.New(rand.NewPCG(seed, uint64(n)))
+	// By id: list order depends on how inserts and an earlier
+	// retraining interleaved; the sample must not.
+	slices.SortFunc(live, func(a, b ref) int { return cmp.Compare(a.d.ids[a.i], b.d.ids[b.i]) })
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15^uint64(n)))
 	ns := min(len(live), ivfMaxSample)
 	sample := make([][]float32, ns)
 	for j, p := range rng.Perm(len(live))[:ns] {

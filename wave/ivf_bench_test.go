@@ -1,0 +1,110 @@
+package wave
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// IVF benchmarks on the same data and ground truth as the HNSW ones
+// (hnsw_bench_test.go), side by side:
+//
+//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench 'IVF|HNSWSearch|HNSWInsert' -benchtime 2000x
+//
+// The IVF of each size is built by one writer (as the daemon's indexer
+// does) once per process; the build rate is logged.
+
+// getIVF returns the IVF over s, building it once.
+func getIVF(b *testing.B, s *benchSet) *IVF {
+	b.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if s.ivf != nil {
+		return s.ivf
+	}
+	x := NewIVF(s.dim, IVFOptions{Seed: 1})
+	t0 := time.Now()
+	for i, v := range s.vecs {
+		if err := x.Add(uint64(i), v, benchMeta(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d := time.Since(t0)
+	x.WaitRebuild()
+	b.Logf("IVF: built n=%d dim=%d with one writer in %v (%.0f inserts/s), trained in %v more; %d lists",
+		s.n, s.dim, d, float64(s.n)/d.Seconds(), time.Since(t0)-d, x.Lists())
+	s.ivf = x
+	return x
+}
+
+func BenchmarkIVFSearch(b *testing.B) {
+	for _, n := range benchSizes() {
+		b.Run(fmt.Sprintf("n=%d/dim=%d", n, benchDim), func(b *testing.B) {
+			s := getBenchSet(b, n)
+			x := getIVF(b, s)
+			def := x.NProbe()
+			defer x.SetNProbe(def)
+			for _, np := range []int{8, 16, 24, 32, 48, 64} {
+				b.Run(fmt.Sprintf("nprobe=%d", np), func(b *testing.B) {
+					x.SetNProbe(np)
+					searchBench(b, s, x, x.Bytes(), "none", nil)
+				})
+			}
+			x.SetNProbe(def)
+			for _, bf := range benchFilters[1:] {
+				b.Run("filter="+bf.name, func(b *testing.B) {
+					searchBench(b, s, x, x.Bytes(), bf.name, bf.f)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkIVFInsert measures single-writer inserts into a growing index
+// (from empty, through the first trainings, which run in the
+// background), as BenchmarkHNSWInsert does for HNSW.
+func BenchmarkIVFInsert(b *testing.B) {
+	vecs := clustered(benchSeed+1, 50_000, benchDim, 100)
+	x := NewIVF(benchDim, IVFOptions{Seed: 1})
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := x.Add(uint64(i), vecs[i%len(vecs)], benchMeta(i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "inserts/s")
+	b.ReportMetric(float64(x.Len()), "final_n")
+	x.WaitRebuild()
+}
+
+// BenchmarkIVFReadSnapshot measures reopening the largest benchmark IVF
+// from its snapshot (in memory) and attaching its float vectors.
+func BenchmarkIVFReadSnapshot(b *testing.B) {
+	sizes := benchSizes()
+	s := getBenchSet(b, sizes[len(sizes)-1])
+	x := getIVF(b, s)
+	var buf bytes.Buffer
+	if _, err := x.WriteTo(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(buf.Len()))
+	var attach time.Duration
+	for b.Loop() {
+		y, err := ReadIVF(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		for i, v := range s.vecs {
+			y.Attach(uint64(i), v)
+		}
+		attach += time.Since(t0)
+	}
+	b.ReportMetric(float64(s.n), "n")
+	b.ReportMetric(attach.Seconds()/float64(b.N), "attach_s")
+	runtime.KeepAlive(s)
+}

@@ -1,0 +1,277 @@
+package wave
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+)
+
+// An IVF snapshot, format version 1. Integers are little-endian; the
+// CRC-32 (Castagnoli) covers everything after the 8-byte header. It
+// holds no float vectors: the caller re-attaches them ([IVF.Attach]).
+// Tombstones are not written.
+//
+//	header    "wvIVF_" | version u8 = 1 | flags u8 = 0
+//	options   dim u32 | nprobe u32 | trainAt u32 | retrainFactor u32 |
+//	          listSize u32 | seed u64 | trained u64 | n u64 (entries)
+//	quantiser k1 u32 (0: none, one list) | nlist u32 | first (k1+1) × u32 |
+//	          top k1 × dim × f32 | leaves nlist × dim × f32
+//	lists     for each list: count u32, then
+//	          ids count × u64 | metas count × (time i64 | end i64 |
+//	          namespace u32 | kind u8 | type u8 | 0 u16) |
+//	          scales count × f32 | codes count × dim × i8
+//	crc       u32
+//
+// ReadIVF checks every count, centroid and id, so a damaged snapshot
+// gives an error wrapping [ErrCorrupt], never a panic or an index that
+// could crash a search. ivf_fuzz_test.go fuzzes it.
+const (
+	ivfMagic   = "wvIVF_"
+	ivfVersion = 1
+	metaSize   = 24
+)
+
+// WriteTo writes a snapshot of the index to w (see the format above) and
+// returns the number of bytes written. It waits for a running retraining;
+// searches go on while it runs, writers wait for it.
+func (x *IVF) WriteTo(w io.Writer) (int64, error) {
+	for {
+		x.WaitRebuild()
+		x.mu.Lock()
+		if x.rebuild == nil {
+			break
+		}
+		x.mu.Unlock()
+	}
+	defer x.mu.Unlock()
+	e := &encoder{w: bufio.NewWriterSize(w, 1<<20), buf: make([]byte, 0, snapChunk)}
+	e.w.WriteString(ivfMagic)
+	e.w.Write([]byte{ivfVersion, 0})
+	e.n = int64(len(ivfMagic) + 2)
+
+	st := x.st.Load()
+	e.u32(uint32(x.dim))
+	e.u32(uint32(x.nprobe.Load()))
+	e.u32(uint32(x.opt.TrainAt))
+	e.u32(uint32(x.opt.RetrainFactor))
+	e.u32(uint32(x.opt.ListSize))
+	e.u64(x.opt.Seed)
+	e.u64(uint64(x.trained))
+	e.u64(uint64(len(x.ids)))
+	if q := st.q; q == nil {
+		e.u32(0)
+		e.u32(1)
+	} else {
+		e.u32(uint32(len(q.top) / x.dim))
+		e.u32(uint32(q.nlist()))
+		for _, f := range q.first {
+			e.u32(uint32(f))
+		}
+		e.f32s(q.top)
+		e.f32s(q.leaves)
+	}
+	for li := range st.lists {
+		d := st.lists[li].d.Load()
+		// Live entries by id: list order depends on how inserts and a
+		// retraining interleaved, the snapshot does not.
+		var live []int
+		for i := range d.len() {
+			if !d.isDead(i) {
+				live = append(live, i)
+			}
+		}
+		slices.SortFunc(live, func(a, b int) int { return cmp.Compare(d.ids[a], d.ids[b]) })
+		e.u32(uint32(len(live)))
+		for _, i := range live {
+			e.u64(d.ids[i])
+		}
+		for _, i := range live {
+			m := &d.metas[i]
+			e.u64(uint64(m.time))
+			e.u64(uint64(m.end))
+			e.u32(m.ns)
+			e.u8(uint8(m.kind))
+			e.u8(m.typ)
+			e.u8(0)
+			e.u8(0)
+		}
+		for _, i := range live {
+			e.u32(math.Float32bits(d.scales[i]))
+		}
+		for _, i := range live {
+			c := d.codes[i*x.dim : (i+1)*x.dim]
+			e.room(len(c))
+			e.buf = append(e.buf, unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), len(c))...)
+		}
+	}
+	e.flushBuf()
+	e.buf = binary.LittleEndian.AppendUint32(e.buf[:0], e.crc)
+	e.write(e.buf)
+	if e.err == nil {
+		e.err = e.w.Flush()
+	}
+	if e.err != nil {
+		return e.n, fmt.Errorf("wave: write IVF snapshot: %w", e.err)
+	}
+	return e.n, nil
+}
+
+// f32s writes the floats of v.
+func (e *encoder) f32s(v []float32) {
+	for _, f := range v {
+		e.u32(math.Float32bits(f))
+	}
+}
+
+// f32s reads n floats, failing on a non-finite one.
+func (d *decoder) f32s(n int) []float32 {
+	var out []float32
+	d.each(n, 4, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += 4 {
+			out = append(out, math.Float32frombits(binary.LittleEndian.Uint32(b[j:])))
+		}
+	})
+	if d.err == nil && !finite(out) {
+		d.err = corrupt("non-finite centroid")
+	}
+	return out
+}
+
+// ReadIVF reads a snapshot written by [IVF.WriteTo], reading exactly its
+// bytes from r. A damaged or truncated snapshot gives an error wrapping
+// [ErrCorrupt]. The index scores with int8 codes until the float vectors
+// are attached again ([IVF.Attach]).
+func ReadIVF(r io.Reader) (*IVF, error) {
+	d := &decoder{r: r}
+	hdr := d.read(len(ivfMagic) + 2)
+	if d.err != nil {
+		return nil, d.err
+	}
+	if string(hdr[:len(ivfMagic)]) != ivfMagic {
+		return nil, corrupt("bad magic %q", hdr[:len(ivfMagic)])
+	}
+	if v, fl := hdr[len(ivfMagic)], hdr[len(ivfMagic)+1]; v != ivfVersion || fl != 0 {
+		return nil, corrupt("unsupported IVF version %d flags %d", v, fl)
+	}
+	d.crc = 0
+	dim, nprobe, trainAt, factor, listSize := d.u32(), d.u32(), d.u32(), d.u32(), d.u32()
+	seed, trained, total := d.u64(), d.u64(), d.u64()
+	k1, nlist := d.u32(), d.u32()
+	if d.err != nil {
+		return nil, d.err
+	}
+	const maxOpt = 1 << 30
+	switch {
+	case dim < 1 || dim > maxDim:
+		return nil, corrupt("dimension %d", dim)
+	case nprobe < 1 || trainAt < 1 || factor < 2 || listSize < 1 ||
+		nprobe > maxOpt || trainAt > maxOpt || factor > maxOpt || listSize > maxOpt:
+		return nil, corrupt("options %d/%d/%d/%d", nprobe, trainAt, factor, listSize)
+	case total > math.MaxInt32 || trained > math.MaxInt32:
+		return nil, corrupt("%d entries, trained at %d", total, trained)
+	case nlist < 1 || nlist > 2*ivfMaxLists || k1 > nlist || (k1 == 0) != (nlist == 1):
+		return nil, corrupt("%d top centroids, %d lists", k1, nlist)
+	}
+	x := NewIVF(int(dim), IVFOptions{NProbe: int(nprobe), TrainAt: int(trainAt), RetrainFactor: int(factor), ListSize: int(listSize), Seed: seed})
+	x.trained = int(trained)
+	dimN := int(dim)
+	var q *coarse
+	if k1 > 0 {
+		q = &coarse{dim: dimN, first: make([]int32, k1+1)}
+		for j := range q.first {
+			q.first[j] = int32(d.u32())
+			if d.err == nil && (q.first[j] < 0 || q.first[j] > int32(nlist) || (j > 0 && q.first[j] <= q.first[j-1])) {
+				return nil, corrupt("top centroid %d: leaves from %d", j, q.first[j])
+			}
+		}
+		if d.err == nil && (q.first[0] != 0 || q.first[k1] != int32(nlist)) {
+			return nil, corrupt("leaves %d..%d of %d", q.first[0], q.first[k1], nlist)
+		}
+		q.top = d.f32s(int(k1) * dimN)
+		q.leaves = d.f32s(int(nlist) * dimN)
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	st := newIVFState(q, dimN)
+	left := int(total)
+	for li := range st.lists {
+		c := int(d.u32())
+		if d.err != nil {
+			return nil, d.err
+		}
+		if c > left {
+			return nil, corrupt("list %d: %d entries, %d left", li, c, left)
+		}
+		left -= c
+		ld, err := readIVFList(d, c, dimN)
+		if err != nil {
+			return nil, err
+		}
+		for i := range c {
+			if _, dup := x.ids[ld.ids[i]]; dup {
+				return nil, corrupt("id %d held twice", ld.ids[i])
+			}
+			x.ids[ld.ids[i]] = ivfLoc{uint32(li), uint32(i)}
+		}
+		st.lists[li].d.Store(ld)
+	}
+	if left != 0 {
+		return nil, corrupt("%d entries missing", left)
+	}
+	want := d.crc
+	got := d.u32()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if got != want {
+		return nil, corrupt("checksum %08x, want %08x", got, want)
+	}
+	x.st.Store(st)
+	return x, nil
+}
+
+// readIVFList reads the c entries of one list.
+func readIVFList(d *decoder, c, dim int) (*listData, error) {
+	ld := newListData(0, dim)
+	d.each(c, 8, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += 8 {
+			ld.ids = append(ld.ids, binary.LittleEndian.Uint64(b[j:]))
+		}
+	})
+	d.each(c, metaSize, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += metaSize {
+			ld.metas = append(ld.metas, nodeMeta{
+				time: int64(binary.LittleEndian.Uint64(b[j:])),
+				end:  int64(binary.LittleEndian.Uint64(b[j+8:])),
+				ns:   binary.LittleEndian.Uint32(b[j+16:]),
+				kind: Kind(b[j+20]),
+				typ:  b[j+21],
+			})
+		}
+	})
+	d.each(c, 4, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += 4 {
+			ld.scales = append(ld.scales, math.Float32frombits(binary.LittleEndian.Uint32(b[j:])))
+		}
+	})
+	d.each(c, dim, func(b []byte, _ int) {
+		ld.codes = append(ld.codes, unsafe.Slice((*int8)(unsafe.Pointer(&b[0])), len(b))...)
+	})
+	if d.err != nil {
+		return nil, d.err
+	}
+	if !finite(ld.scales) {
+		return nil, corrupt("non-finite scale")
+	}
+	ld.dead = make([]uint32, c)
+	ld.vecs = make([]atomic.Pointer[float32], c)
+	ld.n.Store(int32(c))
+	return ld, nil
+}
