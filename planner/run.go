@@ -235,7 +235,10 @@ func (run *run) expand() {
 					dst = on
 				}
 				st.keepEdge(runEdge{e: c.e, score: c.score, src: src, dst: dst})
-				if run.addNode(on, run.scoreNode(on)*0.5+c.score*0.5, hop, false) {
+				own := run.ownScore(on)
+				if run.addNode(on, own*0.5+c.score*0.5, hop, false) {
+					last := &st.nodes[len(st.nodes)-1]
+					last.own, last.ownOK = own, true
 					st.next = append(st.next, int32(len(st.nodes)-1))
 				}
 			}
@@ -250,8 +253,25 @@ func (run *run) rerank() {
 	st := run.state()
 	for i := range st.nodes {
 		rn := &st.nodes[i]
-		rn.score = math.Max(rn.score, run.scoreNode(rn.n))
+		if !rn.ownOK {
+			rn.own, rn.ownOK = run.scoreNode(rn.n), true
+		}
+		rn.score = math.Max(rn.score, rn.own)
 	}
+}
+
+// ownScore is scoreNode(n), from the run's node when it holds n and
+// scored it before.
+func (run *run) ownScore(n *particle.Node) float64 {
+	st := run.state()
+	if i, ok := st.nodeIndex(n); ok {
+		rn := &st.nodes[i]
+		if !rn.ownOK {
+			rn.own, rn.ownOK = run.scoreNode(n), true
+		}
+		return rn.own
+	}
+	return run.scoreNode(n)
 }
 
 // scoreEdge is cosine × decayed salience × confidence.

@@ -13,6 +13,10 @@ type runNode struct {
 	score float64
 	hop   int
 	seed  bool
+	// own is scoreNode(n), once computed (ownOK): expansion and
+	// re-rank both need it.
+	own   float64
+	ownOK bool
 }
 
 // runEdge is an edge a run keeps with its score and, when the run knew
