@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fakeMsg is a pulled message with a body; nothing else of it is used.
+type fakeMsg struct {
+	jetstream.Msg
+	body []byte
+}
+
+func (m *fakeMsg) Data() []byte { return m.body }
+
+// collect takes what has arrived, up to the batch size, without waiting
+// for more, and decodes each batch in order.
+func TestCollectTakesWhatHasArrived(t *testing.T) {
+	c := &consumer{d: &Daemon{cfg: DefaultConfig()}}
+	c.d.cfg.Ingest.MaxMessageBytes = 8
+	c.decode = func(m jetstream.Msg) (*decoded, error) {
+		if string(m.Data()) == "bad" {
+			return nil, errors.New("undecodable")
+		}
+		return &decoded{msg: m, id: string(m.Data())}, nil
+	}
+	in := make(chan jetstream.Msg, 16)
+	for _, body := range []string{"m0", "m1", "bad", "m3", "toolong-m4", "m5", "m6"} {
+		in <- &fakeMsg{body: []byte(body)}
+	}
+	out := make(chan pulled, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.collect(ctx, in, 3, out)
+	}()
+	var got []string
+	for _, want := range []int{3, 3, 1} {
+		p := <-out
+		if len(p.msgs) != want || len(p.results) != want {
+			t.Fatalf("batch of %d messages (%d results), want %d", len(p.msgs), len(p.results), want)
+		}
+		for i, r := range p.results {
+			switch {
+			case r.err != nil:
+				got = append(got, fmt.Sprintf("%s:err", p.msgs[i].Data()))
+			case r.dm.msg != p.msgs[i]:
+				t.Fatalf("result %d decodes another message", i)
+			default:
+				got = append(got, r.dm.id)
+			}
+		}
+	}
+	cancel()
+	<-done
+	if want := "[m0 m1 bad:err m3 toolong-m4:err m5 m6]"; fmt.Sprint(got) != want {
+		t.Errorf("decoded %v, want %s", got, want)
+	}
+}
