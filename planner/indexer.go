@@ -149,7 +149,7 @@ func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 		}
 		return nil
 	}
-	if h, ok := ix.idx.(interface{ Has(uint64) bool }); ok && ix.loading && h.Has(id) {
+	if ix.loading && ix.loaded(id, vec) {
 		// Filling from the view over an index loaded from a snapshot
 		// taken at the last clean shutdown: it already holds this vector
 		// (its Meta may be from an older format).
@@ -164,6 +164,19 @@ func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 	}
 	ix.vecs[id] = &vec[0]
 	return nil
+}
+
+// loaded reports whether the index, loaded from a snapshot, holds id. An
+// index whose snapshot holds no float vectors (wave.IVF) is given vec
+// back by Attach.
+func (ix *Indexer) loaded(id uint64, vec []float32) bool {
+	switch x := ix.idx.(type) {
+	case interface{ Attach(uint64, []float32) bool }:
+		return x.Attach(id, vec)
+	case interface{ Has(uint64) bool }:
+		return x.Has(id)
+	}
+	return false
 }
 
 func (ix *Indexer) remove(id uint64) {

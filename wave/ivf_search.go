@@ -59,9 +59,11 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	partialSort(s.lists, nprobe)
 
 	metaFree := f.metaFree()
+	var mc metaCheck
 	var allow func(uint64) bool
 	if f != nil {
 		allow = f.Allow
+		mc = compileMeta(f)
 	}
 	var passed, asked, allowed int
 	for li := range s.lists {
@@ -85,7 +87,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 			if d.isDead(i) {
 				continue
 			}
-			if !metaFree && !f.admitsMeta(d.metas[i].meta()) {
+			if !metaFree && !mc.admits(&d.metas[i]) {
 				continue
 			}
 			passed++

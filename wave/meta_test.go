@@ -123,3 +123,32 @@ func toVersion1(t *testing.T, v2 []byte) []byte {
 	out = append(out, v2[metas+24*n:len(v2)-4]...)
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out[hdr:], castagnoli))
 }
+
+// TestMetaCheckMatchesFilter compares the IVF's compiled Meta check with
+// Filter.admitsMeta over a grid of filters and metas.
+func TestMetaCheckMatchesFilter(t *testing.T) {
+	filters := []*Filter{
+		{}, {Namespace: 2}, {Kinds: []Kind{KindEdge}}, {Kinds: []Kind{KindNode, KindEpisode, 200}},
+		{Types: []uint8{0, 63, 64, 255}}, {From: 10, To: 20}, {From: 10}, {To: 20},
+		{Namespace: 1, Kinds: []Kind{KindEdge}, Types: []uint8{7}, From: 5, To: 15},
+	}
+	var metas []Meta
+	for _, ns := range []uint32{0, 1, 2} {
+		for _, k := range []Kind{0, KindNode, KindEdge, KindEpisode, 200} {
+			for _, ty := range []uint8{0, 7, 63, 64, 255} {
+				for _, tr := range [][2]int64{{0, 0}, {5, 9}, {5, 10}, {12, 14}, {20, 30}, {21, 0}, {0, 9}, {0, 10}} {
+					metas = append(metas, Meta{Namespace: ns, Kind: k, Type: ty, Time: tr[0], End: tr[1]})
+				}
+			}
+		}
+	}
+	for _, f := range filters {
+		c := compileMeta(f)
+		for _, m := range metas {
+			nm := packMeta(m)
+			if got, want := c.admits(&nm), f.admitsMeta(m); got != want {
+				t.Fatalf("filter %+v, meta %+v: compiled check %v, Filter %v", f, m, got, want)
+			}
+		}
+	}
+}

@@ -80,10 +80,13 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 		return nil, err
 	}
 	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions))
-	if snap, err := checkVectorSnapshot(store, filepath.Join(cfg.Data, "vectors.hnsw"), cfg.Embed.Dimensions); err != nil {
-		return nil, err
-	} else if snap != nil {
-		res.Derived = append(res.Derived, *snap)
+	for _, kind := range []string{"hnsw", "ivf"} {
+		name := vectorSnapshots[kind]
+		if snap, err := checkVectorSnapshot(store, kind, filepath.Join(cfg.Data, name), cfg.Embed.Dimensions); err != nil {
+			return nil, err
+		} else if snap != nil {
+			res.Derived = append(res.Derived, *snap)
+		}
 	}
 	res.Derived = append(res.Derived, checkKeyword(store, filepath.Join(cfg.Data, "keyword")))
 	for _, c := range derivedChecks {
@@ -197,11 +200,13 @@ func findsItself(idx wave.Index, want map[uint64][]float32, what map[uint64]stri
 	}
 }
 
-// checkVectorSnapshot loads the HNSW index a clean shutdown saved, the
-// way the next start would, and compares it with the store: the same
-// ids (one per stored embedding) and the stored vectors (a sample finds
-// itself). Without a snapshot it returns nil: the next start rebuilds.
-func checkVectorSnapshot(store *particle.Store, path string, dim int) (*DerivedCheck, error) {
+// checkVectorSnapshot loads the index (of the given kind: hnsw or ivf) a
+// clean shutdown saved, the way the next start would, and compares it
+// with the store: the same ids (one per stored embedding) and the stored
+// vectors (a sample finds itself; an IVF snapshot holds int8 codes, so
+// the store's vectors are attached first, as the indexer does at start).
+// Without a snapshot it returns nil: the next start rebuilds.
+func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) (*DerivedCheck, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -211,7 +216,7 @@ func checkVectorSnapshot(store *particle.Store, path string, dim int) (*DerivedC
 	}
 	defer f.Close()
 	dc := &DerivedCheck{Name: "vector snapshot", Note: "loaded from " + filepath.Base(path) + " as the next start will"}
-	h, err := wave.ReadHNSW(bufio.NewReaderSize(f, 1<<20))
+	h, err := readVectorIndex(kind, bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
 		dc.Note = fmt.Sprintf("unreadable (%v): the next start rebuilds the index from the store", err)
 		return dc, nil
@@ -231,9 +236,12 @@ func checkVectorSnapshot(store *particle.Store, path string, dim int) (*DerivedC
 	if h.Len() != len(want) {
 		report("snapshot holds %d vectors, the store %d embeddings", h.Len(), len(want))
 	}
-	for seq := range want {
+	a, attach := h.(interface{ Attach(uint64, []float32) bool })
+	for seq, vec := range want {
 		if !h.Has(seq) {
 			report("%s (seq %d) is missing from the snapshot", what[seq], seq)
+		} else if attach {
+			a.Attach(seq, vec)
 		}
 	}
 	findsItself(h, want, what, 200, report)

@@ -103,11 +103,14 @@ type Config struct {
 		SessionAlpha float64 `yaml:"session_alpha"`
 	} `yaml:"planner"`
 	Vectors struct {
-		// Index is hnsw (approximate, fast) or flat (exact).
-		Index          string `yaml:"index"`
-		M              int    `yaml:"m"`
-		EfConstruction int    `yaml:"ef_construction"`
-		EfSearch       int    `yaml:"ef_search"`
+		// Index is ivf (inverted file: fast inserts and filtered search),
+		// hnsw (graph) or flat (exact).
+		Index string `yaml:"index"`
+		// NProbe is the number of IVF lists an unfiltered search probes.
+		NProbe         int `yaml:"nprobe"`
+		M              int `yaml:"m"`
+		EfConstruction int `yaml:"ef_construction"`
+		EfSearch       int `yaml:"ef_search"`
 	} `yaml:"vectors"`
 	// Security is auth, rate_limit and policy (security.go).
 	Security SecurityConfig `yaml:",inline"`
@@ -148,6 +151,7 @@ func DefaultConfig() Config {
 	c.Planner.PerNodeFanout = 32
 	c.Planner.SessionAlpha = 0.3
 	c.Vectors.Index = "hnsw"
+	c.Vectors.NProbe = wave.DefaultIVFOptions().NProbe
 	c.Vectors.M = 16
 	c.Vectors.EfConstruction = 200
 	c.Vectors.EfSearch = 96
@@ -223,8 +227,13 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("cms.bands level %d: %w", b.Level, err))
 		}
 	}
-	if c.Vectors.Index != "hnsw" && c.Vectors.Index != "flat" {
-		errs = append(errs, fmt.Errorf("vectors.index %q (want hnsw or flat)", c.Vectors.Index))
+	switch c.Vectors.Index {
+	case "ivf", "hnsw", "flat":
+	default:
+		errs = append(errs, fmt.Errorf("vectors.index %q (want ivf, hnsw or flat)", c.Vectors.Index))
+	}
+	if c.Vectors.Index == "ivf" && (c.Vectors.NProbe < 1 || c.Vectors.NProbe > 4096) {
+		errs = append(errs, fmt.Errorf("vectors.nprobe %d (want 1 to 4096)", c.Vectors.NProbe))
 	}
 	if c.Vectors.Index == "hnsw" && (c.Vectors.M < 2 || c.Vectors.EfConstruction < 1 || c.Vectors.EfSearch < 1) {
 		errs = append(errs, fmt.Errorf("vectors: m must be ≥ 2 and ef_construction, ef_search ≥ 1"))

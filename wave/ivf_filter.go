@@ -1,0 +1,56 @@
+package wave
+
+import "sync/atomic"
+
+// metaCheck is a [Filter]'s Meta fields compiled for the IVF scan loop:
+// kinds and types as bitsets, checked against a list's packed metas
+// without building a Meta. It admits exactly what Filter.admitsMeta
+// admits.
+type metaCheck struct {
+	ns       uint32
+	from, to int64
+	kinds    *[4]uint64 // nil: any
+	types    *[4]uint64 // nil: any
+}
+
+func compileMeta(f *Filter) metaCheck {
+	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To}
+	if len(f.Kinds) > 0 {
+		c.kinds = new([4]uint64)
+		for _, k := range f.Kinds {
+			c.kinds[k>>6] |= 1 << (k & 63)
+		}
+	}
+	if len(f.Types) > 0 {
+		c.types = new([4]uint64)
+		for _, t := range f.Types {
+			c.types[t>>6] |= 1 << (t & 63)
+		}
+	}
+	return c
+}
+
+// admits reports whether m passes (time and end read atomically: SetMeta
+// may change them).
+func (c *metaCheck) admits(m *nodeMeta) bool {
+	if c.ns != 0 && m.ns != c.ns {
+		return false
+	}
+	if c.kinds != nil && c.kinds[m.kind>>6]&(1<<(m.kind&63)) == 0 {
+		return false
+	}
+	if c.types != nil && c.types[m.typ>>6]&(1<<(m.typ&63)) == 0 {
+		return false
+	}
+	if c.to != 0 {
+		if t := atomic.LoadInt64(&m.time); t != 0 && t > c.to {
+			return false
+		}
+	}
+	if c.from != 0 {
+		if e := atomic.LoadInt64(&m.end); e != 0 && e < c.from {
+			return false
+		}
+	}
+	return true
+}
