@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Options configures a Store. Start from DefaultOptions.
@@ -98,12 +101,7 @@ func Open(o Options) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	bo := badger.DefaultOptions(o.Dir).
-		WithInMemory(o.InMemory).
-		WithSyncWrites(o.SyncWrites).
-		WithLogger(badgerLogger{o.Logger.With("component", "badger")}).
-		WithNumVersionsToKeep(1)
-	db, err := badger.Open(bo)
+	db, err := badger.Open(badgerOptions(o))
 	if err != nil {
 		return nil, fmt.Errorf("particle: open badger in %q: %w", o.Dir, err)
 	}
@@ -119,6 +117,35 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// badgerOptions are the Badger options of a store with options o, chosen
+// by BenchmarkReopen and BenchmarkWrite (reopen_bench_test.go) for values
+// of 1.5-4 KB (a 384-d embedding and its record) written in bulk:
+//
+//   - no block compression: the embeddings hardly compress, and snappy
+//     cost about a fifth of the CPU of a write (compaction rebuilds
+//     tables) and, decompressing every block, most of a reopen's scan;
+//   - so no block cache either (Badger needs one only to keep blocks it
+//     decompressed): reads come straight from the memory-mapped tables,
+//     and a reopen's full scan does not churn 256 MB of cache. Tables an
+//     older store wrote compressed still read, decompressed per block,
+//     until compaction rewrites them;
+//   - values stay in the LSM tree (Badger's default threshold): in the
+//     value log, every re-observed node or edge would leave its old
+//     version behind until value-log GC, more than doubling the disk.
+func badgerOptions(o Options) badger.Options {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return badger.DefaultOptions(o.Dir).
+		WithInMemory(o.InMemory).
+		WithSyncWrites(o.SyncWrites).
+		WithLogger(badgerLogger{lg.With("component", "badger")}).
+		WithNumVersionsToKeep(1).
+		WithCompression(options.None).
+		WithBlockCacheSize(0)
 }
 
 // Close releases the sequence lease and closes Badger. It is safe to
@@ -143,39 +170,18 @@ func (s *Store) Subscribe(fn func(Changes)) {
 	s.subMu.Unlock()
 }
 
-// load reads every node, edge and episode into the view.
+// load reads every node, edge and episode into the view. Values are
+// decoded in parallel (loadValues) and put into the view in key order, as
+// a serial scan would put them.
 func (s *Store) load() error {
+	// The view is most of the heap, and all of it is reachable: a
+	// collection during the load finds nothing to free. Collect less
+	// often while it grows.
+	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
 	v := newView()
 	err := s.db.View(func(txn *badger.Txn) error {
-		if err := scanPrefix(txn, []byte{byte(prefixNode)}, func(_ []byte, val []byte) error {
-			n, err := decodeNode(val)
-			if err != nil {
-				return err
-			}
-			v.putNode(n)
-			return nil
-		}); err != nil {
-			return fmt.Errorf("load nodes: %w", err)
-		}
-		if err := scanPrefix(txn, []byte{byte(prefixEdge)}, func(_ []byte, val []byte) error {
-			e, err := decodeEdge(val)
-			if err != nil {
-				return err
-			}
-			v.putEdge(e)
-			return nil
-		}); err != nil {
-			return fmt.Errorf("load edges: %w", err)
-		}
-		if err := scanPrefix(txn, []byte{byte(prefixEpisode)}, func(_ []byte, val []byte) error {
-			e, err := decodeEpisode(val)
-			if err != nil {
-				return err
-			}
-			v.putEpisode(e)
-			return nil
-		}); err != nil {
-			return fmt.Errorf("load episodes: %w", err)
+		if err := loadValues(txn, v); err != nil {
+			return err
 		}
 		item, err := txn.Get(metaKey("counts"))
 		switch {
@@ -207,6 +213,174 @@ func (s *Store) load() error {
 	s.counts.Episodes = int64(len(v.episodes))
 	s.v = v
 	return nil
+}
+
+// loadGCPercent is GOGC while a store loads.
+const loadGCPercent = 400
+
+// loadTables are the tables the view holds, in load order: edges refer
+// to nodes, episodes to both.
+var loadTables = []struct {
+	p    prefix
+	name string
+}{{prefixNode, "nodes"}, {prefixEdge, "edges"}, {prefixEpisode, "episodes"}}
+
+// loadChunk is a run of consecutive values of one table, in key order:
+// read by the scanner, decoded by a worker, put into the view by load.
+type loadChunk struct {
+	seq      int
+	table    int // index in loadTables
+	raw      []byte
+	ends     []int // raw[ends[i-1]:ends[i]] is value i
+	nodes    []*Node
+	edges    []*Edge
+	episodes []*Episode
+	err      error
+}
+
+const (
+	loadChunkValues = 256
+	loadChunkBytes  = 1 << 20
+)
+
+// loadValues scans the node, edge and episode tables on one goroutine,
+// decodes chunks of values on the others, and puts the results into v in
+// key order.
+func loadValues(txn *badger.Txn, v *view) error {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	todo := make(chan *loadChunk, 2*workers)
+	done := make(chan *loadChunk, 4*workers)
+	quit := make(chan struct{})
+	scanErr := make(chan error, 1)
+	go func() { scanErr <- scanTables(txn, todo, quit) }()
+	scanned := false
+	defer func() {
+		close(quit)
+		if !scanned {
+			<-scanErr // the scanner must be done with txn before it ends
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range todo {
+				c.decode()
+				select {
+				case done <- c:
+				case <-quit:
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	pending := map[int]*loadChunk{}
+	next := 0
+	for c := range done {
+		pending[c.seq] = c
+		for c := pending[next]; c != nil; c = pending[next] {
+			delete(pending, next)
+			next++
+			if c.err != nil {
+				return fmt.Errorf("load %s: %w", loadTables[c.table].name, c.err)
+			}
+			for _, n := range c.nodes {
+				v.putNode(n)
+			}
+			for _, e := range c.edges {
+				v.putEdge(e)
+			}
+			for _, e := range c.episodes {
+				v.putEpisode(e)
+			}
+		}
+	}
+	scanned = true
+	if err := <-scanErr; err != nil {
+		return err
+	}
+	if len(pending) != 0 {
+		return fmt.Errorf("load: %d chunks decoded but not put", len(pending))
+	}
+	return nil
+}
+
+// scanTables reads the loaded tables into chunks, sends them to todo in
+// order, and closes todo.
+func scanTables(txn *badger.Txn, todo chan<- *loadChunk, quit <-chan struct{}) error {
+	defer close(todo)
+	seq := 0
+	send := func(c *loadChunk) bool {
+		select {
+		case todo <- c:
+			seq++
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	for ti, t := range loadTables {
+		p := []byte{byte(t.p)}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true, PrefetchSize: 256})
+		c := &loadChunk{seq: seq, table: ti}
+		for it.Seek(p); it.ValidForPrefix(p); it.Next() {
+			err := it.Item().Value(func(val []byte) error {
+				c.raw = append(c.raw, val...)
+				c.ends = append(c.ends, len(c.raw))
+				return nil
+			})
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("load %s: %w", t.name, err)
+			}
+			if len(c.ends) == loadChunkValues || len(c.raw) >= loadChunkBytes {
+				if !send(c) {
+					it.Close()
+					return nil
+				}
+				c = &loadChunk{seq: seq, table: ti, raw: make([]byte, 0, len(c.raw)), ends: make([]int, 0, loadChunkValues)}
+			}
+		}
+		it.Close()
+		if len(c.ends) > 0 && !send(c) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// decode decodes the chunk's values and lets go of their bytes.
+func (c *loadChunk) decode() {
+	start := 0
+	for _, end := range c.ends {
+		b := c.raw[start:end]
+		start = end
+		var err error
+		switch loadTables[c.table].p {
+		case prefixNode:
+			var n *Node
+			if n, err = decodeNode(b); err == nil {
+				c.nodes = append(c.nodes, n)
+			}
+		case prefixEdge:
+			var e *Edge
+			if e, err = decodeEdge(b); err == nil {
+				c.edges = append(c.edges, e)
+			}
+		case prefixEpisode:
+			var e *Episode
+			if e, err = decodeEpisode(b); err == nil {
+				c.episodes = append(c.episodes, e)
+			}
+		}
+		if err != nil {
+			c.err = err
+			break
+		}
+	}
+	c.raw, c.ends = nil, nil
 }
 
 func scanPrefix(txn *badger.Txn, p []byte, fn func(k, v []byte) error) error {
