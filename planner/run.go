@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -32,6 +34,7 @@ type run struct {
 	guardFor  particle.Reader // the read the guard belongs to
 
 	st        *runState
+	canonLoc  string // the request's location, canonical, once asked
 	unknowns  []Unknown
 	truncated bool
 
@@ -93,7 +96,7 @@ func (run *run) admits(e *particle.Edge) bool {
 			return false
 		}
 	}
-	if req.Location != "" && e.Scope.Location != "" && particle.Canonical(e.Scope.Location) != particle.Canonical(req.Location) {
+	if req.Location != "" && e.Scope.Location != "" && e.Scope.Location != req.Location && !canonicalIs(e.Scope.Location, run.location()) {
 		return false
 	}
 	if req.SameAgent {
@@ -111,6 +114,40 @@ func (run *run) admits(e *particle.Edge) bool {
 		}
 	}
 	return true
+}
+
+// location is the request's location, canonical (computed once).
+func (run *run) location() string {
+	if run.canonLoc == "" {
+		run.canonLoc = particle.Canonical(run.req.Location)
+	}
+	return run.canonLoc
+}
+
+// canonicalIs reports whether particle.Canonical(s) is c, without
+// building it (admits asks for every candidate edge with a location).
+func canonicalIs(s, c string) bool {
+	j, space := 0, false
+	var buf [utf8.UTFMax]byte
+	for _, r := range strings.TrimSpace(s) {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space {
+			if j >= len(c) || c[j] != ' ' {
+				return false
+			}
+			j++
+			space = false
+		}
+		n := utf8.EncodeRune(buf[:], unicode.ToLower(r))
+		if j+n > len(c) || string(buf[:n]) != c[j:j+n] {
+			return false
+		}
+		j += n
+	}
+	return j == len(c)
 }
 
 // episodeAdmits applies the request's constraints to an episode:

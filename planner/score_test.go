@@ -53,3 +53,17 @@ func TestContextStateTopDims(t *testing.T) {
 		t.Errorf("short vector top = %+v", short.Top)
 	}
 }
+
+// canonicalIs must answer as comparing particle.Canonical does.
+func TestCanonicalIsCanonical(t *testing.T) {
+	names := []string{"", " ", "Lab A", "lab a", "  LAB   a ", "lab\ta", "lab  b", "lab", "lab a b", "ÉCOLE", "école", "\xff", "\ufffd",
+		"İstanbul", "i̇stanbul", "ǅ", "ǆ", "a\u00a0b", "a b"}
+	for _, s := range names {
+		for _, c := range names {
+			want := particle.Canonical(s) == particle.Canonical(c)
+			if got := canonicalIs(s, particle.Canonical(c)); got != want {
+				t.Errorf("canonicalIs(%q, Canonical(%q)) = %v, want %v", s, c, got, want)
+			}
+		}
+	}
+}
