@@ -1,12 +1,14 @@
 package particle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -180,7 +182,7 @@ func (s *Store) load() error {
 	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
 	v := newView()
 	err := s.db.View(func(txn *badger.Txn) error {
-		if err := loadValues(txn, v); err != nil {
+		if err := loadValues(s.db, txn, v); err != nil {
 			return err
 		}
 		item, err := txn.Get(metaKey("counts"))
@@ -226,9 +228,13 @@ var loadTables = []struct {
 }{{prefixNode, "nodes"}, {prefixEdge, "edges"}, {prefixEpisode, "episodes"}}
 
 // loadChunk is a run of consecutive values of one table, in key order:
-// read by the scanner, decoded by a worker, put into the view by load.
+// read by a scanner, decoded by a worker, put into the view by load.
+// Chunk idx of part part is the idx-th of that key range; last marks the
+// range's final chunk (possibly empty).
 type loadChunk struct {
-	seq      int
+	part     int
+	idx      int
+	last     bool
 	table    int // index in loadTables
 	raw      []byte
 	ends     []int // raw[ends[i-1]:ends[i]] is value i
@@ -243,21 +249,33 @@ const (
 	loadChunkBytes  = 1 << 20
 )
 
-// loadValues scans the node, edge and episode tables on one goroutine,
-// decodes chunks of values on the others, and puts the results into v in
-// key order.
-func loadValues(txn *badger.Txn, v *view) error {
+// loadPart is a key range of one table, scanned by one goroutine.
+type loadPart struct {
+	table  int
+	lo, hi []byte // hi nil: to the end of the table
+}
+
+// loadValues scans the node, edge and episode tables, each split into
+// key ranges scanned in parallel, decodes chunks of values on other
+// goroutines, and puts the results into v in key order.
+func loadValues(db *badger.DB, txn *badger.Txn, v *view) error {
 	workers := max(1, runtime.GOMAXPROCS(0))
+	return loadPartsInto(txn, loadParts(db, workers), workers, v)
+}
+
+// loadPartsInto loads parts, which cover the loaded tables in key order,
+// with n scanners and n decoders.
+func loadPartsInto(txn *badger.Txn, parts []loadPart, workers int, v *view) error {
 	todo := make(chan *loadChunk, 2*workers)
 	done := make(chan *loadChunk, 4*workers)
 	quit := make(chan struct{})
 	scanErr := make(chan error, 1)
-	go func() { scanErr <- scanTables(txn, todo, quit) }()
+	go func() { scanErr <- scanParts(txn, parts, workers, todo, quit) }()
 	scanned := false
 	defer func() {
 		close(quit)
 		if !scanned {
-			<-scanErr // the scanner must be done with txn before it ends
+			<-scanErr // the scanners must be done with txn before it ends
 		}
 	}()
 	var wg sync.WaitGroup
@@ -276,13 +294,15 @@ func loadValues(txn *badger.Txn, v *view) error {
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
-	pending := map[int]*loadChunk{}
-	next := 0
+	pending := map[[2]int]*loadChunk{}
+	part, idx := 0, 0
 	for c := range done {
-		pending[c.seq] = c
-		for c := pending[next]; c != nil; c = pending[next] {
-			delete(pending, next)
-			next++
+		pending[[2]int{c.part, c.idx}] = c
+		for c := pending[[2]int{part, idx}]; c != nil; c = pending[[2]int{part, idx}] {
+			delete(pending, [2]int{part, idx})
+			if idx++; c.last {
+				part, idx = part+1, 0
+			}
 			if c.err != nil {
 				return fmt.Errorf("load %s: %w", loadTables[c.table].name, c.err)
 			}
@@ -301,53 +321,104 @@ func loadValues(txn *badger.Txn, v *view) error {
 	if err := <-scanErr; err != nil {
 		return err
 	}
-	if len(pending) != 0 {
-		return fmt.Errorf("load: %d chunks decoded but not put", len(pending))
+	if len(pending) != 0 || part != len(parts) {
+		return fmt.Errorf("load: %d of %d key ranges put, %d chunks left over", part, len(parts), len(pending))
 	}
 	return nil
 }
 
-// scanTables reads the loaded tables into chunks, sends them to todo in
-// order, and closes todo.
-func scanTables(txn *badger.Txn, todo chan<- *loadChunk, quit <-chan struct{}) error {
+// loadParts splits each loaded table into about n key ranges at the
+// boundaries of Badger's tables, in key order.
+func loadParts(db *badger.DB, n int) []loadPart {
+	var starts [][]byte
+	for _, t := range db.Tables() {
+		if len(t.Left) > 8 {
+			starts = append(starts, t.Left[:len(t.Left)-8]) // without the version
+		}
+	}
+	slices.SortFunc(starts, bytes.Compare)
+	starts = slices.CompactFunc(starts, bytes.Equal)
+	var parts []loadPart
+	for ti, t := range loadTables {
+		var in [][]byte
+		for _, k := range starts {
+			if len(k) > 1 && k[0] == byte(t.p) {
+				in = append(in, k)
+			}
+		}
+		lo := []byte{byte(t.p)}
+		for i := 1; i < n && len(in) > 0; i++ {
+			cut := in[i*len(in)/n]
+			if bytes.Compare(cut, lo) > 0 {
+				parts = append(parts, loadPart{table: ti, lo: lo, hi: cut})
+				lo = cut
+			}
+		}
+		parts = append(parts, loadPart{table: ti, lo: lo})
+	}
+	return parts
+}
+
+// scanParts scans parts, at most n at a time, sending their chunks to
+// todo; it closes todo when all are scanned.
+func scanParts(txn *badger.Txn, parts []loadPart, n int, todo chan<- *loadChunk, quit <-chan struct{}) error {
 	defer close(todo)
-	seq := 0
-	send := func(c *loadChunk) bool {
+	sem := make(chan struct{}, n)
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		select {
+		case sem <- struct{}{}:
+		case <-quit:
+			wg.Wait()
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = scanPart(txn, i, p, todo, quit)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// scanPart reads one key range into chunks and sends them to todo.
+func scanPart(txn *badger.Txn, part int, p loadPart, todo chan<- *loadChunk, quit <-chan struct{}) error {
+	t := loadTables[p.table]
+	prefix := []byte{byte(t.p)}
+	c := &loadChunk{part: part, table: p.table}
+	send := func(last bool) bool {
+		c.last = last
 		select {
 		case todo <- c:
-			seq++
-			return true
 		case <-quit:
 			return false
 		}
+		c = &loadChunk{part: part, idx: c.idx + 1, table: p.table, raw: make([]byte, 0, len(c.raw)), ends: make([]int, 0, loadChunkValues)}
+		return true
 	}
-	for ti, t := range loadTables {
-		p := []byte{byte(t.p)}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true, PrefetchSize: 256})
-		c := &loadChunk{seq: seq, table: ti}
-		for it.Seek(p); it.ValidForPrefix(p); it.Next() {
-			err := it.Item().Value(func(val []byte) error {
-				c.raw = append(c.raw, val...)
-				c.ends = append(c.ends, len(c.raw))
-				return nil
-			})
-			if err != nil {
-				it.Close()
-				return fmt.Errorf("load %s: %w", t.name, err)
-			}
-			if len(c.ends) == loadChunkValues || len(c.raw) >= loadChunkBytes {
-				if !send(c) {
-					it.Close()
-					return nil
-				}
-				c = &loadChunk{seq: seq, table: ti, raw: make([]byte, 0, len(c.raw)), ends: make([]int, 0, loadChunkValues)}
-			}
+	// Values are read in place from the memory-mapped tables and copied
+	// once, into the chunk: no prefetch (which would copy them first).
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Seek(p.lo); it.ValidForPrefix(prefix); it.Next() {
+		if p.hi != nil && bytes.Compare(it.Item().Key(), p.hi) >= 0 {
+			break
 		}
-		it.Close()
-		if len(c.ends) > 0 && !send(c) {
+		err := it.Item().Value(func(val []byte) error {
+			c.raw = append(c.raw, val...)
+			c.ends = append(c.ends, len(c.raw))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("load %s: %w", t.name, err)
+		}
+		if (len(c.ends) == loadChunkValues || len(c.raw) >= loadChunkBytes) && !send(false) {
 			return nil
 		}
 	}
+	send(true)
 	return nil
 }
 
