@@ -45,21 +45,21 @@ func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, err
 	ix.loading = true
 	store.Read(func(r particle.Reader) {
 		r.Nodes(func(n *particle.Node) bool {
-			err = ix.add(n.Seq, n.Embedding, nodeMeta(n))
+			err = ix.add(n.Seq, n.Embedding, NodeMeta(n))
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
 		r.Edges(func(e *particle.Edge) bool {
-			err = ix.add(e.Seq, e.Embedding, edgeMeta(e))
+			err = ix.add(e.Seq, e.Embedding, EdgeMeta(e))
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
 		r.Episodes(func(e *particle.Episode) bool {
-			err = ix.add(e.Seq, e.Embedding, episodeMeta(e))
+			err = ix.add(e.Seq, e.Embedding, EpisodeMeta(e))
 			return err == nil
 		})
 	})
@@ -102,13 +102,13 @@ func (ix *Indexer) run() {
 // validated before the commit; one the index refuses is skipped.
 func (ix *Indexer) apply(ch particle.Changes) {
 	for _, n := range ch.Nodes {
-		_ = ix.add(n.Seq, n.Embedding, nodeMeta(n))
+		_ = ix.add(n.Seq, n.Embedding, NodeMeta(n))
 	}
 	for _, e := range ch.Edges {
-		_ = ix.add(e.Seq, e.Embedding, edgeMeta(e))
+		_ = ix.add(e.Seq, e.Embedding, EdgeMeta(e))
 	}
 	for _, e := range ch.Episodes {
-		_ = ix.add(e.Seq, e.Embedding, episodeMeta(e))
+		_ = ix.add(e.Seq, e.Embedding, EpisodeMeta(e))
 	}
 	for _, n := range ch.RemovedNodes {
 		ix.remove(n.Seq)
@@ -223,20 +223,20 @@ func (ix *Indexer) Close() {
 	<-ix.done
 }
 
-// nodeMeta describes a node: nodes have no time scope.
-func nodeMeta(n *particle.Node) wave.Meta {
+// NodeMeta is the index Meta of a node: nodes have no time scope.
+func NodeMeta(n *particle.Node) wave.Meta {
 	return wave.Meta{Kind: wave.KindNode, Type: n.Type.Code()}
 }
 
-// edgeMeta describes an edge with its scope's time range.
-func edgeMeta(e *particle.Edge) wave.Meta {
+// EdgeMeta is the index Meta of an edge with its scope's time range.
+func EdgeMeta(e *particle.Edge) wave.Meta {
 	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(),
 		Time: unixNano(e.Scope.TimeRange.From), End: unixNano(e.Scope.TimeRange.To)}
 }
 
-// episodeMeta describes an episode with its start and end (open while
+// EpisodeMeta is the index Meta of an episode with its start and end (open while
 // it runs).
-func episodeMeta(e *particle.Episode) wave.Meta {
+func EpisodeMeta(e *particle.Episode) wave.Meta {
 	return wave.Meta{Kind: wave.KindEpisode, Time: unixNano(e.StartTime), End: unixNano(e.EndTime)}
 }
 

@@ -68,18 +68,18 @@ func TestIndexerRefreshesEdgeScope(t *testing.T) {
 // TestIndexerMetas checks the scopes given to nodes, edges and episodes.
 func TestIndexerMetas(t *testing.T) {
 	n := &particle.Node{Type: particle.NodeEntity, CreatedAt: t0}
-	if m := nodeMeta(n); m.Time != 0 || m.End != 0 || m.Kind != wave.KindNode {
+	if m := NodeMeta(n); m.Time != 0 || m.End != 0 || m.Kind != wave.KindNode {
 		t.Errorf("node meta %+v: want no time scope", m)
 	}
 	e := &particle.Edge{Type: particle.EdgeCausal, Scope: particle.Scope{TimeRange: particle.TimeRange{From: t0, To: t0.Add(time.Hour)}}}
-	if m := edgeMeta(e); m.Time != t0.UnixNano() || m.End != t0.Add(time.Hour).UnixNano() {
+	if m := EdgeMeta(e); m.Time != t0.UnixNano() || m.End != t0.Add(time.Hour).UnixNano() {
 		t.Errorf("edge meta %+v: want its scope's range", m)
 	}
-	if m := edgeMeta(&particle.Edge{Type: particle.EdgeCausal}); m.Time != 0 || m.End != 0 {
+	if m := EdgeMeta(&particle.Edge{Type: particle.EdgeCausal}); m.Time != 0 || m.End != 0 {
 		t.Errorf("edge without a range: meta %+v, want open bounds", m)
 	}
 	ep := &particle.Episode{StartTime: t0}
-	if m := episodeMeta(ep); m.Time != t0.UnixNano() || m.End != 0 {
+	if m := EpisodeMeta(ep); m.Time != t0.UnixNano() || m.End != 0 {
 		t.Errorf("running episode meta %+v: want [start, open]", m)
 	}
 }

@@ -29,8 +29,11 @@ const ivfSeenPerSlot = 8
 // int8 score among the items f admits; f's Meta fields are checked
 // before scoring, f.Allow only for an item that would enter that heap.
 // While the heap is not full, or the items seen are estimated to include
-// fewer than 8 admitted ones per heap slot, it probes on in order of
-// list distance (up to every list: exact). The heap is rescored with the
+// fewer than 8 admitted ones per heap slot, or (under a filter) one of
+// the last max(4, NProbe/4) lists improved the heap, it probes on in order of
+// list distance (up to every list: exact). The estimate extrapolates
+// Allow's answers about heap candidates, which overrates a filter that
+// favours items near q; the last condition covers that case. The heap is rescored with the
 // float32 vectors.
 func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != x.dim {
@@ -66,6 +69,10 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		mc = compileMeta(f)
 	}
 	var passed, asked, allowed int
+	// lastGain is the last list that put a candidate in the heap: probing
+	// past NProbe goes on while recent lists still do.
+	lastGain := 0
+	patience := max(4, nprobe/4)
 	for li := range s.lists {
 		if li == nprobe && nprobe < nl {
 			sortCands(s.lists[nprobe:])
@@ -76,7 +83,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 			if asked > 0 {
 				est = passed * allowed / asked
 			}
-			if est >= ivfSeenPerSlot*keep {
+			if est >= ivfSeenPerSlot*keep && (f == nil || li-lastGain > patience) {
 				break
 			}
 		}
@@ -104,6 +111,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				allowed++
 			}
 			s.push(ivfCand{sc, int32(i), d}, keep)
+			lastGain = li
 		}
 	}
 	return s.rerank(q, k, x.dim)
