@@ -120,17 +120,7 @@ func (h *HNSW) WriteTo(w io.Writer) (int64, error) {
 			}
 		}
 	}
-	e.flushBuf()
-	crc := e.crc
-	e.buf = binary.LittleEndian.AppendUint32(e.buf[:0], crc)
-	e.write(e.buf)
-	if e.err == nil {
-		e.err = e.w.Flush()
-	}
-	if e.err != nil {
-		return e.n, fmt.Errorf("wave: write snapshot: %w", e.err)
-	}
-	return e.n, nil
+	return e.finish()
 }
 
 // encoder batches little-endian values into buf and writes them through
@@ -141,6 +131,21 @@ type encoder struct {
 	crc uint32
 	err error
 	buf []byte
+}
+
+// finish writes the CRC of what was written after the header and
+// flushes; it returns the bytes written and the first error.
+func (e *encoder) finish() (int64, error) {
+	e.flushBuf()
+	e.buf = binary.LittleEndian.AppendUint32(e.buf[:0], e.crc)
+	e.write(e.buf)
+	if e.err == nil {
+		e.err = e.w.Flush()
+	}
+	if e.err != nil {
+		return e.n, fmt.Errorf("wave: write snapshot: %w", e.err)
+	}
+	return e.n, nil
 }
 
 func (e *encoder) write(b []byte) {

@@ -1,21 +1,15 @@
 package wave
 
 import (
-	"slices"
 	"unsafe"
 )
 
 // ivfSearcher is a search's scratch, pooled.
 type ivfSearcher struct {
-	lists []cand    // list scores; slot = list index
-	heap  []ivfCand // min-heap of the best candidates by int8 score
-}
-
-// ivfCand is a scored entry.
-type ivfCand struct {
-	score float32
-	i     int32
-	d     *listData
+	scores []float32   // list scores by list
+	order  topK        // the nearest lists (ID = list), then all of them
+	heap   topK        // the best candidates by int8 score; ID = ref index<<32 | position
+	refs   []*listData // the lists' data as probed, by probe order
 }
 
 // Admitted items a filtered search wants to have seen, per result-heap
@@ -30,11 +24,11 @@ const ivfSeenPerSlot = 8
 // before scoring, f.Allow only for an item that would enter that heap.
 // While the heap is not full, or the items seen are estimated to include
 // fewer than 8 admitted ones per heap slot, or (under a filter) one of
-// the last max(4, NProbe/4) lists improved the heap, it probes on in order of
-// list distance (up to every list: exact). The estimate extrapolates
-// Allow's answers about heap candidates, which overrates a filter that
-// favours items near q; the last condition covers that case. The heap is rescored with the
-// float32 vectors.
+// the last max(4, NProbe/4) lists improved the heap, it probes on in
+// order of list distance (up to every list: exact). The estimate
+// extrapolates Allow's answers about heap candidates, which overrates a
+// filter that favours items near q; the last condition covers that case.
+// The heap is rescored with the float32 vectors.
 func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != x.dim {
 		return nil
@@ -46,20 +40,23 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
 	keep := max(4*k, 40)
-	s.heap = s.heap[:0]
+	s.heap = topK{k: keep, h: s.heap.h[:0]}
+	s.refs = s.refs[:0]
 
 	nl := len(st.lists)
-	s.lists = s.lists[:0]
-	if st.q == nil {
-		s.lists = append(s.lists, cand{0, 0})
-	} else {
-		for i := range nl {
-			s.lists = append(s.lists, cand{dot(q, st.q.leaf(i)), uint32(i)})
-		}
-	}
 	nprobe := min(int(x.nprobe.Load()), nl)
-	// Rank the nprobe nearest lists first; the rest only if needed.
-	partialSort(s.lists, nprobe)
+	s.scores = s.scores[:0]
+	s.order = topK{k: nprobe, h: s.order.h[:0]}
+	for i := range nl {
+		sc := float32(0)
+		if st.q != nil {
+			sc = dot(q, st.q.leaf(i))
+		}
+		s.scores = append(s.scores, sc)
+		s.order.push(uint64(i), sc)
+	}
+	// The nprobe nearest lists first; all of them in order only if needed.
+	order := s.order.sorted()
 
 	metaFree := f.metaFree()
 	var mc metaCheck
@@ -73,21 +70,30 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	// past NProbe goes on while recent lists still do.
 	lastGain := 0
 	patience := max(4, nprobe/4)
-	for li := range s.lists {
-		if li == nprobe && nprobe < nl {
-			sortCands(s.lists[nprobe:])
+	enough := func(li int) bool {
+		if len(s.heap.h) < keep {
+			return false
 		}
-		lc := s.lists[li]
-		if li >= nprobe && len(s.heap) >= keep {
-			est := passed
-			if asked > 0 {
-				est = passed * allowed / asked
-			}
-			if est >= ivfSeenPerSlot*keep && (f == nil || li-lastGain > patience) {
-				break
-			}
+		est := passed
+		if asked > 0 {
+			est = passed * allowed / asked
 		}
-		d := st.lists[lc.slot].d.Load()
+		return est >= ivfSeenPerSlot*keep && (f == nil || li-lastGain > patience)
+	}
+	for li := 0; li < nl; li++ {
+		if li >= nprobe && enough(li) {
+			break
+		}
+		if li == nprobe {
+			s.order = topK{k: nl, h: order[:0]}
+			for i, sc := range s.scores {
+				s.order.push(uint64(i), sc)
+			}
+			order = s.order.sorted()
+		}
+		d := st.lists[order[li].ID].d.Load()
+		ref := uint64(len(s.refs)) << 32
+		s.refs = append(s.refs, d)
 		n := d.len()
 		codes := d.codes[:n*x.dim]
 		for i := range n {
@@ -100,7 +106,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 			passed++
 			o := i * x.dim
 			sc := d.scales[i] * dotI8(q, codes[o:o+x.dim:o+x.dim])
-			if len(s.heap) == keep && sc <= s.heap[0].score {
+			if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 				continue
 			}
 			if allow != nil {
@@ -110,119 +116,50 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				}
 				allowed++
 			}
-			s.push(ivfCand{sc, int32(i), d}, keep)
+			s.heap.push(ref|uint64(i), sc)
 			lastGain = li
 		}
 	}
+	s.order.h = order
 	return s.rerank(q, k, x.dim)
 }
 
-// partialSort moves the n best of cs (by score) to its front, sorted.
-func partialSort(cs []cand, n int) {
-	if n >= len(cs) {
-		sortCands(cs)
-		return
-	}
-	// A min-heap of the n best at the front, then sort it.
-	h := cs[:n]
-	less := func(a, b cand) bool { return a.score < b.score || (a.score == b.score && a.slot > b.slot) }
-	down := func(i int) {
-		for {
-			l := 2*i + 1
-			if l >= n {
-				return
-			}
-			m := l
-			if r := l + 1; r < n && less(h[r], h[l]) {
-				m = r
-			}
-			if !less(h[m], h[i]) {
-				return
-			}
-			h[i], h[m] = h[m], h[i]
-			i = m
-		}
-	}
-	for i := n/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	for j := n; j < len(cs); j++ {
-		if less(h[0], cs[j]) {
-			h[0], cs[j] = cs[j], h[0]
-			down(0)
-		}
-	}
-	sortCands(h)
-}
-
-// push offers c to the min-heap of at most keep candidates.
-func (s *ivfSearcher) push(c ivfCand, keep int) {
-	h := s.heap
-	if len(h) < keep {
-		h = append(h, c)
-		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 2
-			if h[p].score <= h[i].score {
-				break
-			}
-			h[i], h[p] = h[p], h[i]
-			i = p
-		}
-		s.heap = h
-		return
-	}
-	h[0] = c
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(h) && h[r].score < h[l].score {
-			m = r
-		}
-		if h[m].score >= h[i].score {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
 // rerank rescores the heap with the float32 vectors (an entry without
-// one keeps its int8 score) and returns the best k, one hit per id.
+// one keeps its int8 score) and returns the best k, one hit per id (an
+// id being replaced can be seen twice by a search racing the writer).
 func (s *ivfSearcher) rerank(q []float32, k, dim int) []Hit {
-	if len(s.heap) == 0 {
+	if len(s.heap.h) == 0 {
 		return nil
 	}
-	out := make([]Hit, 0, len(s.heap))
-	for _, c := range s.heap {
-		sc := c.score
-		if p := c.d.vecs[c.i].Load(); p != nil {
+	out := topK{k: len(s.heap.h), h: make([]Hit, 0, len(s.heap.h))}
+	for _, c := range s.heap.h {
+		d, i := s.refs[c.ID>>32], int(uint32(c.ID))
+		sc := c.Score
+		if p := d.vecs[i].Load(); p != nil {
 			sc = dot(q, unsafe.Slice(p, dim))
 		}
-		out = append(out, Hit{ID: c.d.ids[c.i], Score: sc})
+		out.push(d.ids[i], sc)
 	}
-	slices.SortFunc(out, func(a, b Hit) int {
-		switch {
-		case worse(b, a):
-			return -1
-		case worse(a, b):
-			return 1
-		}
-		return 0
-	})
-	// An id being replaced can be seen twice by a search racing the
-	// writer; keep its best.
+	hits := out.sorted()
 	j := 0
-	for _, h := range out {
+	for _, h := range hits {
 		if j == k {
 			break
 		}
-		if !slices.ContainsFunc(out[:j], func(o Hit) bool { return o.ID == h.ID }) {
-			out[j] = h
+		if !containsID(hits[:j], h.ID) {
+			hits[j] = h
 			j++
 		}
 	}
-	return out[:j]
+	return hits[:j]
+}
+
+// containsID reports whether hs holds id.
+func containsID(hs []Hit, id uint64) bool {
+	for _, h := range hs {
+		if h.ID == id {
+			return true
+		}
+	}
+	return false
 }

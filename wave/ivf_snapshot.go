@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"math"
 	"slices"
@@ -110,16 +109,7 @@ func (x *IVF) WriteTo(w io.Writer) (int64, error) {
 			e.buf = append(e.buf, unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), len(c))...)
 		}
 	}
-	e.flushBuf()
-	e.buf = binary.LittleEndian.AppendUint32(e.buf[:0], e.crc)
-	e.write(e.buf)
-	if e.err == nil {
-		e.err = e.w.Flush()
-	}
-	if e.err != nil {
-		return e.n, fmt.Errorf("wave: write IVF snapshot: %w", e.err)
-	}
-	return e.n, nil
+	return e.finish()
 }
 
 // f32s writes the floats of v.
