@@ -181,7 +181,7 @@ func TestLoadPartsKeepKeyOrder(t *testing.T) {
 	parts = append([]loadPart{{table: 0, lo: []byte{byte(prefixNode)}}}, parts...)
 	parts = append(parts, loadPart{table: 2, lo: []byte{byte(prefixEpisode)}})
 	v := newView()
-	if err := s.db.View(func(txn *badger.Txn) error { return loadPartsInto(txn, parts, 3, v) }); err != nil {
+	if err := s.db.View(func(txn *badger.Txn) error { return loadPartsInto(txn, parts, 3, v, func() {}) }); err != nil {
 		t.Fatal(err)
 	}
 	want, _, wantOut := snapshotView(s)

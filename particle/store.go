@@ -181,10 +181,14 @@ func (s *Store) load() error {
 	// nothing to free. GC is off until the load ends (a memory limit
 	// set with GOMEMLIMIT still applies); BenchmarkReopen measured 25%
 	// less CPU than with GOGC=400, 40% less than with 100.
-	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+	// Format-1 values (JSON) leave garbage: GC goes back on at the first.
+	gogc := debug.SetGCPercent(loadGCPercent)
+	defer debug.SetGCPercent(gogc)
+	var legacyOnce sync.Once
+	legacy := func() { legacyOnce.Do(func() { debug.SetGCPercent(gogc) }) }
 	v := newView()
 	err := s.db.View(func(txn *badger.Txn) error {
-		if err := loadValues(s.db, txn, v); err != nil {
+		if err := loadValues(s.db, txn, v, legacy); err != nil {
 			return err
 		}
 		item, err := txn.Get(metaKey("counts"))
@@ -254,22 +258,25 @@ type loadPart struct {
 // loadValues scans the node, edge and episode tables, each split into
 // key ranges that are read and decoded in parallel, and puts the results
 // into v in key order.
-func loadValues(db *badger.DB, txn *badger.Txn, v *view) error {
+//
+// legacy is called on reading a format-1 value.
+func loadValues(db *badger.DB, txn *badger.Txn, v *view, legacy func()) error {
 	workers := max(1, runtime.GOMAXPROCS(0))
 	// More ranges than scanners, so that one long range does not leave
 	// the others idle.
-	return loadPartsInto(txn, loadParts(db, 4*workers), workers, v)
+	return loadPartsInto(txn, loadParts(db, 4*workers), workers, v, legacy)
 }
 
 // loadPartsInto loads parts, which cover the loaded tables in key order,
 // with n scanners.
-func loadPartsInto(txn *badger.Txn, parts []loadPart, n int, v *view) error {
+func loadPartsInto(txn *badger.Txn, parts []loadPart, n int, v *view, legacy func()) error {
 	done := make(chan *loadChunk, 4*n)
 	quit := make(chan struct{})
 	scanErr := make(chan error, 1)
 	go func() {
 		defer close(done)
-		scanErr <- scanParts(txn, parts, n, done, quit)
+		sc := scanner{txn: txn, done: done, quit: quit, legacy: legacy}
+		scanErr <- sc.parts(parts, n)
 	}()
 	scanned := false
 	defer func() {
@@ -340,9 +347,17 @@ func loadParts(db *badger.DB, n int) []loadPart {
 	return parts
 }
 
-// scanParts scans parts, at most n at a time, sending their chunks to
-// done.
-func scanParts(txn *badger.Txn, parts []loadPart, n int, done chan<- *loadChunk, quit <-chan struct{}) error {
+// scanner reads and decodes key ranges in txn, sending chunks to done
+// until quit closes.
+type scanner struct {
+	txn    *badger.Txn
+	done   chan<- *loadChunk
+	quit   <-chan struct{}
+	legacy func() // called on a format-1 value
+}
+
+// parts scans parts, at most n at a time.
+func (sc scanner) parts(parts []loadPart, n int) error {
 	sem := make(chan struct{}, n)
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
@@ -350,39 +365,39 @@ func scanParts(txn *badger.Txn, parts []loadPart, n int, done chan<- *loadChunk,
 	for i, p := range parts {
 		select {
 		case sem <- struct{}{}:
-		case <-quit:
+		case <-sc.quit:
 			return nil
 		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = scanPart(txn, i, p, done, quit)
+			errs[i] = sc.part(i, p)
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// scanPart reads and decodes one key range into chunks sent to done. The
-// decoders copy what they keep, so values are read in place from the
-// memory-mapped tables (no prefetch, which would copy them first).
-func scanPart(txn *badger.Txn, part int, p loadPart, done chan<- *loadChunk, quit <-chan struct{}) error {
+// part reads and decodes one key range into chunks. The decoders copy
+// what they keep, so values are read in place from the memory-mapped
+// tables (no prefetch, which would copy them first).
+func (sc scanner) part(part int, p loadPart) error {
 	t := loadTables[p.table]
 	prefix := []byte{byte(t.p)}
 	c := &loadChunk{part: part}
-	dec, n := c.decoder(t.p), 0
+	dec, n := c.decoder(t.p, sc.legacy), 0
 	send := func(last bool) bool {
 		c.last = last
 		select {
-		case done <- c:
-		case <-quit:
+		case sc.done <- c:
+		case <-sc.quit:
 			return false
 		}
 		c = &loadChunk{part: part, idx: c.idx + 1}
-		dec, n = c.decoder(t.p), 0
+		dec, n = c.decoder(t.p, sc.legacy), 0
 		return true
 	}
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	it := sc.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Seek(p.lo); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
@@ -400,23 +415,23 @@ func scanPart(txn *badger.Txn, part int, p loadPart, done chan<- *loadChunk, qui
 	return nil
 }
 
-// decoder returns the function that decodes one value of table p into c.
-func (c *loadChunk) decoder(p prefix) func([]byte) error {
-	switch p {
-	case prefixNode:
-		return func(b []byte) error {
+// decoder returns the function that decodes one value of table p into
+// c, calling legacy first if the value is in format 1.
+func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
+	return func(b []byte) error {
+		if len(b) > 0 && b[0] != formatV2 {
+			legacy()
+		}
+		switch p {
+		case prefixNode:
 			n, err := decodeNode(b)
 			c.nodes = append(c.nodes, n)
 			return err
-		}
-	case prefixEdge:
-		return func(b []byte) error {
+		case prefixEdge:
 			e, err := decodeEdge(b)
 			c.edges = append(c.edges, e)
 			return err
-		}
-	default:
-		return func(b []byte) error {
+		default:
 			e, err := decodeEpisode(b)
 			c.episodes = append(c.episodes, e)
 			return err
