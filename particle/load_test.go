@@ -181,8 +181,16 @@ func TestLoadPartsKeepKeyOrder(t *testing.T) {
 	parts = append([]loadPart{{table: 0, lo: []byte{byte(prefixNode)}}}, parts...)
 	parts = append(parts, loadPart{table: 2, lo: []byte{byte(prefixEpisode)}})
 	v := newView()
-	if err := s.db.View(func(txn *badger.Txn) error { return loadPartsInto(txn, parts, 3, v, func() {}) }); err != nil {
+	var counts loadCounts
+	if err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		counts, err = loadPartsInto(txn, parts, 3, v, func() {})
+		return err
+	}); err != nil {
 		t.Fatal(err)
+	}
+	if got, want := counts.edges[EdgeAssertion], s.Counts().Edges[EdgeAssertion]; got != want {
+		t.Fatalf("load counted %d assertion edges, want %d", got, want)
 	}
 	want, _, wantOut := snapshotView(s)
 	for _, ids := range wantOut {
