@@ -1,9 +1,6 @@
 package planner
 
-import (
-	"encoding/json"
-	"slices"
-)
+import "slices"
 
 // formatters render an answer in a format other than JSON; the key is
 // the request's format name.
@@ -18,7 +15,7 @@ func Render(a *Answer, format string) ([]byte, string, error) {
 	return b, "application/json", err
 }
 
-func jsonMarshal(a *Answer) ([]byte, error) { return json.Marshal(a) }
+func jsonMarshal(a *Answer) ([]byte, error) { return a.AppendJSON(nil) }
 
 // Formats lists the answer formats Render knows.
 func Formats() []string {

@@ -235,9 +235,17 @@ func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]flo
 
 // prefilter asks the vector index for candidates that pass the cheap
 // constraints: namespace, visibility, time window and agent. It runs
-// inside the store's read lock (run.r), with one Search per call.
+// inside the store's read lock (run.r), with one Search per call. The
+// time window goes to the index as well (Filter.From/To: overlap, as
+// particle.TimeRange.Overlaps), which drops what lies outside it before
+// asking Allow; Allow still judges the window, as the index's copy of an
+// item's scope may lag the store.
 func (p *Planner) prefilter(run *run) []wave.Hit {
-	return p.index.Search(run.q, run.req.K*2, &wave.Filter{Allow: run.allow})
+	f := &wave.Filter{Allow: run.allow}
+	if tw := run.req.TimeWindow; tw != nil {
+		f.From, f.To = unixNano(tw.From), unixNano(tw.To)
+	}
+	return p.index.Search(run.q, run.req.K*2, f)
 }
 
 // allow is the prefilter's predicate on an index id: one slice index to

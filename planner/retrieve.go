@@ -71,18 +71,11 @@ func (p *Planner) knownName(req *Request, ns string) func(string) bool {
 		var ok bool
 		p.store.Read(func(r particle.Reader) {
 			probe := &run{p: p, req: req, ns: ns, principal: req.principal(), r: r}
-			probe.resetSeeds()
-			probe.addNode(r.LookupAny(ns, s), 1, 0, false)
-			ok = len(probe.nodeScore) > 0
+			defer probe.release()
+			ok = probe.addNode(r.LookupAny(ns, s), 1, 0, false)
 		})
 		return ok
 	}
-}
-
-// resetSeeds prepares the run's maps.
-func (run *run) resetSeeds() {
-	run.nodeScore, run.nodeHop, run.seeds = map[string]float64{}, map[string]int{}, map[string]bool{}
-	run.edges, run.edgeScore = map[string]*particle.Edge{}, map[string]float64{}
 }
 
 // seedNamed seeds the request's named goals, tools and entities; what

@@ -38,15 +38,6 @@ type run struct {
 	unknowns  []Unknown
 	truncated bool
 
-	// nodeScore, nodeHop, seeds, edges and edgeScore are set only by
-	// resetSeeds (retrieve.go) for callers that probe with a run
-	// (knownName reads len(nodeScore)); Plan uses st and leaves them nil.
-	nodeScore map[string]float64
-	nodeHop   map[string]int
-	seeds     map[string]bool
-	edges     map[string]*particle.Edge
-	edgeScore map[string]float64
-
 	// temporal ranks edges by closeness in time to now (as_of, or the
 	// time window's end); history keeps superseded facts.
 	temporal, history bool
@@ -170,12 +161,6 @@ func (run *run) episodeInWindow(ep *particle.Episode) bool {
 func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) bool {
 	if n == nil || n.Namespace != run.ns || !run.policy().NodeVisible(n) {
 		return false
-	}
-	if run.nodeScore != nil {
-		// A probe's run (resetSeeds): the map is all it reads.
-		_, had := run.nodeScore[n.ID]
-		run.nodeScore[n.ID] = max(run.nodeScore[n.ID], score)
-		return !had
 	}
 	st := run.state()
 	if i, ok := st.nodeIndex(n); ok {

@@ -95,7 +95,6 @@ func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, erro
 	var spans []int
 	p.store.Read(func(r particle.Reader) {
 		run.r = r
-		run.resetSeeds()
 		for _, c := range run.candidates(strategy, kw) {
 			if len(res.Hits) == req.K {
 				break

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -40,16 +41,17 @@ func newBrute(store *particle.Store) *brute {
 		b.metas = append(b.metas, m)
 	}
 	store.Read(func(r particle.Reader) {
+		// The metadata the planner's indexer gives the index.
 		r.Nodes(func(n *particle.Node) bool {
-			add(n.Seq, n.Embedding, wave.Meta{Kind: wave.KindNode, Type: n.Type.Code(), Time: n.CreatedAt.UnixNano()})
+			add(n.Seq, n.Embedding, planner.NodeMeta(n))
 			return true
 		})
 		r.Edges(func(e *particle.Edge) bool {
-			add(e.Seq, e.Embedding, wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(), Time: e.ValidFrom.UnixNano()})
+			add(e.Seq, e.Embedding, planner.EdgeMeta(e))
 			return true
 		})
 		r.Episodes(func(e *particle.Episode) bool {
-			add(e.Seq, e.Embedding, wave.Meta{Kind: wave.KindEpisode, Time: e.StartTime.UnixNano()})
+			add(e.Seq, e.Embedding, planner.EpisodeMeta(e))
 			return true
 		})
 	})
