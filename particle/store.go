@@ -226,11 +226,13 @@ func (s *Store) load() error {
 	return nil
 }
 
-// presize makes the view's big maps as large as Badger's tables say the
-// store is, so that the load does not grow them step by step (at 1M
+// presize makes the view's maps of edges as large as Badger's tables say
+// the store is, so that the load does not grow them step by step (at 1M
 // edges, rehashing took a third of the time the view's inserts did).
 // The counts include older versions of rewritten keys not yet compacted
-// away: an overestimate, by the size of a map's slots.
+// away: an overestimate, by the size of a map's slots. Maps of nodes
+// are left to grow: ingest rewrites a node at every sighting, so their
+// key counts can be many times the nodes, and there are fewer of them.
 func presize(v *view, db *badger.DB) {
 	keys := map[prefix]int{}
 	for _, t := range db.Tables() {
@@ -245,11 +247,8 @@ func presize(v *view, db *badger.DB) {
 		}
 	}
 	const most = 1 << 26
-	nodes, edges, episodes := min(keys[prefixNode], most), min(keys[prefixEdge], most), min(keys[prefixEpisode], most)
-	v.nodes, v.aliases = make(map[string]*Node, nodes), make(map[string]string, nodes)
-	v.out, v.in = make(map[string][]uint64, nodes), make(map[string][]uint64, nodes)
+	edges := min(keys[prefixEdge], most)
 	v.edges, v.identity = make(map[string]*Edge, edges), make(map[string]string, edges)
-	v.episodes = make(map[string]*Episode, episodes)
 }
 
 // loadGCPercent is GOGC while a store loads: off.
