@@ -277,6 +277,7 @@ func (x *IVF) SetMeta(id uint64, m Meta) bool {
 	} else {
 		atomic.StoreInt64(&nm.time, m.Time)
 		atomic.StoreInt64(&nm.end, m.End)
+		d.widenAt(int(loc.pos))
 	}
 	x.touch(id)
 	return true

@@ -1,6 +1,9 @@
 package wave
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // metaCheck is a [Filter]'s Meta fields compiled for the IVF scan loop:
 // kinds and types as bitsets, checked against a list's packed metas
@@ -11,14 +14,18 @@ type metaCheck struct {
 	from, to int64
 	kinds    *[4]uint64 // nil: any
 	types    *[4]uint64 // nil: any
+	// kinds32 has bit kind&31 set for the kinds admitted (all: any).
+	kinds32 uint32
 }
 
 func compileMeta(f *Filter) metaCheck {
-	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To}
+	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To, kinds32: math.MaxUint32}
 	if len(f.Kinds) > 0 {
 		c.kinds = new([4]uint64)
+		c.kinds32 = 0
 		for _, k := range f.Kinds {
 			c.kinds[k>>6] |= 1 << (k & 63)
+			c.kinds32 |= 1 << (k & 31)
 		}
 	}
 	if len(f.Types) > 0 {

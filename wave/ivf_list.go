@@ -25,6 +25,8 @@ type listData struct {
 	// vecs references the caller's vectors (nil until attached after a
 	// snapshot load); atomic.
 	vecs []atomic.Pointer[float32]
+	// blk summarises the entries' scopes by block (see blockSum).
+	blk []blockSum
 }
 
 // ivfEntry is one entry's content, as the writer copies it between lists.
@@ -44,6 +46,7 @@ func newListData(capacity, dim int) *listData {
 		scales: make([]float32, capacity),
 		codes:  make([]int8, capacity*dim),
 		vecs:   make([]atomic.Pointer[float32], capacity),
+		blk:    newBlocks(capacity),
 	}
 }
 
@@ -72,6 +75,7 @@ func (l *ivfList) push(e ivfEntry, dim int) int {
 	d.scales[n] = e.scale
 	copy(d.codes[n*dim:(n+1)*dim], e.code)
 	d.vecs[n].Store(e.vec)
+	d.widenAt(n)
 	d.n.Store(int32(n + 1))
 	return n
 }
@@ -93,6 +97,7 @@ func (l *ivfList) grow(d *listData, capacity, dim int, compact bool) *listData {
 		if d.isDead(i) {
 			nd.dead[j] = 1
 		}
+		nd.widenAt(j)
 		j++
 	}
 	nd.n.Store(int32(j))

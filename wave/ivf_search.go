@@ -59,6 +59,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	order := s.order.sorted()
 
 	metaFree := f.metaFree()
+	window := f != nil && (f.From != 0 || f.To != 0)
 	var mc metaCheck
 	var allow func(uint64) bool
 	if f != nil {
@@ -96,28 +97,33 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		s.refs = append(s.refs, d)
 		n := d.len()
 		codes := d.codes[:n*x.dim]
-		for i := range n {
-			if d.isDead(i) {
+		for b := 0; b < n; b += 1 << blockShift {
+			if window && mc.skips(&d.blk[b>>blockShift]) {
 				continue
 			}
-			if !metaFree && !mc.admits(&d.metas[i]) {
-				continue
-			}
-			passed++
-			o := i * x.dim
-			sc := d.scales[i] * dotI8(q, codes[o:o+x.dim:o+x.dim])
-			if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
-				continue
-			}
-			if allow != nil {
-				asked++
-				if !allow(d.ids[i]) {
+			for i := b; i < min(n, b+1<<blockShift); i++ {
+				if d.isDead(i) {
 					continue
 				}
-				allowed++
+				if !metaFree && !mc.admits(&d.metas[i]) {
+					continue
+				}
+				passed++
+				o := i * x.dim
+				sc := d.scales[i] * dotI8(q, codes[o:o+x.dim:o+x.dim])
+				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
+					continue
+				}
+				if allow != nil {
+					asked++
+					if !allow(d.ids[i]) {
+						continue
+					}
+					allowed++
+				}
+				s.heap.push(ref|uint64(i), sc)
+				lastGain = li
 			}
-			s.heap.push(ref|uint64(i), sc)
-			lastGain = li
 		}
 	}
 	s.order.h = order

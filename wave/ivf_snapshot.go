@@ -262,6 +262,10 @@ func readIVFList(d *decoder, c, dim int) (*listData, error) {
 	}
 	ld.dead = make([]uint32, c)
 	ld.vecs = make([]atomic.Pointer[float32], c)
+	ld.blk = newBlocks(c)
+	for i := range c {
+		ld.widenAt(i)
+	}
 	ld.n.Store(int32(c))
 	return ld, nil
 }

@@ -326,3 +326,74 @@ func TestIVFConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestIVFTimeWindows mixes timeless nodes with edges scoped in ingest
+// order and searches narrow windows (where the block summaries skip most
+// of every list) with and without a kind filter, also after an edge's
+// scope has grown into the window.
+func TestIVFTimeWindows(t *testing.T) {
+	const n, dim = 6000, 32
+	vecs := clustered(81, n, dim, 12)
+	changed := map[int]Meta{}
+	meta := func(i int) Meta {
+		if m, ok := changed[i]; ok {
+			return m
+		}
+		if i%3 == 0 {
+			return Meta{Kind: KindNode}
+		}
+		return Meta{Kind: KindEdge, Time: int64(1000 + i), End: int64(1005 + i)}
+	}
+	x := NewIVF(dim, IVFOptions{TrainAt: 1000, Seed: 2})
+	flat := NewFlat(dim)
+	for i, v := range vecs {
+		if err := x.Add(uint64(i), v, meta(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := flat.Add(uint64(i), v, meta(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.WaitRebuild()
+	edges := []Kind{KindEdge}
+	windows := []*Filter{
+		{From: 4000, To: 4040}, {From: 4000, To: 4040, Kinds: edges}, {To: 1100, Kinds: edges},
+		{From: 6990, Kinds: edges}, {From: 1, To: 2}, {From: 1, To: 2, Kinds: edges},
+	}
+	check := func(stage string) {
+		t.Helper()
+		for _, f := range windows {
+			if r := recall(t, x, flat, vecs[:100], 10, f); r < 0.95 {
+				t.Errorf("%s: window %+v: recall@10 = %.4f, want >= 0.95", stage, f, r)
+			}
+			for _, q := range vecs[:20] {
+				checkHits(t, x.Search(q, 10, f), 10, f, func(id uint64) (Meta, bool) { return meta(int(id)), id < n })
+			}
+		}
+	}
+	check("built")
+	// Edge 10 is re-observed inside the window: found there by its vector.
+	grown := Meta{Kind: KindEdge, Time: 1010, End: 4010}
+	changed[10] = grown
+	x.SetMeta(10, grown)
+	flat.SetMeta(10, grown)
+	f := &Filter{From: 4000, To: 4040, Kinds: edges}
+	if h := x.Search(vecs[10], 1, f); len(h) != 1 || h[0].ID != 10 {
+		t.Fatalf("edge 10 grown into the window: %v", h)
+	}
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	y, err := ReadIVF(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := y.Search(vecs[10], 1, f); len(h) != 1 || h[0].ID != 10 {
+		t.Fatalf("edge 10 after a snapshot round trip: %v", h)
+	}
+	x.Remove(11)
+	flat.Remove(11)
+	x.Cleanup()
+	check("after Cleanup")
+}
