@@ -60,14 +60,19 @@ func TestIVFFilteredRecall(t *testing.T) {
 // buildIVF returns an IVF and a Flat holding vecs[i] under id i with
 // fixMeta(i), the IVF trained (if big enough).
 func buildIVF(t testing.TB, vecs [][]float32, o IVFOptions) (*IVF, *Flat) {
+	return buildIVFMeta(t, vecs, o, fixMeta)
+}
+
+// buildIVFMeta is buildIVF with item i's Meta meta(i).
+func buildIVFMeta(t testing.TB, vecs [][]float32, o IVFOptions, meta func(int) Meta) (*IVF, *Flat) {
 	t.Helper()
 	x := NewIVF(len(vecs[0]), o)
 	flat := NewFlat(len(vecs[0]))
 	for i, v := range vecs {
-		if err := x.Add(uint64(i), v, fixMeta(i)); err != nil {
+		if err := x.Add(uint64(i), v, meta(i)); err != nil {
 			t.Fatal(err)
 		}
-		if err := flat.Add(uint64(i), v, fixMeta(i)); err != nil {
+		if err := flat.Add(uint64(i), v, meta(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -344,17 +349,7 @@ func TestIVFTimeWindows(t *testing.T) {
 		}
 		return Meta{Kind: KindEdge, Time: int64(1000 + i), End: int64(1005 + i)}
 	}
-	x := NewIVF(dim, IVFOptions{TrainAt: 1000, Seed: 2})
-	flat := NewFlat(dim)
-	for i, v := range vecs {
-		if err := x.Add(uint64(i), v, meta(i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := flat.Add(uint64(i), v, meta(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	x.WaitRebuild()
+	x, flat := buildIVFMeta(t, vecs, IVFOptions{TrainAt: 1000, Seed: 2}, meta)
 	edges := []Kind{KindEdge}
 	windows := []*Filter{
 		{From: 4000, To: 4040}, {From: 4000, To: 4040, Kinds: edges}, {To: 1100, Kinds: edges},
