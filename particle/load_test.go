@@ -11,6 +11,9 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
+// testEntities is how many entities the tests' fleet workload has.
+const testEntities = 400
+
 // snapshotView copies what a reader sees: every edge and node, and each
 // node's out-edges in adjacency order.
 func snapshotView(s *Store) (edges map[string]*Edge, nodes map[string]*Node, out map[string][]string) {
@@ -31,7 +34,7 @@ func snapshotView(s *Store) (edges map[string]*Edge, nodes map[string]*Node, out
 // values in key order, as a serial scan did.
 func TestReopenLoadsEverythingInOrder(t *testing.T) {
 	dir := t.TempDir()
-	s := writeFleet(t, dir, 3, 3*benchEdgesPerTxn) // several chunks of each table
+	s := writeFleet(t, dir, 3, testEntities, 3*benchEdgesPerTxn) // several chunks of each table
 	edges, nodes, out := snapshotView(s)
 	counts := s.Counts()
 	if err := s.Close(); err != nil {
@@ -43,8 +46,9 @@ func TestReopenLoadsEverythingInOrder(t *testing.T) {
 	}
 	defer s.Close()
 	edges2, nodes2, out2 := snapshotView(s)
-	if len(edges2) != 3*benchEdgesPerTxn || len(nodes2) != benchEntities {
-		t.Fatalf("reopened with %d edges and %d nodes, want %d and %d", len(edges2), len(nodes2), 3*benchEdgesPerTxn, benchEntities)
+	// A few observations repeat an edge (400 entities), reinforcing it.
+	if len(edges2) != len(edges) || len(edges2) < 3*benchEdgesPerTxn-20 || len(nodes2) != testEntities {
+		t.Fatalf("reopened with %d edges and %d nodes, want %d and %d", len(edges2), len(nodes2), len(edges), testEntities)
 	}
 	if !reflect.DeepEqual(edges2, edges) || !reflect.DeepEqual(nodes2, nodes) {
 		t.Fatal("reopened nodes or edges differ from those written")
@@ -66,7 +70,7 @@ func TestReopenLoadsEverythingInOrder(t *testing.T) {
 // the table: Open fails with ErrCorrupt and leaves nothing running.
 func TestReopenRefusesCorruptValue(t *testing.T) {
 	dir := t.TempDir()
-	s := writeFleet(t, dir, 4, benchEdgesPerTxn)
+	s := writeFleet(t, dir, 4, testEntities, benchEdgesPerTxn)
 	var victim *Edge
 	s.Read(func(r Reader) {
 		r.Edges(func(e *Edge) bool { victim = e; return false })
@@ -164,7 +168,7 @@ func TestReopenFormat1Store(t *testing.T) {
 // TestLoadPartsKeepKeyOrder cuts the edge table into many key ranges,
 // scanned in parallel: the view gets the edges in key order all the same.
 func TestLoadPartsKeepKeyOrder(t *testing.T) {
-	s := writeFleet(t, t.TempDir(), 5, 2*benchEdgesPerTxn)
+	s := writeFleet(t, t.TempDir(), 5, testEntities, 2*benchEdgesPerTxn)
 	defer s.Close()
 	var keys [][]byte
 	s.Read(func(r Reader) {

@@ -27,8 +27,8 @@ import (
 const (
 	benchDims        = 384
 	benchEdgesPerTxn = 512
-	benchEntities    = 10_000
-	benchEpisodeLen  = 100 // edges per episode
+	benchEntities    = 10_000 // in the benchmarks; tests use fewer
+	benchEpisodeLen  = 100    // edges per episode
 )
 
 var benchPredicates = []string{"on", "in", "near", "holds", "left_of", "right_of", "above", "below", "inside", "touches",
@@ -39,14 +39,15 @@ var benchSites = []string{"lab-a", "lab-b", "depot-1", "depot-2", "kitchen", "li
 // benchWorkload writes a fleet-like graph into a store, one Update per
 // benchEdgesPerTxn edges.
 type benchWorkload struct {
-	r       *rand.Rand
-	topics  [][]float32
-	start   time.Time
-	written int
+	entities int
+	r        *rand.Rand
+	topics   [][]float32
+	start    time.Time
+	written  int
 }
 
-func newBenchWorkload(seed uint64) *benchWorkload {
-	w := &benchWorkload{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), start: time.Date(2026, 1, 5, 8, 0, 0, 0, time.UTC)}
+func newBenchWorkload(seed uint64, entities int) *benchWorkload {
+	w := &benchWorkload{entities: entities, r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), start: time.Date(2026, 1, 5, 8, 0, 0, 0, time.UTC)}
 	for range 64 {
 		t := make([]float32, benchDims)
 		for i := range t {
@@ -75,9 +76,9 @@ func entityName(i int) string { return fmt.Sprintf("object-%05d", i) }
 
 // seed writes the entities every edge refers to.
 func (w *benchWorkload) seed(s *Store) error {
-	for lo := 0; lo < benchEntities; lo += 1000 {
+	for lo := 0; lo < w.entities; lo += 1000 {
 		if _, err := s.Update(context.Background(), func(b *Batch) error {
-			for i := lo; i < lo+1000; i++ {
+			for i := lo; i < min(lo+1000, w.entities); i++ {
 				n, _, err := b.Resolve(DefaultNamespace, NodeEntity, entityName(i))
 				if err != nil {
 					return err
@@ -122,7 +123,7 @@ func (w *benchWorkload) batch(s *Store) error {
 			step := i % benchEpisodeLen
 			at := ep.StartTime.Add(time.Duration(step) * 100 * time.Millisecond)
 			topic := epNo % len(w.topics)
-			src, dst := w.r.IntN(benchEntities), w.r.IntN(benchEntities)
+			src, dst := w.r.IntN(w.entities), w.r.IntN(w.entities)
 			o := Observation{
 				Source: nodeIDFor(b, src), Target: nodeIDFor(b, dst), Type: EdgeAssertion,
 				Predicate: benchPredicates[w.r.IntN(len(benchPredicates))], Value: fmt.Sprintf("v%d", w.r.IntN(1000)),
@@ -156,15 +157,15 @@ func (w *benchWorkload) batch(s *Store) error {
 	return err
 }
 
-// writeFleet opens a store in dir and writes the fleet workload of seed
-// into it until it holds at least edges edges.
-func writeFleet(tb testing.TB, dir string, seed uint64, edges int) *Store {
+// writeFleet opens a store in dir and writes the fleet workload of seed,
+// over entities entities, until it holds at least edges edges.
+func writeFleet(tb testing.TB, dir string, seed uint64, entities, edges int) *Store {
 	tb.Helper()
 	s, err := Open(DefaultOptions(dir))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w := newBenchWorkload(seed)
+	w := newBenchWorkload(seed, entities)
 	if err := w.seed(s); err != nil {
 		tb.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func benchStore(b *testing.B, edges int) string {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	s := writeFleet(b, dir, 1, edges)
+	s := writeFleet(b, dir, 1, benchEntities, edges)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func BenchmarkWrite(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	w := newBenchWorkload(2)
+	w := newBenchWorkload(2, benchEntities)
 	if err := w.seed(s); err != nil {
 		b.Fatal(err)
 	}
