@@ -149,13 +149,10 @@ func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 		}
 		return nil
 	}
-	if ix.loading && ix.loaded(id, vec) {
+	if ix.loading && ix.loaded(id, vec, m) {
 		// Filling from the view over an index loaded from a snapshot
 		// taken at the last clean shutdown: it already holds this vector
-		// (its Meta may be from an older format).
-		if canSet {
-			ms.SetMeta(id, m)
-		}
+		// (its Meta may be from an older format: loaded refreshed it).
 		ix.vecs[id] = &vec[0]
 		return nil
 	}
@@ -166,15 +163,23 @@ func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 	return nil
 }
 
-// loaded reports whether the index, loaded from a snapshot, holds id. An
-// index whose snapshot holds no float vectors (wave.IVF) is given vec
-// back by Attach.
-func (ix *Indexer) loaded(id uint64, vec []float32) bool {
+// loaded reports whether the index, loaded from a snapshot, holds id,
+// and refreshes its Meta to m. An index whose snapshot holds no float
+// vectors (wave.IVF) is given vec back, with m, in one call.
+func (ix *Indexer) loaded(id uint64, vec []float32, m wave.Meta) bool {
 	switch x := ix.idx.(type) {
-	case interface{ Attach(uint64, []float32) bool }:
-		return x.Attach(id, vec)
+	case interface {
+		AttachMeta(uint64, []float32, wave.Meta) bool
+	}:
+		return x.AttachMeta(id, vec, m)
 	case interface{ Has(uint64) bool }:
-		return x.Has(id)
+		if !x.Has(id) {
+			return false
+		}
+		if ms, ok := ix.idx.(wave.MetaSetter); ok {
+			ms.SetMeta(id, m)
+		}
+		return true
 	}
 	return false
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -81,5 +82,52 @@ func TestIndexerMetas(t *testing.T) {
 	ep := &particle.Episode{StartTime: t0}
 	if m := EpisodeMeta(ep); m.Time != t0.UnixNano() || m.End != 0 {
 		t.Errorf("running episode meta %+v: want [start, open]", m)
+	}
+}
+
+// countingIVF counts the vectors an Indexer adds to an IVF.
+type countingIVF struct {
+	*wave.IVF
+	adds int
+}
+
+func (c *countingIVF) Add(id uint64, v []float32, m wave.Meta) error {
+	c.adds++
+	return c.IVF.Add(id, v, m)
+}
+
+// TestIndexerFillsFromIVFSnapshot reopens an IVF from its snapshot (no
+// float vectors): the fill pass re-attaches every vector and refreshes
+// Meta without adding any, so searches score exactly again.
+func TestIndexerFillsFromIVFSnapshot(t *testing.T) {
+	f := newFixture(t, false)
+	e := f.fact(particle.EdgeCausal, "cup", "spills", "table", "", t0, 0.9)
+	f.fact(particle.EdgeCausal, "robot", "drops", "cup", "", t0.Add(time.Minute), 0.9)
+	first := wave.NewIVF(384, wave.IVFOptions{})
+	ix, err := NewIndexer(f.store, first, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	var b bytes.Buffer
+	if _, err := first.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := wave.ReadIVF(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := &countingIVF{IVF: loaded}
+	ix2, err := NewIndexer(f.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix2.Close()
+	if idx.adds != 0 || idx.Len() != first.Len() || first.Len() == 0 {
+		t.Fatalf("fill over a loaded IVF added %d vectors (Len %d, want %d)", idx.adds, idx.Len(), first.Len())
+	}
+	hits := idx.Search(e.Embedding, 1, &wave.Filter{Kinds: []wave.Kind{wave.KindEdge}, From: t0.UnixNano(), To: t0.UnixNano()})
+	if len(hits) != 1 || hits[0].ID != e.Seq || hits[0].Score != wave.Dot(e.Embedding, e.Embedding) {
+		t.Fatalf("edge after the fill: %v, want seq %d with its exact float score", hits, e.Seq)
 	}
 }

@@ -259,6 +259,10 @@ func (x *IVF) removeLocked(id uint64) bool {
 func (x *IVF) SetMeta(id uint64, m Meta) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.setMetaLocked(id, m)
+}
+
+func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 	loc, ok := x.ids[id]
 	if !ok {
 		return false
@@ -288,6 +292,16 @@ func (x *IVF) SetMeta(id uint64, m Meta) bool {
 // present. Like Add, IVF keeps vec. Until attached, an item is scored
 // from its int8 code.
 func (x *IVF) Attach(id uint64, vec []float32) bool {
+	return x.attach(id, vec, nil)
+}
+
+// AttachMeta is Attach and SetMeta in one step (one lock and look-up per
+// item when an index is filled from its snapshot).
+func (x *IVF) AttachMeta(id uint64, vec []float32, m Meta) bool {
+	return x.attach(id, vec, &m)
+}
+
+func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 	if len(vec) != x.dim {
 		return false
 	}
@@ -300,6 +314,9 @@ func (x *IVF) Attach(id uint64, vec []float32) bool {
 	}
 	x.st.Load().lists[loc.list].d.Load().vecs[loc.pos].Store(&vec[0])
 	x.touch(id)
+	if m != nil {
+		x.setMetaLocked(id, *m)
+	}
 	return true
 }
 
