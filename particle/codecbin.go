@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // The primitives of the binary value format (codecv2.go): little-endian
@@ -59,10 +60,18 @@ func (w *wr) strMap(m map[string]string) {
 
 func (w *wr) floats(v []float32) {
 	w.count(v == nil, len(v))
+	if littleEndian && len(v) > 0 {
+		w.b = append(w.b, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
+		return
+	}
 	for _, f := range v {
 		w.b = binary.LittleEndian.AppendUint32(w.b, math.Float32bits(f))
 	}
 }
+
+// littleEndian is true where float32s are laid out in memory as the
+// format stores them, so that embeddings are copied, not converted.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // Time tags: the zero time, a UTC instant (seconds and nanoseconds), or
 // any other location as time.Time's own binary form.
@@ -265,6 +274,10 @@ func (r *rd) floats() []float32 {
 	at, _ := r.span(uint64(4 * n))
 	if r.err != nil {
 		return nil
+	}
+	if littleEndian && n > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), r.b[at:])
+		return out
 	}
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.b[at+4*i:]))
