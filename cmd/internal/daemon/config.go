@@ -150,7 +150,7 @@ func DefaultConfig() Config {
 	c.Planner.HypothesisBelow = 0.5
 	c.Planner.PerNodeFanout = 32
 	c.Planner.SessionAlpha = 0.3
-	c.Vectors.Index = "hnsw"
+	c.Vectors.Index = "ivf"
 	c.Vectors.NProbe = wave.DefaultIVFOptions().NProbe
 	c.Vectors.M = 16
 	c.Vectors.EfConstruction = 200

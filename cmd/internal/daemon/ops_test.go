@@ -813,7 +813,7 @@ func TestCheckFindsAStaleVectorSnapshot(t *testing.T) {
 	c.publishAll(readMessages(t, "episodes.jsonl"))
 	c.waitApplied()
 	d.Shutdown(context.Background())
-	if _, err := os.Stat(filepath.Join(cfg.Data, "vectors.hnsw")); err != nil {
+	if _, err := os.Stat(d.vectorSnapshot()); err != nil {
 		t.Skipf("no vector snapshot after a clean shutdown (index %q): %v", cfg.Vectors.Index, err)
 	}
 	checkDir(t, cfg)
