@@ -34,6 +34,16 @@ func (r Reader) Edge(id string) *Edge { return r.v.edges[id] }
 // Episode returns the episode id of namespace ns, or nil.
 func (r Reader) Episode(ns, id string) *Episode { return r.v.episodes[ns+"\x00"+id] }
 
+// Namespace returns the view's shared copy of namespace ns (ns itself
+// when the view holds nothing of it). Every item's Namespace is that
+// copy, so comparing it with the result costs no read of the bytes.
+func (r Reader) Namespace(ns string) string {
+	if s, ok := r.v.namespaces[ns]; ok {
+		return s
+	}
+	return ns
+}
+
 // NodeBySeq returns the node with compact id seq, or nil.
 func (r Reader) NodeBySeq(seq uint64) *Node { return atSeq(r.v.nodeSeq, seq) }
 

@@ -1,6 +1,9 @@
 package particle
 
-import "slices"
+import (
+	"slices"
+	"unsafe"
+)
 
 // view is the memory-resident copy of the graph. Published values are
 // immutable: a writer clones a node or edge, changes the clone and swaps
@@ -29,6 +32,11 @@ type view struct {
 	preds       map[string]*Predicate // scope \0 name
 	predAliases map[string]string     // scope \0 alias -> name
 	redirects   map[string]string     // merged node id -> survivor id
+	// namespaces interns namespace strings: every item of a namespace
+	// shares one copy, so comparing an item's namespace with a request's
+	// (the planner does it per candidate) is a pointer comparison, not a
+	// read of bytes in another cache line.
+	namespaces map[string]string
 }
 
 func newView() *view {
@@ -37,10 +45,29 @@ func newView() *view {
 		aliases: map[string]string{}, identity: map[string]string{},
 		out: map[string][]uint64{}, in: map[string][]uint64{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
+		namespaces: map[string]string{},
+	}
+}
+
+// intern returns the view's copy of namespace ns, adding it if new.
+func (v *view) intern(ns string) string {
+	if s, ok := v.namespaces[ns]; ok {
+		return s
+	}
+	v.namespaces[ns] = ns
+	return ns
+}
+
+// internNS points *ns at the interned copy. It writes only when the
+// pointer differs, so re-putting a published value writes nothing.
+func (v *view) internNS(ns *string) {
+	if s := v.intern(*ns); unsafe.StringData(s) != unsafe.StringData(*ns) {
+		*ns = s
 	}
 }
 
 func (v *view) putNode(n *Node) (created bool) {
+	v.internNS(&n.Namespace)
 	old, had := v.nodes[n.ID]
 	v.nodes[n.ID] = n
 	if had && old.Seq != n.Seq {
@@ -55,6 +82,7 @@ func (v *view) putNode(n *Node) (created bool) {
 }
 
 func (v *view) putEdge(e *Edge) (created bool) {
+	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
 	v.edgeSeq = setSeq(v.edgeSeq, e.Seq, e)
@@ -81,6 +109,7 @@ func (v *view) putEdge(e *Edge) (created bool) {
 }
 
 func (v *view) putEpisode(e *Episode) (created bool) {
+	v.internNS(&e.Namespace)
 	k := e.Namespace + "\x00" + e.ID
 	old, had := v.episodes[k]
 	v.episodes[k] = e

@@ -136,6 +136,7 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 	var ans *Answer
 	p.store.Read(func(r particle.Reader) {
 		run.r = r
+		run.ns = r.Namespace(run.ns)
 		run.seedNamed()
 		cands := run.candidates(seedBy, kw)
 		if seedBy == StrategyGraph {
