@@ -110,20 +110,26 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so := particle.DefaultOptions(filepath.Join(cfg.Data, "graph"))
 	so.SyncWrites = cfg.Ingest.SyncWrites
 	so.Logger = log.With("component", "particle")
-	d.store, err = particle.Open(so)
-	if err != nil {
+	// The graph and the vector snapshot load side by side, then the
+	// indexer's fill and the keyword index (both read the graph): a
+	// reopen is ready in the time of the slower of each pair.
+	var storeErr, indexErr error
+	both(func() { d.store, storeErr = particle.Open(so) },
+		func() { d.index, indexErr = d.openVectorIndex(d.embedder.Dimensions()) })
+	if err := errors.Join(storeErr, indexErr); err != nil {
 		return nil, err
 	}
 	d.storeOK.Store(true)
-	if d.index, err = d.openVectorIndex(d.embedder.Dimensions()); err != nil {
-		return nil, err
-	}
+	var keywordErr error
 	t := time.Now()
-	if d.indexer, err = planner.NewIndexer(d.store, d.index, 0); err != nil {
-		return nil, fmt.Errorf("build vector index: %w", err)
-	}
-	log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
-	if err := d.openKeyword(); err != nil {
+	both(func() {
+		if d.indexer, err = planner.NewIndexer(d.store, d.index, 0); err != nil {
+			err = fmt.Errorf("build vector index: %w", err)
+			return
+		}
+		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
+	}, func() { keywordErr = d.openKeyword() })
+	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
 	}
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
@@ -417,4 +423,16 @@ func (d *Daemon) ingestLag() int64 {
 		}
 	}
 	return lag
+}
+
+// both runs f and g at once and returns when both have.
+func both(f, g func()) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g()
+	}()
+	f()
+	wg.Wait()
 }
