@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -142,8 +143,27 @@ func (d *Daemon) respond(m *nats.Msg, v any, err error) {
 	_ = m.Respond(body)
 }
 
+// replyBufs holds JSON reply buffers between planner requests: an
+// answer is ~130 KB, and m.Respond copies the body into the
+// connection's write buffer, so the buffer is free once it returns.
+var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
 func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
-	body, _, err := d.plan(ctx, natsCallerOf(ctx), m.Data)
+	ans, format, err := d.planAnswer(ctx, natsCallerOf(ctx), m.Data)
+	if err != nil || (format != "" && format != "json") {
+		var body []byte
+		if err == nil {
+			body, _, err = planner.Render(ans, format)
+		}
+		d.respond(m, body, err)
+		return
+	}
+	buf := replyBufs.Get().(*[]byte)
+	defer replyBufs.Put(buf)
+	body, err := ans.AppendJSON((*buf)[:0])
+	if err == nil {
+		*buf = body
+	}
 	d.respond(m, body, err)
 }
 
@@ -153,6 +173,16 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 // It returns the rendered answer and its media type (the request's
 // format: JSON unless it asks for triples, cypher, turtle or text).
 func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, string, error) {
+	ans, format, err := d.planAnswer(ctx, c, data)
+	if err != nil {
+		return nil, "", err
+	}
+	return planner.Render(ans, format)
+}
+
+// planAnswer decodes and answers one planner request; it returns the
+// answer and the format the request asks for.
+func (d *Daemon) planAnswer(ctx context.Context, c caller, data []byte) (*planner.Answer, string, error) {
 	start := time.Now()
 	if len(data) > maxRequestBytes {
 		return nil, "", fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, len(data), maxRequestBytes)
@@ -175,7 +205,7 @@ func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, strin
 	}
 	d.metrics.observePlan(ans.Timings, time.Since(start))
 	d.metrics.plannerRequests.WithLabelValues("ok").Inc()
-	return planner.Render(ans, req.Format)
+	return ans, req.Format, nil
 }
 
 // authorize makes an authenticated caller the request's principal: its
