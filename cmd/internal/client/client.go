@@ -109,8 +109,12 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// WaitApplied waits until the daemon's consumers of streams have no
-// pending or unacknowledged messages, or timeout passes.
+// WaitApplied waits until the daemon's consumers of streams have been
+// delivered everything their stream held when the call began (or since)
+// and have no unacknowledged messages, or timeout passes. The stream's
+// last sequence is part of the test: a consumer's pending count is
+// updated by the server asynchronously, so right after a publish it can
+// read 0 before the message reaches the consumer.
 func WaitApplied(ctx context.Context, js jetstream.JetStream, timeout time.Duration, consumers map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -121,11 +125,19 @@ func WaitApplied(ctx context.Context, js jetstream.JetStream, timeout time.Durat
 			if err != nil {
 				return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
 			}
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", stream, err)
+			}
+			si, err := st.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("stream %s info: %w", stream, err)
+			}
 			ci, err := c.Info(ctx)
 			if err != nil {
 				return fmt.Errorf("consumer %s/%s info: %w", stream, durable, err)
 			}
-			if ci.NumPending > 0 || ci.NumAckPending > 0 {
+			if ci.NumPending > 0 || ci.NumAckPending > 0 || ci.Delivered.Stream < si.State.LastSeq {
 				idle = false
 			}
 		}
