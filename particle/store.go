@@ -28,13 +28,18 @@ type Options struct {
 	// SeqLease is how many compact ids are leased per disk write.
 	// Default 1000.
 	SeqLease uint64
+	// ValueThreshold: values larger than this many bytes are kept in
+	// Badger's value log, the LSM tree holding a pointer (see
+	// badgerOptions). 0 keeps every value in the tree. DefaultOptions
+	// sets 1024. Ignored InMemory.
+	ValueThreshold int
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 }
 
 // DefaultOptions returns the options for a store in dir.
 func DefaultOptions(dir string) Options {
-	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000}
+	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: 1 << 10}
 }
 
 func (o *Options) ensureDefaults() {
@@ -53,6 +58,9 @@ func (o Options) validate() error {
 	}
 	if o.Dir != "" && o.InMemory {
 		errs = append(errs, errors.New("particle: options: Dir and InMemory are exclusive"))
+	}
+	if o.ValueThreshold < 0 || o.ValueThreshold > maxValueThreshold {
+		errs = append(errs, fmt.Errorf("particle: options: ValueThreshold %d outside 0..%d", o.ValueThreshold, maxValueThreshold))
 	}
 	return errors.Join(errs...)
 }
@@ -121,6 +129,10 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
+// maxValueThreshold is Badger's default threshold (1 MiB), which keeps
+// every value of this store in the tree; Badger refuses larger ones.
+const maxValueThreshold = 1 << 20
+
 // badgerOptions are the Badger options of a store with options o, chosen
 // by BenchmarkReopen and BenchmarkWrite (reopen_bench_test.go) for values
 // of 1.5-4 KB (a 384-d embedding and its record) written in bulk:
@@ -133,8 +145,9 @@ func Open(o Options) (*Store, error) {
 //     and a reopen's full scan does not churn 256 MB of cache. Tables an
 //     older store wrote compressed still read, decompressed per block,
 //     until compaction rewrites them;
-//   - values over 1 KiB (edges and nodes with their embedding, stored
-//     steps) go to the value log, so compactions move 20-byte pointers
+//   - values over Options.ValueThreshold, 1 KiB by default (edges and
+//     nodes with their embedding, stored steps) go to the value log, so
+//     compactions move 20-byte pointers
 //     instead of rewriting kilobytes at every level. Measured with
 //     `ctxgraph bench run --preset medium --phases=""`: 507 -> 308 µs of
 //     CPU per ingested step, 2,211 -> 3,349 steps/s, visibility p99
@@ -156,10 +169,10 @@ func badgerOptions(o Options) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithCompression(options.None).
 		WithBlockCacheSize(0)
-	if !o.InMemory {
-		// An in-memory store has no value log: every value stays in
-		// the tree, whatever its size.
-		bo = bo.WithValueThreshold(1 << 10)
+	if !o.InMemory && o.ValueThreshold > 0 {
+		// (An in-memory store has no value log: every value stays in
+		// the tree, whatever its size.)
+		bo = bo.WithValueThreshold(int64(o.ValueThreshold))
 	}
 	return bo
 }

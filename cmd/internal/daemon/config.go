@@ -67,6 +67,10 @@ type Config struct {
 		// GCDiscardRatio: a value-log file is rewritten once at least
 		// this fraction of it is stale.
 		GCDiscardRatio float64 `yaml:"gc_discard_ratio"`
+		// ValueThreshold: graph values larger than this many bytes go
+		// to the value log (cheap compactions, faster ingest; rewritten
+		// values take disk until value-log GC); 0 keeps all in the tree.
+		ValueThreshold int `yaml:"value_threshold"`
 	} `yaml:"storage"`
 	Retention struct {
 		// Enabled turns the retention pass on (off by default).
@@ -137,6 +141,7 @@ func DefaultConfig() Config {
 	c.Ingest.SyncWrites = true
 	c.Storage.GCInterval = 10 * time.Minute
 	c.Storage.GCDiscardRatio = 0.5
+	c.Storage.ValueThreshold = 1 << 10
 	c.Retention.Interval = time.Hour
 	c.Retention.Action = "archive"
 	c.Retention.Rules = []particle.RetentionRule{}
@@ -207,6 +212,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Storage.GCInterval < 0 || !(c.Storage.GCDiscardRatio > 0 && c.Storage.GCDiscardRatio < 1) {
 		errs = append(errs, fmt.Errorf("storage: gc_interval %v must be ≥ 0 and gc_discard_ratio %v in (0, 1)", c.Storage.GCInterval, c.Storage.GCDiscardRatio))
+	}
+	if c.Storage.ValueThreshold < 0 || c.Storage.ValueThreshold > 1<<20 {
+		errs = append(errs, fmt.Errorf("storage.value_threshold %d outside 0..1048576", c.Storage.ValueThreshold))
 	}
 	if c.Retention.Enabled && c.Retention.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("retention.interval %v must be > 0", c.Retention.Interval))

@@ -109,6 +109,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	}
 	so := particle.DefaultOptions(filepath.Join(cfg.Data, "graph"))
 	so.SyncWrites = cfg.Ingest.SyncWrites
+	so.ValueThreshold = cfg.Storage.ValueThreshold
 	so.Logger = log.With("component", "particle")
 	// The graph and the vector snapshot load side by side, then the
 	// indexer's fill and the keyword index (both read the graph): a
