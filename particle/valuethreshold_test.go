@@ -1,0 +1,78 @@
+package particle_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+// A store written with big values in the value log reads the same when
+// reopened with every value kept in the tree, and back: the threshold
+// decides where new values go, never how stored ones read.
+func TestValueThresholdLayoutsReadAlike(t *testing.T) {
+	dir := t.TempDir()
+	emb := make([]float32, 384) // 1.5 KB: over the default 1 KiB threshold
+	for i := range emb {
+		emb[i] = float32(i%7) / 7
+	}
+	open := func(threshold int) *particle.Store {
+		o := particle.DefaultOptions(dir)
+		o.SyncWrites = false
+		o.ValueThreshold = threshold
+		s, err := particle.Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	put := func(s *particle.Store, name string) {
+		_, err := s.Update(context.Background(), func(b *particle.Batch) error {
+			n, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, name)
+			if err != nil {
+				return err
+			}
+			n.Embedding = emb
+			return b.PutNode(n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(s *particle.Store, names ...string) {
+		t.Helper()
+		s.Read(func(r particle.Reader) {
+			for _, name := range names {
+				n := r.Lookup(particle.DefaultNamespace, particle.NodeEntity, name)
+				if n == nil || !slices.Equal(n.Embedding, emb) {
+					t.Errorf("%s after reopen: %+v", name, n)
+				}
+			}
+		})
+	}
+	s := open(1 << 10)
+	put(s, "in the value log")
+	s.Close()
+	s = open(0)
+	check(s, "in the value log")
+	put(s, "in the tree")
+	s.Close()
+	s = open(1 << 10)
+	defer s.Close()
+	check(s, "in the value log", "in the tree")
+}
+
+func TestValueThresholdIsValidated(t *testing.T) {
+	for _, v := range []int{-1, 1<<20 + 1} {
+		o := particle.DefaultOptions(t.TempDir())
+		o.ValueThreshold = v
+		if s, err := particle.Open(o); err == nil || !strings.Contains(err.Error(), "ValueThreshold") {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("ValueThreshold %d: %v", v, err)
+		}
+	}
+}
