@@ -191,18 +191,3 @@ func factKey(pred, location string) string {
 	return Canonical(pred) + "@" + Canonical(location)
 }
 
-func (v *view) countNodes() map[NodeType]int64 {
-	m := map[NodeType]int64{}
-	for _, n := range v.nodes {
-		m[n.Type]++
-	}
-	return m
-}
-
-func (v *view) countEdges() map[EdgeType]int64 {
-	m := map[EdgeType]int64{}
-	for _, e := range v.edges {
-		m[e.Type]++
-	}
-	return m
-}
