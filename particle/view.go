@@ -190,4 +190,3 @@ func factKey(pred, location string) string {
 	}
 	return Canonical(pred) + "@" + Canonical(location)
 }
-
