@@ -233,16 +233,39 @@ func NodeMeta(n *particle.Node) wave.Meta {
 	return wave.Meta{Kind: wave.KindNode, Type: n.Type.Code()}
 }
 
-// EdgeMeta is the index Meta of an edge with its scope's time range.
+// EdgeMeta is the index Meta of an edge: its scope's time range, the
+// keys of its agents and location and its confidence level, which let
+// the prefilter rule out most edges a request's same-agent, location
+// and minimum-confidence constraints reject before [run.admits] checks
+// them exactly.
 func EdgeMeta(e *particle.Edge) wave.Meta {
 	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(),
-		Time: unixNano(e.Scope.TimeRange.From), End: unixNano(e.Scope.TimeRange.To)}
+		Time: unixNano(e.Scope.TimeRange.From), End: unixNano(e.Scope.TimeRange.To),
+		Agent: provenanceAgentKey(e.Provenance), Site: wave.SiteKey(particle.Canonical(e.Scope.Location)),
+		Confidence: wave.ConfidenceLevel(e.Confidence)}
 }
 
-// EpisodeMeta is the index Meta of an episode with its start and end (open while
-// it runs).
+// provenanceAgentKey is the agent key of an edge's provenance: that of
+// its one agent, 0 without any, wave.MultiAgent with several.
+func provenanceAgentKey(ps []particle.Provenance) uint32 {
+	agent := ""
+	for _, p := range ps {
+		switch {
+		case p.Agent == "" || p.Agent == agent:
+		case agent == "":
+			agent = p.Agent
+		default:
+			return wave.MultiAgent
+		}
+	}
+	return wave.AgentKey(agent)
+}
+
+// EpisodeMeta is the index Meta of an episode: its start and end (open
+// while it runs) and its agent's key.
 func EpisodeMeta(e *particle.Episode) wave.Meta {
-	return wave.Meta{Kind: wave.KindEpisode, Time: unixNano(e.StartTime), End: unixNano(e.EndTime)}
+	return wave.Meta{Kind: wave.KindEpisode, Time: unixNano(e.StartTime), End: unixNano(e.EndTime),
+		Agent: wave.AgentKey(e.Agent)}
 }
 
 // unixNano is t in Unix nanoseconds, 0 (an open bound) for the zero time.

@@ -242,9 +242,17 @@ func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]flo
 // asking Allow; Allow still judges the window, as the index's copy of an
 // item's scope may lag the store.
 func (p *Planner) prefilter(run *run) []wave.Hit {
-	f := &wave.Filter{Allow: run.allow}
+	// The keys rule out most of what admits and episodeAdmits would
+	// reject, before the index scores it; allow decides.
+	f := &wave.Filter{Allow: run.allow, MinConfidence: wave.MinConfidenceLevel(run.req.MinConfidence)}
 	if tw := run.req.TimeWindow; tw != nil {
 		f.From, f.To = unixNano(tw.From), unixNano(tw.To)
+	}
+	if run.req.SameAgent {
+		f.Agent = wave.AgentKey(run.req.Agent)
+	}
+	if run.req.Location != "" {
+		f.Site = wave.SiteKey(run.location())
 	}
 	return p.index.Search(run.q, run.req.K*2, f)
 }

@@ -157,24 +157,39 @@ type hnswPage struct {
 	locks  []sync.Mutex
 }
 
-// nodeMeta is Meta packed into 24 bytes. time and end may change in
-// place ([HNSW.SetMeta]) while searches read them: both are accessed
-// atomically once the slot is live.
+// nodeMeta is Meta packed into 32 bytes. time, end, agent and place may
+// change in place ([HNSW.SetMeta], [IVF.SetMeta]) while searches read
+// them: they are accessed atomically once the slot is live.
 type nodeMeta struct {
-	time int64
-	end  int64
-	ns   uint32
-	kind Kind
-	typ  uint8
+	time  int64
+	end   int64
+	ns    uint32
+	agent uint32
+	// place is the site key << 8 | the confidence level.
+	place uint32
+	kind  Kind
+	typ   uint8
 }
 
+func packPlace(m Meta) uint32 { return (m.Site&siteMask)<<8 | uint32(m.Confidence) }
+
 func packMeta(m Meta) nodeMeta {
-	return nodeMeta{time: m.Time, end: m.End, ns: m.Namespace, kind: m.Kind, typ: m.Type}
+	return nodeMeta{time: m.Time, end: m.End, ns: m.Namespace, agent: m.Agent, place: packPlace(m), kind: m.Kind, typ: m.Type}
 }
 
 func (m *nodeMeta) meta() Meta {
+	place := atomic.LoadUint32(&m.place)
 	return Meta{Kind: m.kind, Namespace: m.ns, Type: m.typ,
-		Time: atomic.LoadInt64(&m.time), End: atomic.LoadInt64(&m.end)}
+		Time: atomic.LoadInt64(&m.time), End: atomic.LoadInt64(&m.end),
+		Agent: atomic.LoadUint32(&m.agent), Site: place >> 8, Confidence: uint8(place)}
+}
+
+// setMutable writes m's fields that change in place (the writer only).
+func (m *nodeMeta) setMutable(to Meta) {
+	atomic.StoreInt64(&m.time, to.Time)
+	atomic.StoreInt64(&m.end, to.End)
+	atomic.StoreUint32(&m.agent, to.Agent)
+	atomic.StoreUint32(&m.place, packPlace(to))
 }
 
 // cand is a scored slot.

@@ -12,9 +12,11 @@ import (
 	"unsafe"
 )
 
-// An HNSW snapshot, format version 2 (ReadHNSW also reads version 1,
-// whose metas lack end: a v1 item's time was a point, so it loads as the
-// scope [time, time] and keeps matching the windows it matched). Integers are little-endian; the
+// An HNSW snapshot, format version 3 (ReadHNSW also reads version 2,
+// whose metas lack the agent and place keys, which load as 0 and admit
+// every filter until [HNSW.SetMeta] sets them, and version 1, whose metas
+// also lack end: a v1 item's time was a point, so it loads as the scope
+// [time, time] and keeps matching the windows it matched). Integers are little-endian; the
 // CRC-32 (Castagnoli) covers the payload, everything after the 8-byte
 // header. Slots keep their numbers, so the graph loads without a rebuild.
 //
@@ -24,8 +26,9 @@ import (
 //	states   nslots × u8 (0 free, 1 live, 2 deleted)
 //	levels   nslots × u8
 //	ids      nslots × u64
-//	metas    nslots × (time i64 | end i64 | namespace u32 | kind u8 | type u8 | 0 u16)
-//	         (version 1: no end)
+//	metas    nslots × (time i64 | end i64 | namespace u32 | kind u8 | type u8 | 0 u16 |
+//	         agent u32 | site << 8 | confidence u32)
+//	         (version 2: no agent and place; version 1: no end either)
 //	vectors  nslots × dim × f32 (zeros for free slots)
 //	counts   for each non-free slot, for layers 0..level: count u32
 //	links    the neighbour slots (u32) of those lists, concatenated
@@ -36,7 +39,7 @@ import (
 // graph that could crash a search. hnsw_fuzz_test.go fuzzes it.
 const (
 	snapMagic   = "wvHNSW"
-	snapVersion = 2
+	snapVersion = 3
 	snapChunk   = 64 << 10
 )
 
@@ -81,14 +84,7 @@ func (h *HNSW) WriteTo(w io.Writer) (int64, error) {
 	}
 	for s := range n {
 		p, i := h.page(uint32(s))
-		m := p.metas[i]
-		e.u64(uint64(m.time))
-		e.u64(uint64(m.end))
-		e.u32(m.ns)
-		e.u8(uint8(m.kind))
-		e.u8(m.typ)
-		e.u8(0)
-		e.u8(0)
+		e.meta(&p.metas[i])
 	}
 	for s := range n {
 		v := h.vec(uint32(s))
@@ -248,7 +244,7 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 		return nil, corrupt("bad magic %q", hdr[:len(snapMagic)])
 	}
 	version := hdr[len(snapMagic)]
-	if (version != 1 && version != snapVersion) || hdr[len(snapMagic)+1] != 0 {
+	if version < 1 || version > snapVersion || hdr[len(snapMagic)+1] != 0 {
 		return nil, corrupt("unsupported version %d flags %d", version, hdr[len(snapMagic)+1])
 	}
 	d.crc = 0
@@ -293,22 +289,24 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 		}
 	})
 	var metas []nodeMeta
-	size := 24
-	if version == 1 {
+	size := metaSize
+	switch version {
+	case 1:
 		size = 16
+	case 2:
+		size = metaSizeV1
 	}
 	d.each(n, size, func(b []byte, _ int) {
 		for j := 0; j < len(b); j += size {
-			m := nodeMeta{time: int64(binary.LittleEndian.Uint64(b[j:]))}
-			r := b[j+8 : j+size]
 			if version == 1 {
+				m := nodeMeta{time: int64(binary.LittleEndian.Uint64(b[j:]))}
 				m.end = m.time
-			} else {
-				m.end = int64(binary.LittleEndian.Uint64(r))
-				r = r[8:]
+				r := b[j+8:]
+				m.ns, m.kind, m.typ = binary.LittleEndian.Uint32(r), Kind(r[4]), r[5]
+				metas = append(metas, m)
+				continue
 			}
-			m.ns, m.kind, m.typ = binary.LittleEndian.Uint32(r), Kind(r[4]), r[5]
-			metas = append(metas, m)
+			metas = append(metas, decodeMeta(b[j:j+size]))
 		}
 	})
 	if d.err != nil {

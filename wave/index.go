@@ -23,6 +23,14 @@ type Meta struct {
 	// End is the end of the item's time scope in Unix nanoseconds
 	// (0 = open: the item still holds).
 	End int64
+	// Agent is [AgentKey] of the one agent the item comes from: 0 when
+	// no agent is known, [MultiAgent] when it comes from several.
+	Agent uint32
+	// Site is [SiteKey] of the item's location (0 = none; 24 bits).
+	Site uint32
+	// Confidence is [ConfidenceLevel] of the item's confidence (0 = the
+	// item has none, which every minimum admits).
+	Confidence uint8
 }
 
 // Filter restricts a search. The zero Filter admits everything.
@@ -35,6 +43,16 @@ type Filter struct {
 	// overlaps the window, as particle.TimeRange.Overlaps: it is dropped
 	// only if it starts after To or ends before From.
 	From, To int64
+	// Agent, when not 0, admits the items of that agent key ([AgentKey]),
+	// of no known agent and of several agents ([MultiAgent]).
+	Agent uint32
+	// Site, when not 0, admits the items at that site key ([SiteKey]) and
+	// those without one.
+	Site uint32
+	// MinConfidence, when not 0, admits the items whose Confidence level
+	// is at least it ([ConfidenceLevel] of the minimum) and those without
+	// one.
+	MinConfidence uint8
 	// Allow, when set, is asked about every candidate id; false drops it.
 	Allow func(id uint64) bool
 }
@@ -59,12 +77,26 @@ func (f *Filter) admitsMeta(m Meta) bool {
 	if len(f.Types) > 0 && !containsType(f.Types, m.Type) {
 		return false
 	}
+	if !admitsKey(f.Agent, m.Agent) || !admitsKey(f.Site&siteMask, m.Site&siteMask) {
+		return false
+	}
+	if f.MinConfidence != 0 && m.Confidence != 0 && m.Confidence < f.MinConfidence {
+		return false
+	}
 	return f.overlaps(m.Time, m.End)
+}
+
+// admitsKey reports whether an item's agent or site key passes a
+// filter's (0 on either side, or MultiAgent on the item's, passes; a
+// site key is never MultiAgent).
+func admitsKey(want, have uint32) bool {
+	return want == 0 || have == 0 || have == want || have == MultiAgent
 }
 
 // metaFree reports whether f's Meta fields admit everything.
 func (f *Filter) metaFree() bool {
-	return f == nil || (f.Namespace == 0 && len(f.Kinds) == 0 && len(f.Types) == 0 && f.From == 0 && f.To == 0)
+	return f == nil || (f.Namespace == 0 && len(f.Kinds) == 0 && len(f.Types) == 0 && f.From == 0 && f.To == 0 &&
+		f.Agent == 0 && f.Site == 0 && f.MinConfidence == 0)
 }
 
 // overlaps reports whether the scope [start, end] (0 = open bound) shares

@@ -279,8 +279,7 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 		l := &x.st.Load().lists[loc.list]
 		x.ids[id] = ivfLoc{loc.list, uint32(l.push(e, x.dim))}
 	} else {
-		atomic.StoreInt64(&nm.time, m.Time)
-		atomic.StoreInt64(&nm.end, m.End)
+		nm.setMutable(m)
 		d.widenAt(int(loc.pos))
 	}
 	x.touch(id)

@@ -12,6 +12,9 @@ import (
 type metaCheck struct {
 	ns       uint32
 	from, to int64
+	agent    uint32
+	site     uint32 // 24 bits
+	minConf  uint8
 	kinds    *[4]uint64 // nil: any
 	types    *[4]uint64 // nil: any
 	// kinds32 has bit kind&31 set for the kinds admitted (all: any).
@@ -19,7 +22,8 @@ type metaCheck struct {
 }
 
 func compileMeta(f *Filter) metaCheck {
-	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To, kinds32: math.MaxUint32}
+	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To, kinds32: math.MaxUint32,
+		agent: f.Agent, site: f.Site & siteMask, minConf: f.MinConfidence}
 	if len(f.Kinds) > 0 {
 		c.kinds = new([4]uint64)
 		c.kinds32 = 0
@@ -37,8 +41,8 @@ func compileMeta(f *Filter) metaCheck {
 	return c
 }
 
-// admits reports whether m passes (time and end read atomically: SetMeta
-// may change them).
+// admits reports whether m passes (the fields SetMeta changes in place
+// read atomically).
 func (c *metaCheck) admits(m *nodeMeta) bool {
 	if c.ns != 0 && m.ns != c.ns {
 		return false
@@ -48,6 +52,18 @@ func (c *metaCheck) admits(m *nodeMeta) bool {
 	}
 	if c.types != nil && c.types[m.typ>>6]&(1<<(m.typ&63)) == 0 {
 		return false
+	}
+	if c.agent != 0 && !admitsKey(c.agent, atomic.LoadUint32(&m.agent)) {
+		return false
+	}
+	if c.site != 0 || c.minConf != 0 {
+		place := atomic.LoadUint32(&m.place)
+		if !admitsKey(c.site, place>>8) {
+			return false
+		}
+		if conf := uint8(place); c.minConf != 0 && conf != 0 && conf < c.minConf {
+			return false
+		}
 	}
 	if c.to != 0 {
 		if t := atomic.LoadInt64(&m.time); t != 0 && t > c.to {

@@ -55,8 +55,7 @@ func (d *listData) len() int { return int(d.n.Load()) }
 
 // entry returns entry i's content (codes aliased).
 func (d *listData) entry(i, dim int) ivfEntry {
-	m := d.metas[i]
-	m.time, m.end = atomic.LoadInt64(&d.metas[i].time), atomic.LoadInt64(&d.metas[i].end)
+	m := packMeta(d.metas[i].meta())
 	return ivfEntry{id: d.ids[i], meta: m, scale: d.scales[i], code: d.codes[i*dim : (i+1)*dim], vec: d.vecs[i].Load()}
 }
 

@@ -11,19 +11,22 @@ import (
 	"unsafe"
 )
 
-// An IVF snapshot, format version 1. Integers are little-endian; the
+// An IVF snapshot, format version 2 (ReadIVF also reads version 1, whose
+// metas lack the agent and place keys: they load as 0, admitting every
+// filter, until [IVF.SetMeta] or [IVF.AttachMeta] sets them). Integers are little-endian; the
 // CRC-32 (Castagnoli) covers everything after the 8-byte header. It
 // holds no float vectors: the caller re-attaches them ([IVF.Attach]).
 // Tombstones are not written.
 //
-//	header    "wvIVF_" | version u8 = 1 | flags u8 = 0
+//	header    "wvIVF_" | version u8 = 2 | flags u8 = 0
 //	options   dim u32 | nprobe u32 | trainAt u32 | retrainFactor u32 |
 //	          listSize u32 | seed u64 | trained u64 | n u64 (entries)
 //	quantiser k1 u32 (0: none, one list) | nlist u32 | first (k1+1) × u32 |
 //	          top k1 × dim × f32 | leaves nlist × dim × f32
 //	lists     for each list: count u32, then
 //	          ids count × u64 | metas count × (time i64 | end i64 |
-//	          namespace u32 | kind u8 | type u8 | 0 u16) |
+//	          namespace u32 | kind u8 | type u8 | 0 u16 | agent u32 |
+//	          site << 8 | confidence u32) (version 1: 24 bytes, no keys) |
 //	          scales count × f32 | codes count × dim × i8
 //	crc       u32
 //
@@ -32,9 +35,44 @@ import (
 // could crash a search. ivf_fuzz_test.go fuzzes it.
 const (
 	ivfMagic   = "wvIVF_"
-	ivfVersion = 1
-	metaSize   = 24
+	ivfVersion = 2
 )
+
+// A packed meta in a snapshot: metaSizeV1 bytes without the keys (IVF
+// version 1, HNSW version 2), metaSize with them.
+const (
+	metaSizeV1 = 24
+	metaSize   = 32
+)
+
+// meta writes m (see metaSize).
+func (e *encoder) meta(m *nodeMeta) {
+	e.u64(uint64(m.time))
+	e.u64(uint64(m.end))
+	e.u32(m.ns)
+	e.u8(uint8(m.kind))
+	e.u8(m.typ)
+	e.u8(0)
+	e.u8(0)
+	e.u32(m.agent)
+	e.u32(m.place)
+}
+
+// decodeMeta reads a packed meta of metaSizeV1 or metaSize bytes.
+func decodeMeta(b []byte) nodeMeta {
+	m := nodeMeta{
+		time: int64(binary.LittleEndian.Uint64(b)),
+		end:  int64(binary.LittleEndian.Uint64(b[8:])),
+		ns:   binary.LittleEndian.Uint32(b[16:]),
+		kind: Kind(b[20]),
+		typ:  b[21],
+	}
+	if len(b) >= metaSize {
+		m.agent = binary.LittleEndian.Uint32(b[24:])
+		m.place = binary.LittleEndian.Uint32(b[28:])
+	}
+	return m
+}
 
 // WriteTo writes a snapshot of the index to w (see the format above) and
 // returns the number of bytes written. It waits for a running retraining;
@@ -91,14 +129,7 @@ func (x *IVF) WriteTo(w io.Writer) (int64, error) {
 			e.u64(d.ids[i])
 		}
 		for _, i := range live {
-			m := &d.metas[i]
-			e.u64(uint64(m.time))
-			e.u64(uint64(m.end))
-			e.u32(m.ns)
-			e.u8(uint8(m.kind))
-			e.u8(m.typ)
-			e.u8(0)
-			e.u8(0)
+			e.meta(&d.metas[i])
 		}
 		for _, i := range live {
 			e.u32(math.Float32bits(d.scales[i]))
@@ -146,8 +177,13 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 	if string(hdr[:len(ivfMagic)]) != ivfMagic {
 		return nil, corrupt("bad magic %q", hdr[:len(ivfMagic)])
 	}
-	if v, fl := hdr[len(ivfMagic)], hdr[len(ivfMagic)+1]; v != ivfVersion || fl != 0 {
+	v, fl := hdr[len(ivfMagic)], hdr[len(ivfMagic)+1]
+	if v < 1 || v > ivfVersion || fl != 0 {
 		return nil, corrupt("unsupported IVF version %d flags %d", v, fl)
+	}
+	msize := metaSize
+	if v == 1 {
+		msize = metaSizeV1
 	}
 	d.crc = 0
 	dim, nprobe, trainAt, factor, listSize := d.u32(), d.u32(), d.u32(), d.u32(), d.u32()
@@ -200,7 +236,7 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 			return nil, corrupt("list %d: %d entries, %d left", li, c, left)
 		}
 		left -= c
-		ld, err := readIVFList(d, c, dimN)
+		ld, err := readIVFList(d, c, dimN, msize)
 		if err != nil {
 			return nil, err
 		}
@@ -228,22 +264,16 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 }
 
 // readIVFList reads the c entries of one list.
-func readIVFList(d *decoder, c, dim int) (*listData, error) {
+func readIVFList(d *decoder, c, dim, msize int) (*listData, error) {
 	ld := newListData(0, dim)
 	d.each(c, 8, func(b []byte, _ int) {
 		for j := 0; j < len(b); j += 8 {
 			ld.ids = append(ld.ids, binary.LittleEndian.Uint64(b[j:]))
 		}
 	})
-	d.each(c, metaSize, func(b []byte, _ int) {
-		for j := 0; j < len(b); j += metaSize {
-			ld.metas = append(ld.metas, nodeMeta{
-				time: int64(binary.LittleEndian.Uint64(b[j:])),
-				end:  int64(binary.LittleEndian.Uint64(b[j+8:])),
-				ns:   binary.LittleEndian.Uint32(b[j+16:]),
-				kind: Kind(b[j+20]),
-				typ:  b[j+21],
-			})
+	d.each(c, msize, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += msize {
+			ld.metas = append(ld.metas, decodeMeta(b[j:j+msize]))
 		}
 	})
 	d.each(c, 4, func(b []byte, _ int) {

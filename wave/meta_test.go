@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"testing"
 )
 
@@ -107,20 +108,31 @@ func TestReadHNSWVersion1(t *testing.T) {
 	}
 }
 
-// toVersion1 rewrites a version-2 HNSW snapshot as version 1.
-func toVersion1(t *testing.T, v2 []byte) []byte {
+// toVersion1 rewrites a current HNSW snapshot as version 1.
+func toVersion1(t *testing.T, cur []byte) []byte {
+	return rewriteHNSWMetas(t, cur, 1, func(m []byte) []byte { return append(m[:8:8], m[16:metaSizeV1]...) })
+}
+
+// toVersion2 rewrites a current HNSW snapshot as version 2 (metas
+// without the agent and place keys).
+func toVersion2(t *testing.T, cur []byte) []byte {
+	return rewriteHNSWMetas(t, cur, 2, func(m []byte) []byte { return m[:metaSizeV1] })
+}
+
+// rewriteHNSWMetas rewrites a current HNSW snapshot as an older version
+// whose metas are old(current meta).
+func rewriteHNSWMetas(t *testing.T, cur []byte, version byte, old func([]byte) []byte) []byte {
 	t.Helper()
 	const hdr, fixed = 8, 24 + 4 + 8
-	n := int(binary.LittleEndian.Uint32(v2[hdr+24:]))
+	n := int(binary.LittleEndian.Uint32(cur[hdr+24:]))
 	metas := hdr + fixed + n + n + 8*n
-	out := append([]byte(nil), v2[:metas]...)
-	out[len(snapMagic)] = 1
+	out := append([]byte(nil), cur[:metas]...)
+	out[len(snapMagic)] = version
 	for s := range n {
-		m := v2[metas+24*s : metas+24*(s+1)]
-		out = append(out, m[:8]...)
-		out = append(out, m[16:]...)
+		m := cur[metas+metaSize*s : metas+metaSize*(s+1)]
+		out = append(out, old(slices.Clone(m))...)
 	}
-	out = append(out, v2[metas+24*n:len(v2)-4]...)
+	out = append(out, cur[metas+metaSize*n:len(cur)-4]...)
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out[hdr:], castagnoli))
 }
 
@@ -131,6 +143,8 @@ func TestMetaCheckMatchesFilter(t *testing.T) {
 		{}, {Namespace: 2}, {Kinds: []Kind{KindEdge}}, {Kinds: []Kind{KindNode, KindEpisode, 200}},
 		{Types: []uint8{0, 63, 64, 255}}, {From: 10, To: 20}, {From: 10}, {To: 20},
 		{Namespace: 1, Kinds: []Kind{KindEdge}, Types: []uint8{7}, From: 5, To: 15},
+		{Agent: 7}, {Agent: MultiAgent}, {Site: 3}, {MinConfidence: 128}, {MinConfidence: 255},
+		{Agent: 7, Site: 3, MinConfidence: 1, From: 10},
 	}
 	var metas []Meta
 	for _, ns := range []uint32{0, 1, 2} {
@@ -139,6 +153,13 @@ func TestMetaCheckMatchesFilter(t *testing.T) {
 				for _, tr := range [][2]int64{{0, 0}, {5, 9}, {5, 10}, {12, 14}, {20, 30}, {21, 0}, {0, 9}, {0, 10}} {
 					metas = append(metas, Meta{Namespace: ns, Kind: k, Type: ty, Time: tr[0], End: tr[1]})
 				}
+			}
+		}
+	}
+	for _, agent := range []uint32{0, 7, 8, MultiAgent} {
+		for _, site := range []uint32{0, 3, 4, siteMask} {
+			for _, conf := range []uint8{0, 1, 127, 128, 255} {
+				metas = append(metas, Meta{Kind: KindEdge, Agent: agent, Site: site, Confidence: conf, Time: 12, End: 14})
 			}
 		}
 	}

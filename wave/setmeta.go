@@ -1,7 +1,5 @@
 package wave
 
-import "sync/atomic"
-
 // MetaSetter is an index whose items' [Meta] can change without
 // re-inserting their vectors (an edge re-observed later widens its time
 // scope, its vector stays the same).
@@ -42,8 +40,7 @@ func (h *HNSW) SetMeta(id uint64, m Meta) bool {
 	p, i := h.page(s)
 	nm := &p.metas[i]
 	if nm.ns == m.Namespace && nm.kind == m.Kind && nm.typ == m.Type {
-		atomic.StoreInt64(&nm.time, m.Time)
-		atomic.StoreInt64(&nm.end, m.End)
+		nm.setMutable(m)
 		h.mu.Unlock()
 		h.wmu.RUnlock()
 		return true
