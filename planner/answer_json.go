@@ -1,12 +1,14 @@
 package planner
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"reflect"
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 )
@@ -353,12 +355,47 @@ var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// SWAR constants: a byte of ones, a byte's high bit, in every byte.
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// safe8 reports whether all eight bytes of x (eight bytes of a string,
+// in any byte order) are jsonSafe: ASCII, at least 0x20, and none of
+// " \\ < > &. Each test is the classic has-zero-byte trick, exact as a
+// whole: (v - 0x01…) &^ v has a byte's high bit set iff some byte of v
+// is 0 (for v - 0x20…, iff some byte is below 0x20).
+func safe8(x uint64) bool {
+	bad := x | (x-swarOnes*0x20)&^x
+	y := x ^ swarOnes*'"'
+	bad |= (y - swarOnes) &^ y
+	y = x ^ swarOnes*'\\'
+	bad |= (y - swarOnes) &^ y
+	y = x ^ swarOnes*'<'
+	bad |= (y - swarOnes) &^ y
+	y = x ^ swarOnes*'>'
+	bad |= (y - swarOnes) &^ y
+	y = x ^ swarOnes*'&'
+	bad |= (y - swarOnes) &^ y
+	return bad&swarHigh == 0
+}
+
 // str writes s as encoding/json does: HTML-safe (<, > and & escaped),
 // invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
 func (w *jsonWriter) str(s string) {
 	b := append(w.b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight safe bytes at a time (most of an answer's text: ids,
+		// names, predicates), then byte by byte from the first that
+		// needs a look.
+		for i+8 <= len(s) && safe8(binary.NativeEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if jsonSafe[c] {
 				i++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -113,5 +114,43 @@ func TestAnswerJSONKnowsEveryField(t *testing.T) {
 				t.Errorf("%s has %s, which the encoder does not call", rt, m.Name)
 			}
 		}
+	}
+}
+
+// TestJSONStringMatchesEncodingJSON writes strings built from every
+// byte class str treats differently (safe ASCII runs longer and shorter
+// than the 8-byte fast path, controls, quotes, backslashes, <, > and &,
+// multi-byte UTF-8, U+2028/U+2029, invalid bytes) at every offset, and
+// compares with encoding/json.
+func TestJSONStringMatchesEncodingJSON(t *testing.T) {
+	pieces := []string{"a", "robot-7 ", "0123456789abcdef", "\"", "\\", "<", ">", "&", "\n", "\x00", "\x1f", "\x7f",
+		"é", "日本", "\u2028", "\u2029", "\xff", "\xe2\x80", "😀"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var sb strings.Builder
+		for range r.IntN(12) {
+			sb.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		checkJSONString(t, sb.String())
+	}
+}
+
+// FuzzJSONString compares str with encoding/json on arbitrary strings.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text here", "a<b>&\"\\\n", "\xff\xfe", "\u2028x"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkJSONString)
+}
+
+func checkJSONString(t *testing.T, s string) {
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := jsonWriter{}
+	w.str(s)
+	if string(w.b) != string(want) {
+		t.Fatalf("%q: str wrote %s, encoding/json %s", s, w.b, want)
 	}
 }
