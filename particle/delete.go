@@ -115,6 +115,7 @@ func (v *view) removeEdge(id string) bool {
 	}
 	delete(v.edges, id)
 	v.edgeSeq = unsetSeq(v.edgeSeq, e.Seq, e)
+	v.unsetFacts(e.Seq)
 	ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
 	if v.identity[ik] == id {
 		delete(v.identity, ik)

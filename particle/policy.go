@@ -281,6 +281,19 @@ func (g *Guard) EdgeVisible(e *Edge) bool {
 	return g.j.edge(e, &g.p, nil)
 }
 
+// PlainEdgesVisible reports whether the guard's principal sees every
+// plain edge of namespace ns: one with FactPlain in its [EdgeFacts] (no
+// policy or audience of its own, not a policy edge), because no rule can
+// hide it. It is EdgeVisible's answer for such an edge when true; when
+// false, ask EdgeVisible.
+func (g *Guard) PlainEdgesVisible(ns string) bool {
+	if g.j.pol != nil && g.j.pol.closed {
+		return false
+	}
+	c := g.j.clear.of(g.j.pol, ns, &g.p)
+	return c.edges && c.nodes
+}
+
 // ownPolicy judges e by its own policy alone, for a principal no rule
 // can hide anything from (rules then only allow, and label nothing):
 // its deny and allow lists, audience, sensitivity and portability. ok

@@ -24,6 +24,7 @@ type view struct {
 	episodes    map[string]*Episode   // ns \0 id
 	nodeSeq     []*Node               // seq -> node, nil where none
 	edgeSeq     []*Edge               // seq -> edge
+	edgeFacts   []EdgeFacts           // seq -> the edge's facts (see EdgeFacts)
 	episodeSeq  []*Episode            // seq -> episode
 	aliases     map[string]string     // aliasKey -> node id
 	identity    map[string]string     // edgeIdentity -> edge id
@@ -86,6 +87,10 @@ func (v *view) putEdge(e *Edge) (created bool) {
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
 	v.edgeSeq = setSeq(v.edgeSeq, e.Seq, e)
+	if had && old.Seq != e.Seq {
+		v.unsetFacts(old.Seq)
+	}
+	v.setFacts(e)
 	if !had {
 		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
 		if e.Seq != 0 {

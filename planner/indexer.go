@@ -241,24 +241,8 @@ func NodeMeta(n *particle.Node) wave.Meta {
 func EdgeMeta(e *particle.Edge) wave.Meta {
 	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(),
 		Time: unixNano(e.Scope.TimeRange.From), End: unixNano(e.Scope.TimeRange.To),
-		Agent: provenanceAgentKey(e.Provenance), Site: wave.SiteKey(particle.Canonical(e.Scope.Location)),
+		Agent: particle.EdgeAgentKey(e), Site: wave.SiteKey(particle.Canonical(e.Scope.Location)),
 		Confidence: wave.ConfidenceLevel(e.Confidence)}
-}
-
-// provenanceAgentKey is the agent key of an edge's provenance: that of
-// its one agent, 0 without any, wave.MultiAgent with several.
-func provenanceAgentKey(ps []particle.Provenance) uint32 {
-	agent := ""
-	for _, p := range ps {
-		switch {
-		case p.Agent == "" || p.Agent == agent:
-		case agent == "":
-			agent = p.Agent
-		default:
-			return wave.MultiAgent
-		}
-	}
-	return wave.AgentKey(agent)
 }
 
 // EpisodeMeta is the index Meta of an episode: its start and end (open

@@ -203,6 +203,7 @@ func (st *runState) byScore(ids []int32) {
 // admissible edges, until the hops or the budget run out.
 func (run *run) expand() {
 	r, st := run.r, run.state()
+	fc := run.factCheck()
 	st.frontier = st.frontier[:0]
 	for i := range st.nodes {
 		st.frontier = append(st.frontier, int32(i))
@@ -218,18 +219,25 @@ func (run *run) expand() {
 			from := st.nodes[fi].n
 			st.cands = st.cands[:0]
 			limit, scanned := maxScan/2, 0
-			collect := func(e *particle.Edge) bool {
+			collect := func(seq uint64, f *particle.EdgeFacts) bool {
 				scanned++
-				if !st.hasEdge(e) && run.admits(e) {
-					st.cands = append(st.cands, cand{e: e})
+				if _, kept := st.edgeAt.get(seq); !kept {
+					// The facts decide most edges; the rest, admits.
+					admit, decided := fc.decide(f)
+					if !decided {
+						admit = run.admits(r.EdgeBySeq(seq))
+					}
+					if admit {
+						st.cands = append(st.cands, cand{e: r.EdgeBySeq(seq)})
+					}
 				}
 				// Stop at the candidate budget, or after looking at four
 				// times as many edges when constraints turn most away.
 				return len(st.cands) < limit && scanned < 4*limit
 			}
-			r.OutNewest(from.ID, collect)
+			r.OutNewestFacts(from.ID, collect)
 			limit = maxScan
-			r.InNewest(from.ID, collect)
+			r.InNewestFacts(from.ID, collect)
 			st.batch = st.batch[:0]
 			for _, c := range st.cands {
 				st.batch = append(st.batch, c.e)

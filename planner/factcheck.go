@@ -1,0 +1,105 @@
+package planner
+
+import (
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// factCheck is a request's edge constraints compiled for
+// particle.EdgeFacts, so that the expansion rejects most edges it scans
+// from a 64-byte record, without reading the edge. decide gives admits'
+// answer exactly, or says the facts cannot tell (the edge carries a
+// policy of its own, a key matches and the strings must be compared, a
+// time is out of the facts' range).
+type factCheck struct {
+	usable    bool // false: every edge goes to admits
+	minConf   float64
+	asOf      bool
+	at        int64
+	history   bool
+	window    bool
+	from, to  int64
+	located   bool
+	site      uint32
+	sameAgent bool
+	agent     uint32
+	plainOK   bool
+}
+
+// factCheck compiles the run's request.
+func (run *run) factCheck() factCheck {
+	req := run.req
+	c := factCheck{usable: true, minConf: req.MinConfidence, history: run.history,
+		plainOK: run.policy().PlainEdgesVisible(run.ns)}
+	exact := func(ns int64, ok bool) int64 {
+		c.usable = c.usable && ok
+		return ns
+	}
+	if req.AsOf != nil {
+		c.asOf, c.at = true, exact(particle.FactTime(*req.AsOf))
+	}
+	if tw := req.TimeWindow; tw != nil {
+		c.window = true
+		c.from, c.to = exact(particle.FactTime(tw.From)), exact(particle.FactTime(tw.To))
+	}
+	if req.Location != "" {
+		c.located, c.site = true, wave.SiteKey(run.location())
+		c.usable = c.usable && c.site != 0
+	}
+	if req.SameAgent {
+		c.sameAgent, c.agent = true, wave.AgentKey(req.Agent)
+		c.usable = c.usable && c.agent != 0
+	}
+	return c
+}
+
+// decide returns admits' answer for the edge whose facts are f, and
+// whether the facts decided it (false: ask admits).
+func (c *factCheck) decide(f *particle.EdgeFacts) (admit, decided bool) {
+	if !c.usable || f.Flags&particle.FactExact == 0 {
+		return false, false
+	}
+	if f.Confidence < c.minConf {
+		return false, true
+	}
+	if c.asOf {
+		// As admits: first observed after at, or ended by then (an end
+		// observed later did not end it yet).
+		if f.ValidFrom != 0 && f.ValidFrom > c.at {
+			return false, true
+		}
+		if f.ValidTo != 0 && f.ValidTo <= c.at && (f.EndedAt == 0 || f.EndedAt <= c.at) {
+			return false, true
+		}
+	} else if f.Flags&particle.FactSuperseded != 0 && !c.history {
+		return false, true
+	}
+	if c.window {
+		// particle.TimeRange.Overlaps, on nanoseconds (0: open).
+		if c.to != 0 && f.ScopeFrom != 0 && f.ScopeFrom > c.to {
+			return false, true
+		}
+		if c.from != 0 && f.ScopeTo != 0 && f.ScopeTo < c.from {
+			return false, true
+		}
+	}
+	if c.located && f.Flags&particle.FactLocated != 0 {
+		if f.Site == 0 || f.Site == c.site {
+			return false, false // the same key: compare the strings
+		}
+		return false, true // another canonical location
+	}
+	if c.sameAgent {
+		switch f.Agent {
+		case 0: // no agent: admitted
+		case c.agent, wave.MultiAgent:
+			return false, false
+		default:
+			return false, true // another agent's
+		}
+	}
+	if f.Flags&particle.FactPlain == 0 || !c.plainOK {
+		return false, false
+	}
+	return true, true
+}

@@ -1,0 +1,124 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+// TestFactCheckAgreesWithAdmits stores edges with every kind of value
+// the facts hold (zero, epoch and far-out times, superseded status,
+// confidences around the minimums, no, one or several agents, locations
+// in several spellings, plain and own policies) and asks, for requests
+// under every constraint, whether factCheck.decide gives admits' answer
+// whenever it decides. It also checks that the facts decide most edges
+// of plain requests (else the expansion gains nothing).
+func TestFactCheckAgreesWithAdmits(t *testing.T) {
+	f := newFixture(t, false)
+	r := rand.New(rand.NewPCG(7, 8))
+	times := []time.Time{{}, time.Unix(0, 0).UTC(), t0, t0.Add(time.Hour), t0.Add(-time.Hour), t0.Add(24 * time.Hour),
+		time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	pick := func() time.Time { return times[r.IntN(len(times))] }
+	agents := []string{"", "ur5-alpha", "ur5-beta", "spot-1"}
+	places := []string{"", "kitchen lab", "Kitchen  Lab", " kitchen lab ", "warehouse", "  "}
+	policies := []particle.Policy{{}, {}, {}, {DenyRoles: []string{"visitor"}}, {AllowRoles: []string{"operator"}},
+		{Sensitivity: particle.SensitivityPersonal}}
+
+	_, err := f.store.Update(context.Background(), func(b *particle.Batch) error {
+		var ids []string
+		for i := range 12 {
+			n := &particle.Node{ID: fmt.Sprintf("node-%d", i), Type: particle.NodeEntity, Name: fmt.Sprintf("thing %d", i)}
+			if err := b.PutNode(n); err != nil {
+				return err
+			}
+			ids = append(ids, n.ID)
+		}
+		for i := range 600 {
+			e := &particle.Edge{Source: ids[r.IntN(len(ids))], Target: ids[r.IntN(len(ids))], Type: particle.EdgeAssertion,
+				Assertion: &particle.Assertion{Predicate: fmt.Sprintf("p%d", i)}, Confidence: []float64{0, 0.3, 0.5, 0.5000001, 0.65, 0.9, 1}[r.IntN(7)],
+				ValidFrom: pick(), ValidTo: pick(), EndedAt: pick(), Policy: policies[r.IntN(len(policies))]}
+			e.Scope.TimeRange = particle.TimeRange{From: pick(), To: pick()}
+			e.Scope.Location = places[r.IntN(len(places))]
+			if r.IntN(6) == 0 {
+				e.Scope.Audience = []string{"ops"}
+			}
+			if r.IntN(4) == 0 {
+				e.Status = particle.StatusSuperseded
+			}
+			for range r.IntN(3) {
+				e.Provenance = append(e.Provenance, particle.Provenance{EpisodeID: "ep-1", Agent: agents[r.IntN(len(agents))], ObservedAt: t0})
+			}
+			if err := b.PutEdge(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A rule hides the edges touching one node from visitors: for them,
+	// plain edges are not all visible.
+	if _, err := f.store.EditPolicy(context.Background(), particle.Edit{Op: particle.OpCreate, Who: "test", Why: "test",
+		Rule: &particle.Rule{Effect: particle.EffectDeny, Roles: []string{"visitor"}, Target: particle.Target{Node: "node-3"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var reqs []Request
+	for _, roles := range [][]string{nil, {"visitor"}, {"operator"}} {
+		for _, minConf := range []float64{0, 0.5, 0.65} {
+			reqs = append(reqs, Request{Roles: roles, MinConfidence: minConf})
+		}
+		for _, tm := range times {
+			at := tm
+			reqs = append(reqs, Request{Roles: roles, AsOf: &at},
+				Request{Roles: roles, TimeWindow: &TimeWindow{From: tm}},
+				Request{Roles: roles, TimeWindow: &TimeWindow{To: tm}},
+				Request{Roles: roles, TimeWindow: &TimeWindow{From: tm, To: tm.Add(time.Hour)}})
+		}
+		for _, place := range places {
+			reqs = append(reqs, Request{Roles: roles, Location: place})
+		}
+		for _, agent := range agents {
+			reqs = append(reqs, Request{Roles: roles, Agent: agent, SameAgent: true},
+				Request{Roles: roles, Agent: agent, SameAgent: true, Location: "KITCHEN LAB", MinConfidence: 0.5})
+		}
+	}
+	plainDecided, plainTotal := 0, 0
+	for _, req := range reqs {
+		f.store.Read(func(rd particle.Reader) {
+			run := &run{p: f.p, req: &req, ns: rd.Namespace(testNS), principal: req.principal(), r: rd}
+			defer run.release()
+			fc := run.factCheck()
+			rd.Edges(func(e *particle.Edge) bool {
+				facts := rd.EdgeFactsBySeq(e.Seq)
+				if facts == nil {
+					t.Fatalf("edge %s (seq %d) has no facts", e.ID, e.Seq)
+				}
+				admit, decided := fc.decide(facts)
+				if want := run.admits(e); decided && admit != want {
+					t.Fatalf("request %+v, edge %+v: facts say %v, admits %v", req, e, admit, want)
+				}
+				if fc.plainOK && req.AsOf == nil && req.TimeWindow == nil && req.Location == "" && !req.SameAgent && plainPolicy(e.Policy) &&
+					len(e.Scope.Audience) == 0 && facts.Flags&particle.FactExact != 0 {
+					plainTotal++
+					if decided {
+						plainDecided++
+					}
+				}
+				return true
+			})
+		})
+	}
+	if plainTotal == 0 || plainDecided*10 < plainTotal*9 {
+		t.Fatalf("the facts decided %d of %d plain edges under plain requests", plainDecided, plainTotal)
+	}
+}
+
+func plainPolicy(p particle.Policy) bool {
+	return len(p.AllowRoles) == 0 && len(p.DenyRoles) == 0 && p.Sensitivity == "" && p.Portable == nil
+}
