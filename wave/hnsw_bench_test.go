@@ -39,8 +39,18 @@ func benchSizes() []int {
 }
 
 func benchMeta(i int) Meta {
-	return Meta{Kind: KindEdge, Namespace: uint32(i%2 + 1), Type: uint8(i % 100), Time: int64(i), End: int64(i)}
+	return Meta{Kind: KindEdge, Namespace: uint32(i%2 + 1), Type: uint8(i % 100), Time: int64(i), End: int64(i),
+		Agent: benchAgents[i%len(benchAgents)]}
 }
+
+// benchAgents are the agent keys of 50 robots whose items interleave,
+// as a fleet's do.
+var benchAgents = func() (keys [50]uint32) {
+	for i := range keys {
+		keys[i] = AgentKey(fmt.Sprintf("robot-%03d", i))
+	}
+	return keys
+}()
 
 type benchSet struct {
 	n, dim  int
@@ -63,6 +73,7 @@ var benchFilters = []struct {
 	{"namespace50pct", &Filter{Namespace: 2}},
 	{"allow1pct", &Filter{Allow: func(id uint64) bool { return id%100 == 7 }}},
 	{"time200", &Filter{From: 10_000, To: 10_199}}, // 200 items: 1% of 20k, 0.1% of 200k
+	{"agent2pct", &Filter{Agent: benchAgents[7]}},
 }
 
 var (

@@ -23,6 +23,19 @@ type blockSum struct {
 	// timeless has bit kind&31 set for each kind of entry without a time
 	// scope (Time and End 0), which every window admits.
 	timeless atomic.Uint32
+	// agents is a one-word Bloom filter of the entries' agent keys
+	// (agentBit); an entry that every agent filter admits (no agent, or
+	// several) sets every bit.
+	agents atomic.Uint64
+}
+
+// agentBit is the bit of agent key a in a block's agents filter (all
+// bits for 0 and MultiAgent, which every agent filter admits).
+func agentBit(a uint32) uint64 {
+	if a == 0 || a == MultiAgent {
+		return math.MaxUint64
+	}
+	return 1 << (uint64(a) * 0x9E3779B97F4A7C15 >> 58)
 }
 
 func newBlocks(capacity int) []blockSum {
@@ -54,14 +67,27 @@ func (b *blockSum) widen(kind Kind, start, end int64) {
 	}
 }
 
-// widenAt includes entry i's current scope in its block (writer only).
+// widenAt includes entry i's current scope and agent in its block
+// (writer only).
 func (d *listData) widenAt(i int) {
 	m := &d.metas[i]
-	d.blk[i>>blockShift].widen(m.kind, atomic.LoadInt64(&m.time), atomic.LoadInt64(&m.end))
+	b := &d.blk[i>>blockShift]
+	b.widen(m.kind, atomic.LoadInt64(&m.time), atomic.LoadInt64(&m.end))
+	if bit := agentBit(atomic.LoadUint32(&m.agent)); b.agents.Load()&bit != bit {
+		b.agents.Store(b.agents.Load() | bit)
+	}
 }
 
-// skips reports whether c's time window rules out every entry of b.
+// blockwise reports whether c can rule out whole blocks: it has a time
+// window or an agent.
+func (c *metaCheck) blockwise() bool { return c.from != 0 || c.to != 0 || c.agent != 0 }
+
+// skips reports whether c's time window or agent rules out every entry
+// of b.
 func (c *metaCheck) skips(b *blockSum) bool {
+	if c.agent != 0 && b.agents.Load()&c.agentBit == 0 {
+		return true
+	}
 	if c.from == 0 && c.to == 0 {
 		return false
 	}

@@ -13,6 +13,7 @@ type metaCheck struct {
 	ns       uint32
 	from, to int64
 	agent    uint32
+	agentBit uint64 // agentBit(agent)
 	site     uint32 // 24 bits
 	minConf  uint8
 	kinds    *[4]uint64 // nil: any
@@ -23,7 +24,7 @@ type metaCheck struct {
 
 func compileMeta(f *Filter) metaCheck {
 	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To, kinds32: math.MaxUint32,
-		agent: f.Agent, site: f.Site & siteMask, minConf: f.MinConfidence}
+		agent: f.Agent, agentBit: agentBit(f.Agent), site: f.Site & siteMask, minConf: f.MinConfidence}
 	if len(f.Kinds) > 0 {
 		c.kinds = new([4]uint64)
 		c.kinds32 = 0

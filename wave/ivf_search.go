@@ -21,7 +21,9 @@ const ivfSeenPerSlot = 8
 //
 // It probes the NProbe lists nearest q, keeping the max(4k, 40) best by
 // int8 score among the items f admits; f's Meta fields are checked
-// before scoring, f.Allow only for an item that would enter that heap.
+// before scoring (blocks of 16 entries at once where their summary rules
+// out the window or the agent), f.Allow only for an item that would
+// enter that heap.
 // While the heap is not full, or the items seen are estimated to include
 // fewer than 8 admitted ones per heap slot, or (under a filter) one of
 // the last max(4, NProbe/4) lists improved the heap, it probes on in
@@ -59,13 +61,13 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	order := s.order.sorted()
 
 	metaFree := f.metaFree()
-	window := f != nil && (f.From != 0 || f.To != 0)
 	var mc metaCheck
 	var allow func(uint64) bool
 	if f != nil {
 		allow = f.Allow
 		mc = compileMeta(f)
 	}
+	blockwise := f != nil && mc.blockwise()
 	var passed, asked, allowed int
 	// lastGain is the last list that put a candidate in the heap: probing
 	// past NProbe goes on while recent lists still do.
@@ -98,7 +100,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		n := d.len()
 		codes := d.codes[:n*x.dim]
 		for b := 0; b < n; b += 1 << blockShift {
-			if window && mc.skips(&d.blk[b>>blockShift]) {
+			if blockwise && mc.skips(&d.blk[b>>blockShift]) {
 				continue
 			}
 			for i := b; i < min(n, b+1<<blockShift); i++ {

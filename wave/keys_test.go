@@ -357,3 +357,52 @@ func toIVFVersion1(t *testing.T, cur []byte, dim int) []byte {
 	}
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out[hdr:], castagnoli))
 }
+
+// TestBlockAgentSummary checks that a block is skipped for an agent
+// only when none of its entries can be that agent's: entries of other
+// agents only are skipped, one entry without an agent or of several
+// agents keeps the block, and SetMeta to the agent keeps it too.
+func TestBlockAgentSummary(t *testing.T) {
+	const dim = 8
+	vecs := clustered(5, 64, dim, 2)
+	a, b := AgentKey("robot-a"), AgentKey("robot-b")
+	if agentBit(a) == agentBit(b) {
+		t.Fatal("the two test agents share a Bloom bit: pick other names")
+	}
+	x := NewIVF(dim, IVFOptions{TrainAt: 1 << 20})
+	for i, v := range vecs[:16] {
+		if err := x.Add(uint64(i), v, Meta{Kind: KindEdge, Agent: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := x.st.Load().lists[0].d.Load()
+	forB, forA := compileMeta(&Filter{Agent: b}), compileMeta(&Filter{Agent: a})
+	if !forB.skips(&d.blk[0]) || forA.skips(&d.blk[0]) {
+		t.Fatal("a block of robot-a's entries: must be skipped for robot-b only")
+	}
+	if hits := x.Search(vecs[0], 5, &Filter{Agent: b}); len(hits) != 0 {
+		t.Fatalf("robot-b found %v", hits)
+	}
+	x.SetMeta(3, Meta{Kind: KindEdge, Agent: b})
+	if forB.skips(&d.blk[0]) {
+		t.Fatal("after SetMeta to robot-b the block is still skipped")
+	}
+	if hits := x.Search(vecs[3], 5, &Filter{Agent: b}); len(hits) != 1 || hits[0].ID != 3 {
+		t.Fatalf("robot-b after SetMeta: %v", hits)
+	}
+	for i, m := range []Meta{{Kind: KindEdge}, {Kind: KindEdge, Agent: MultiAgent}} {
+		y := NewIVF(dim, IVFOptions{TrainAt: 1 << 20})
+		for j, v := range vecs[16:32] {
+			mm := Meta{Kind: KindEdge, Agent: a}
+			if j == 7 {
+				mm = m
+			}
+			if err := y.Add(uint64(j), v, mm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if forB.skips(&y.st.Load().lists[0].d.Load().blk[0]) {
+			t.Fatalf("case %d: a block holding an entry every agent filter admits was skipped", i)
+		}
+	}
+}
