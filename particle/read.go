@@ -124,6 +124,22 @@ func (r Reader) Edges(fn func(*Edge) bool) {
 	}
 }
 
+// NodesBySeq calls fn for every numbered node in seq order, until fn
+// returns false (dense slices: faster than Nodes over a large graph).
+func (r Reader) NodesBySeq(fn func(*Node) bool) { bySeq(r.v.nodeSeq, fn) }
+
+// EpisodesBySeq calls fn for every numbered episode in seq order, until
+// fn returns false.
+func (r Reader) EpisodesBySeq(fn func(*Episode) bool) { bySeq(r.v.episodeSeq, fn) }
+
+func bySeq[T any](items []*T, fn func(*T) bool) {
+	for _, x := range items {
+		if x != nil && !fn(x) {
+			return
+		}
+	}
+}
+
 // Episodes calls fn for every episode; fn returns false to stop.
 func (r Reader) Episodes(fn func(*Episode) bool) {
 	for _, e := range r.v.episodes {

@@ -298,6 +298,7 @@ type loadChunk struct {
 	last     bool
 	nodes    []*Node
 	edges    []*Edge
+	facts    []EdgeFacts // of edges, computed by the scanner
 	episodes []*Episode
 }
 
@@ -356,8 +357,8 @@ func loadPartsInto(txn *badger.Txn, parts []loadPart, n int, v *view, legacy fun
 					counts.nodes[n.Type]++
 				}
 			}
-			for _, e := range c.edges {
-				if v.putEdge(e) {
+			for i, e := range c.edges {
+				if v.putEdgeFacts(e, c.facts[i]) {
 					counts.edges[e.Type]++
 				}
 			}
@@ -498,8 +499,12 @@ func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
 			return err
 		case prefixEdge:
 			e, err := decodeEdge(b)
+			if err != nil {
+				return err
+			}
 			c.edges = append(c.edges, e)
-			return err
+			c.facts = append(c.facts, factsOf(e))
+			return nil
 		default:
 			e, err := decodeEpisode(b)
 			c.episodes = append(c.episodes, e)

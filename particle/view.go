@@ -82,7 +82,11 @@ func (v *view) putNode(n *Node) (created bool) {
 	return !had
 }
 
-func (v *view) putEdge(e *Edge) (created bool) {
+func (v *view) putEdge(e *Edge) (created bool) { return v.putEdgeFacts(e, factsOf(e)) }
+
+// putEdgeFacts is putEdge with e's facts computed (a load computes them
+// in its parallel scanners).
+func (v *view) putEdgeFacts(e *Edge, f EdgeFacts) (created bool) {
 	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
@@ -90,7 +94,7 @@ func (v *view) putEdge(e *Edge) (created bool) {
 	if had && old.Seq != e.Seq {
 		v.unsetFacts(old.Seq)
 	}
-	v.setFacts(e)
+	v.setFacts(e.Seq, f)
 	if !had {
 		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
 		if e.Seq != 0 {

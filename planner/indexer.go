@@ -43,22 +43,33 @@ func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, err
 	ix.cond = sync.NewCond(&ix.mu)
 	var err error
 	ix.loading = true
+	c := store.Counts()
+	n := c.Episodes
+	for _, k := range c.Nodes {
+		n += k
+	}
+	for _, k := range c.Edges {
+		n += k
+	}
+	ix.vecs = make(map[uint64]*float32, n)
 	store.Read(func(r particle.Reader) {
-		r.Nodes(func(n *particle.Node) bool {
+		// By seq: dense slices, in about the order the items were
+		// allocated, and the edges' metas from the view's facts.
+		r.NodesBySeq(func(n *particle.Node) bool {
 			err = ix.add(n.Seq, n.Embedding, NodeMeta(n))
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
-		r.Edges(func(e *particle.Edge) bool {
-			err = ix.add(e.Seq, e.Embedding, EdgeMeta(e))
+		r.EdgesBySeq(func(e *particle.Edge, f *particle.EdgeFacts) bool {
+			err = ix.add(e.Seq, e.Embedding, edgeMetaOf(e, f))
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
-		r.Episodes(func(e *particle.Episode) bool {
+		r.EpisodesBySeq(func(e *particle.Episode) bool {
 			err = ix.add(e.Seq, e.Embedding, EpisodeMeta(e))
 			return err == nil
 		})
@@ -237,12 +248,18 @@ func NodeMeta(n *particle.Node) wave.Meta {
 // keys of its agents and location and its confidence level, which let
 // the prefilter rule out most edges a request's same-agent, location
 // and minimum-confidence constraints reject before [run.admits] checks
-// them exactly.
+// them exactly. It is computed from the edge's particle.EdgeFacts.
 func EdgeMeta(e *particle.Edge) wave.Meta {
-	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(),
-		Time: unixNano(e.Scope.TimeRange.From), End: unixNano(e.Scope.TimeRange.To),
-		Agent: particle.EdgeAgentKey(e), Site: wave.SiteKey(particle.Canonical(e.Scope.Location)),
-		Confidence: wave.ConfidenceLevel(e.Confidence)}
+	f := particle.EdgeFactsOf(e)
+	return edgeMetaOf(e, &f)
+}
+
+// edgeMetaOf is EdgeMeta from the facts the view holds for e. A time the
+// facts cannot hold (outside int64 ns) is an open bound: the index then
+// admits more, and admits decides.
+func edgeMetaOf(e *particle.Edge, f *particle.EdgeFacts) wave.Meta {
+	return wave.Meta{Kind: wave.KindEdge, Type: e.Type.Code(), Time: f.ScopeFrom, End: f.ScopeTo,
+		Agent: f.Agent, Site: f.Site, Confidence: wave.ConfidenceLevel(f.Confidence)}
 }
 
 // EpisodeMeta is the index Meta of an episode: its start and end (open

@@ -267,6 +267,12 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 	if !ok {
 		return false
 	}
+	x.setMetaAt(id, loc, m)
+	return true
+}
+
+// setMetaAt is setMetaLocked for id at loc.
+func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 	d := x.st.Load().lists[loc.list].d.Load()
 	nm := &d.metas[loc.pos]
 	if nm.ns != m.Namespace || nm.kind != m.Kind || nm.typ != m.Type {
@@ -283,7 +289,6 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 		d.widenAt(int(loc.pos))
 	}
 	x.touch(id)
-	return true
 }
 
 // Attach gives id (loaded from a snapshot, which holds no float vectors)
@@ -312,9 +317,10 @@ func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 		return false
 	}
 	x.st.Load().lists[loc.list].d.Load().vecs[loc.pos].Store(&vec[0])
-	x.touch(id)
 	if m != nil {
-		x.setMetaLocked(id, *m)
+		x.setMetaAt(id, loc, *m) // touches id
+	} else {
+		x.touch(id)
 	}
 	return true
 }
