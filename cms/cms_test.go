@@ -125,4 +125,10 @@ func TestApplySpan(t *testing.T) {
 	if err != nil || len(stored.Embedding) != 16 {
 		t.Errorf("stored span: embedding from text %d-d, %v", len(stored.Embedding), err)
 	}
+	if id, text, err := cms.DecodeStoredText(raw); err != nil || id != stored.ID || text != stored.Text || text == "" {
+		t.Errorf("stored span's id and text: %q %q %v, want %q %q", id, text, err, stored.ID, stored.Text)
+	}
+	if _, _, err := cms.DecodeStoredText([]byte(`{"id": 7}`)); !errors.Is(err, cms.ErrMalformed) {
+		t.Errorf("a malformed stored span: %v, want ErrMalformed", err)
+	}
 }

@@ -22,3 +22,17 @@ func DecodeStored(b []byte) (*Span, error) {
 	}
 	return &s, nil
 }
+
+// DecodeStoredText decodes only the id and text of a span as the store
+// holds it: what a keyword index needs, without building the span's
+// embedding and lists.
+func DecodeStoredText(b []byte) (id, text string, err error) {
+	var s struct {
+		ID   string `json:"id"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return "", "", fmt.Errorf("%w: stored span: %v", ErrMalformed, err)
+	}
+	return s.ID, s.Text, nil
+}

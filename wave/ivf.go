@@ -209,10 +209,7 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 
 // unit returns v if it is unit length (or zero), else a normalised copy.
 func unit(v []float32) []float32 {
-	var ss float32
-	for _, x := range v {
-		ss += x * x
-	}
+	ss := dot(v, v) // the SIMD kernel: a reopen asks this of every vector
 	if ss == 0 || math.Abs(float64(ss)-1) < 1e-4 {
 		return v
 	}

@@ -298,12 +298,12 @@ func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]st
 	})
 	for ns := range namespaces {
 		err := store.Spans(ns, func(raw []byte) error {
-			s, err := cms.DecodeStored(raw)
+			id, text, err := cms.DecodeStoredText(raw)
 			if err != nil {
 				return err
 			}
-			if s.Text != "" {
-				docs = append(docs, want(spanKey(ns, s.ID), ns, s.Text))
+			if text != "" {
+				docs = append(docs, want(spanKey(ns, id), ns, text))
 			}
 			return nil
 		})

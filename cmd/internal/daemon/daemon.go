@@ -114,6 +114,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// The graph and the vector snapshot load side by side, then the
 	// indexer's fill and the keyword index (both read the graph): a
 	// reopen is ready in the time of the slower of each pair.
+	// What they build stays reachable, and they make little garbage: a
+	// collection meanwhile would mark gigabytes to free little, on the
+	// cores the load needs. GC is off until both pairs are done (a
+	// memory limit set with GOMEMLIMIT still applies).
+	restoreGC := particle.PauseGC()
+	defer restoreGC()
 	var storeErr, indexErr error
 	both(func() { d.store, storeErr = particle.Open(so) },
 		func() { d.index, indexErr = d.openVectorIndex(d.embedder.Dimensions()) })
@@ -133,6 +139,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
 	}
+	restoreGC()
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
 	d.planner = planner.New(d.store, d.index, d.embedder, sessionSeeds{d.sessions}, planner.Options{
 		HypothesisBelow: cfg.Planner.HypothesisBelow, PerNodeFanout: cfg.Planner.PerNodeFanout,
