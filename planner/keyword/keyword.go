@@ -123,13 +123,29 @@ var (
 // index is built: a batch committed between the build and the
 // subscription would be missed until the next Open. Committed batches
 // are indexed by a goroutine of the index (queue.go); Close ends it.
+// It is OpenDisk then Attach.
 func Open(store *particle.Store, o Options) (*Index, error) {
+	ix, err := OpenDisk(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := ix.Attach(store); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// OpenDisk opens (or creates) the index in Dir (in memory without one)
+// without a store, so that it can open while the store loads; Attach
+// then reconciles it with the store. Until Attach the index must not be
+// searched.
+func OpenDisk(o Options) (*Index, error) {
 	o.ensureDefaults()
 	m, err := newMapping()
 	if err != nil {
 		return nil, fmt.Errorf("keyword: mapping: %w", err)
 	}
-	ix := &Index{store: store, m: m, opts: o, log: o.Logger, texts: map[docKey]document{}, saved: map[string]uint64{},
+	ix := &Index{m: m, opts: o, log: o.Logger, texts: map[docKey]document{}, saved: map[string]uint64{},
 		nss: map[string]bool{}, spanNodes: map[docKey][]string{}, q: newQueue()}
 	if o.Dir == "" {
 		ix.bl, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
@@ -139,13 +155,21 @@ func Open(store *particle.Store, o Options) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyword: open index: %w", err)
 	}
+	return ix, nil
+}
+
+// Attach builds what the store holds into an index from OpenDisk
+// (reconciling what a clean index on disk already holds) and keeps it
+// current from then on (see Open). On error the index is closed.
+func (ix *Index) Attach(store *particle.Store) error {
+	ix.store = store
 	if err := ix.build(); err != nil {
 		ix.bl.Close()
-		return nil, fmt.Errorf("keyword: build: %w", err)
+		return fmt.Errorf("keyword: build: %w", err)
 	}
-	go ix.work()
+	ix.startWorker()
 	store.Subscribe(ix.enqueue)
-	return ix, nil
+	return nil
 }
 
 // openDisk opens the index in Dir when it was closed cleanly with this

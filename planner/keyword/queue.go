@@ -24,6 +24,7 @@ type queue struct {
 	queued  uint64 // batches ever queued
 	done    uint64 // batches indexed
 	stopped bool
+	started bool // the worker runs (Attach started it)
 	exited  chan struct{}
 }
 
@@ -90,7 +91,18 @@ func (ix *Index) stop() {
 	q := ix.q
 	q.mu.Lock()
 	q.stopped = true
+	started := q.started
 	q.cond.Broadcast()
 	q.mu.Unlock()
-	<-q.exited
+	if started {
+		<-q.exited
+	}
+}
+
+// startWorker starts the goroutine that indexes queued batches.
+func (ix *Index) startWorker() {
+	ix.q.mu.Lock()
+	ix.q.started = true
+	ix.q.mu.Unlock()
+	go ix.work()
 }

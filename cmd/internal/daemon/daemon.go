@@ -111,23 +111,26 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so.SyncWrites = cfg.Ingest.SyncWrites
 	so.ValueThreshold = cfg.Storage.ValueThreshold
 	so.Logger = log.With("component", "particle")
-	// The graph and the vector snapshot load side by side, then the
-	// indexer's fill and the keyword index (both read the graph): a
-	// reopen is ready in the time of the slower of each pair.
+	// The graph loads beside the vector snapshot and the keyword index's
+	// files, then the indexer's fill and the keyword index's
+	// reconciliation run side by side (both read the graph): a reopen is
+	// ready in the time of the slower of each pair.
 	// What they build stays reachable, and they make little garbage: a
 	// collection meanwhile would mark gigabytes to free little, on the
-	// cores the load needs. GC is off until both pairs are done (a
+	// cores the load needs. GC is off until the daemon serves (a
 	// memory limit set with GOMEMLIMIT still applies).
 	restoreGC := particle.PauseGC()
 	defer restoreGC()
-	var storeErr, indexErr error
+	var storeErr, indexErr, keywordErr error
 	both(func() { d.store, storeErr = particle.Open(so) },
-		func() { d.index, indexErr = d.openVectorIndex(d.embedder.Dimensions()) })
-	if err := errors.Join(storeErr, indexErr); err != nil {
+		func() {
+			d.index, indexErr = d.openVectorIndex(d.embedder.Dimensions())
+			keywordErr = d.openKeyword()
+		})
+	if err := errors.Join(storeErr, indexErr, keywordErr); err != nil {
 		return nil, err
 	}
 	d.storeOK.Store(true)
-	var keywordErr error
 	t := time.Now()
 	both(func() {
 		if d.indexer, err = planner.NewIndexer(d.store, d.index, 0); err != nil {
@@ -135,11 +138,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 			return
 		}
 		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
-	}, func() { keywordErr = d.openKeyword() })
+	}, func() { keywordErr = d.attachKeyword() })
 	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
 	}
-	restoreGC()
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
 	d.planner = planner.New(d.store, d.index, d.embedder, sessionSeeds{d.sessions}, planner.Options{
 		HypothesisBelow: cfg.Planner.HypothesisBelow, PerNodeFanout: cfg.Planner.PerNodeFanout,
@@ -169,6 +171,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, err
 	}
 	d.ready.Store(true)
+	restoreGC()
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data)
 	d.stopped = make(chan struct{})
 	go func() {

@@ -26,19 +26,32 @@ func init() {
 	})
 }
 
-// openKeyword opens the keyword index under DATA/keyword: reused when
-// it was closed cleanly, rebuilt from the store otherwise. Like the
+// openKeyword opens the keyword index's files under DATA/keyword (while
+// the store loads): reused when it was closed cleanly, started anew
+// otherwise. attachKeyword then reconciles it with the store; like the
 // vector index it is built before ingest starts.
 func (d *Daemon) openKeyword() error {
 	t := time.Now()
-	ix, err := keyword.Open(d.store, keyword.Options{
+	ix, err := keyword.OpenDisk(keyword.Options{
 		Dir: filepath.Join(d.cfg.Data, "keyword"), Logger: d.log.With("component", "keyword"),
 	})
 	if err != nil {
 		return fmt.Errorf("keyword index: %w", err)
 	}
 	d.keyword = ix
-	d.log.Info("keyword index ready", "docs", ix.Len(), "took", time.Since(t))
+	d.log.Info("keyword index opened", "took", time.Since(t))
+	return nil
+}
+
+// attachKeyword reconciles the opened keyword index with the loaded
+// store and keeps it current.
+func (d *Daemon) attachKeyword() error {
+	t := time.Now()
+	if err := d.keyword.Attach(d.store); err != nil {
+		d.keyword = nil
+		return fmt.Errorf("keyword index: %w", err)
+	}
+	d.log.Info("keyword index ready", "docs", d.keyword.Len(), "took", time.Since(t))
 	return nil
 }
 
