@@ -206,6 +206,9 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 	}
 	x := NewIVF(int(dim), IVFOptions{NProbe: int(nprobe), TrainAt: int(trainAt), RetrainFactor: int(factor), ListSize: int(listSize), Seed: seed})
 	x.trained = int(trained)
+	// Presized, not grown entry by entry; bounded, since a damaged
+	// header may claim any count.
+	x.ids = make(map[uint64]ivfLoc, min(int(total), 1<<22))
 	dimN := int(dim)
 	var q *coarse
 	if k1 > 0 {
