@@ -102,20 +102,28 @@ func factTime(t time.Time) (ns int64, ok bool) {
 // false when the facts cannot be compared with t exactly.
 func FactTime(t time.Time) (ns int64, ok bool) { return factTime(t) }
 
-// EdgeAgentKey is the agent key (wave.AgentKey) of an edge's provenance:
-// that of its one agent, 0 without any, wave.MultiAgent with several.
+// EdgeAgentKey is the agent key of an edge's provenance: wave.AgentKey
+// of its one agent, 0 without any, wave.AgentSetKey of its agents with
+// several.
 func EdgeAgentKey(e *Edge) uint32 {
-	agent := ""
+	agent, key := "", uint32(0)
+	var set []uint32
 	for _, p := range e.Provenance {
 		switch {
 		case p.Agent == "" || p.Agent == agent:
 		case agent == "":
-			agent = p.Agent
+			agent, key = p.Agent, wave.AgentKey(p.Agent)
 		default:
-			return wave.MultiAgent
+			if set == nil {
+				set = []uint32{key}
+			}
+			set = append(set, wave.AgentKey(p.Agent))
 		}
 	}
-	return wave.AgentKey(agent)
+	if set != nil {
+		return wave.AgentSetKey(set...)
+	}
+	return key
 }
 
 // setFacts stores an edge's facts at its seq (0: none).

@@ -89,14 +89,11 @@ func (c *factCheck) decide(f *particle.EdgeFacts) (admit, decided bool) {
 		}
 		return false, true // another canonical location
 	}
-	if c.sameAgent {
-		switch f.Agent {
-		case 0: // no agent: admitted
-		case c.agent, wave.MultiAgent:
-			return false, false
-		default:
-			return false, true // another agent's
+	if c.sameAgent && f.Agent != 0 { // no agent: admitted
+		if wave.AgentFilterAdmits(c.agent, f.Agent) {
+			return false, false // the same key, or a set that may hold it
 		}
+		return false, true // another agent's, or a set without it
 	}
 	if f.Flags&particle.FactPlain == 0 || !c.plainOK {
 		return false, false

@@ -23,8 +23,9 @@ type Meta struct {
 	// End is the end of the item's time scope in Unix nanoseconds
 	// (0 = open: the item still holds).
 	End int64
-	// Agent is [AgentKey] of the one agent the item comes from: 0 when
-	// no agent is known, [MultiAgent] when it comes from several.
+	// Agent is [AgentKey] of the one agent the item comes from, 0 when
+	// no agent is known, [AgentSetKey] of its agents when it comes from
+	// several ([MultiAgent] when they are not known one by one).
 	Agent uint32
 	// Site is [SiteKey] of the item's location (0 = none; 24 bits).
 	Site uint32
@@ -44,7 +45,7 @@ type Filter struct {
 	// only if it starts after To or ends before From.
 	From, To int64
 	// Agent, when not 0, admits the items of that agent key ([AgentKey]),
-	// of no known agent and of several agents ([MultiAgent]).
+	// of no known agent, and of sets of agents that may hold it.
 	Agent uint32
 	// Site, when not 0, admits the items at that site key ([SiteKey]) and
 	// those without one.
@@ -77,7 +78,7 @@ func (f *Filter) admitsMeta(m Meta) bool {
 	if len(f.Types) > 0 && !containsType(f.Types, m.Type) {
 		return false
 	}
-	if !admitsKey(f.Agent, m.Agent) || !admitsKey(f.Site&siteMask, m.Site&siteMask) {
+	if !admitsAgent(f.Agent, m.Agent) || !admitsSite(f.Site&siteMask, m.Site&siteMask) {
 		return false
 	}
 	if f.MinConfidence != 0 && m.Confidence != 0 && m.Confidence < f.MinConfidence {
@@ -86,11 +87,10 @@ func (f *Filter) admitsMeta(m Meta) bool {
 	return f.overlaps(m.Time, m.End)
 }
 
-// admitsKey reports whether an item's agent or site key passes a
-// filter's (0 on either side, or MultiAgent on the item's, passes; a
-// site key is never MultiAgent).
-func admitsKey(want, have uint32) bool {
-	return want == 0 || have == 0 || have == want || have == MultiAgent
+// admitsSite reports whether an item's site key passes a filter's (0 on
+// either side passes).
+func admitsSite(want, have uint32) bool {
+	return want == 0 || have == 0 || have == want
 }
 
 // metaFree reports whether f's Meta fields admit everything.

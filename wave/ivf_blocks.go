@@ -30,9 +30,9 @@ type blockSum struct {
 }
 
 // agentBit is the bit of agent key a in a block's agents filter (all
-// bits for 0 and MultiAgent, which every agent filter admits).
+// bits for 0 and for sets of agents, which many agent filters admit).
 func agentBit(a uint32) uint64 {
-	if a == 0 || a == MultiAgent {
+	if a == 0 || a&agentSetFlag != 0 {
 		return math.MaxUint64
 	}
 	return 1 << (uint64(a) * 0x9E3779B97F4A7C15 >> 58)

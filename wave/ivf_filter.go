@@ -54,12 +54,12 @@ func (c *metaCheck) admits(m *nodeMeta) bool {
 	if c.types != nil && c.types[m.typ>>6]&(1<<(m.typ&63)) == 0 {
 		return false
 	}
-	if c.agent != 0 && !admitsKey(c.agent, atomic.LoadUint32(&m.agent)) {
+	if c.agent != 0 && !admitsAgent(c.agent, atomic.LoadUint32(&m.agent)) {
 		return false
 	}
 	if c.site != 0 || c.minConf != 0 {
 		place := atomic.LoadUint32(&m.place)
-		if !admitsKey(c.site, place>>8) {
+		if !admitsSite(c.site, place>>8) {
 			return false
 		}
 		if conf := uint8(place); c.minConf != 0 && conf != 0 && conf < c.minConf {

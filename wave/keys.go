@@ -11,21 +11,61 @@ import "math"
 // favour. Equal keys may still stand for different values, which Allow
 // then tells apart.
 
-// MultiAgent is the agent key of an item several agents stand behind:
-// every agent filter admits it (Allow decides).
+// An agent key is one of: 0 (no agent known), the key of one agent
+// (AgentKey: 31 bits, the top bit clear), or the key of a set of agents
+// (AgentSetKey: the top bit set, and a 31-bit Bloom filter of them).
+// MultiAgent, every bit set, is the set that admits every agent.
+const (
+	agentSetFlag = 1 << 31
+	agentKeyMask = agentSetFlag - 1
+)
+
+// MultiAgent is the agent key of an item whose agents are not known
+// one by one: every agent filter admits it (Allow decides).
 const MultiAgent = math.MaxUint32
 
-// AgentKey is the key of an agent name (0 for ""): 32-bit FNV-1a, never
-// 0 or MultiAgent for a name.
+// AgentKey is the key of an agent name (0 for ""): 32-bit FNV-1a with
+// the top bit cleared, never 0.
 func AgentKey(agent string) uint32 {
 	if agent == "" {
 		return 0
 	}
-	h := fnv32(agent)
-	if h == 0 || h == MultiAgent {
+	h := fnv32(agent) & agentKeyMask
+	if h == 0 {
 		h = 1
 	}
 	return h
+}
+
+// AgentSetKey is the key of several agents, given by their AgentKeys: a
+// filter for any of them admits the item, a filter for another agent
+// rejects it unless the Bloom filter's bits collide (with 8 agents,
+// about one time in four).
+func AgentSetKey(keys ...uint32) uint32 {
+	set := uint32(agentSetFlag)
+	for _, k := range keys {
+		set |= agentSetBit(k)
+	}
+	return set
+}
+
+// agentSetBit is agent key k's bit in a set key.
+func agentSetBit(k uint32) uint32 { return 1 << (k % 31) }
+
+// AgentFilterAdmits reports whether a filter for agent key want admits
+// an item of agent key have: false only when the item cannot be that
+// agent's (0 on either side admits).
+func AgentFilterAdmits(want, have uint32) bool { return admitsAgent(want, have) }
+
+// admitsAgent is AgentFilterAdmits.
+func admitsAgent(want, have uint32) bool {
+	switch {
+	case want == 0 || have == 0 || have == want:
+		return true
+	case have&agentSetFlag != 0:
+		return want&agentSetFlag != 0 || have&agentSetBit(want) != 0
+	}
+	return false
 }
 
 // SiteKey is the key of a location in its canonical form (0 for ""):

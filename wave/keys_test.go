@@ -40,7 +40,8 @@ func TestConfidenceLevelSound(t *testing.T) {
 }
 
 // TestKeysReserved checks that names never take the reserved keys and
-// site keys fit their 24 bits.
+// site keys fit their 24 bits, and that a set of agents admits each of
+// its agents and rejects most others.
 func TestKeysReserved(t *testing.T) {
 	if AgentKey("") != 0 || SiteKey("") != 0 {
 		t.Fatal("the empty name must key to 0")
@@ -49,7 +50,7 @@ func TestKeysReserved(t *testing.T) {
 	for i := range 20000 {
 		s := fmt.Sprintf("robot-%d", i)
 		a, st := AgentKey(s), SiteKey(s)
-		if a == 0 || a == MultiAgent {
+		if a == 0 || a&agentSetFlag != 0 {
 			t.Fatalf("AgentKey(%q) = %#x, reserved", s, a)
 		}
 		if st == 0 || st > siteMask {
@@ -59,6 +60,30 @@ func TestKeysReserved(t *testing.T) {
 			t.Logf("agent keys collide: %q and %q (allowed; Allow tells them apart)", o, s)
 		}
 		seen[a] = s
+	}
+	var members, all []uint32
+	for i := range 8 {
+		members = append(members, AgentKey(fmt.Sprintf("robot-%d", i)))
+	}
+	set := AgentSetKey(members...)
+	for _, k := range members {
+		if !AgentFilterAdmits(k, set) {
+			t.Fatalf("the set of 8 rejects its member %#x", k)
+		}
+	}
+	rejected := 0
+	for i := 8; i < 1008; i++ {
+		k := AgentKey(fmt.Sprintf("robot-%d", i))
+		all = append(all, k)
+		if !AgentFilterAdmits(k, set) {
+			rejected++
+		}
+	}
+	if rejected < 600 {
+		t.Fatalf("a set of 8 agents rejects only %d of 1000 others", rejected)
+	}
+	if !AgentFilterAdmits(all[0], MultiAgent) || AgentFilterAdmits(all[0], members[0]) == (all[0] != members[0]) {
+		t.Fatal("MultiAgent must admit every agent; another single key none")
 	}
 }
 
@@ -76,7 +101,11 @@ func (it keyedItem) meta() Meta {
 	case 1:
 		m.Agent = AgentKey(it.agents[0])
 	default:
-		m.Agent = MultiAgent
+		var keys []uint32
+		for _, a := range it.agents {
+			keys = append(keys, AgentKey(a))
+		}
+		m.Agent = AgentSetKey(keys...)
 	}
 	if it.conf >= 0 {
 		m.Confidence = ConfidenceLevel(it.conf)

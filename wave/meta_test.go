@@ -156,7 +156,7 @@ func TestMetaCheckMatchesFilter(t *testing.T) {
 			}
 		}
 	}
-	for _, agent := range []uint32{0, 7, 8, MultiAgent} {
+	for _, agent := range []uint32{0, 7, 8, MultiAgent, AgentSetKey(7, 9), AgentSetKey(8, 40)} {
 		for _, site := range []uint32{0, 3, 4, siteMask} {
 			for _, conf := range []uint8{0, 1, 127, 128, 255} {
 				metas = append(metas, Meta{Kind: KindEdge, Agent: agent, Site: site, Confidence: conf, Time: 12, End: 14})
