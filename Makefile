@@ -60,7 +60,7 @@ bench-run: build
 # file, policy edit) for FUZZ_SHORT each; `make fuzz` runs every target for FUZZTIME.
 FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
 	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader ./particle:FuzzPolicyEdit
-FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW ./wave:FuzzReadIVF
+FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW ./wave:FuzzReadIVF ./planner:FuzzJSONString
 FUZZ_SHORT ?= 3s
 
 fuzz:
