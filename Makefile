@@ -4,7 +4,7 @@ BIN      := bin/ctxgraph
 PKG      ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check js-deps rdflib demo bench bench-run fuzz soak crash clean
+.PHONY: all build test race vet fmt-check js-deps rdflib demo bench bench-run reopen-time fuzz soak crash clean
 
 all: build
 
@@ -54,6 +54,19 @@ bench:
 BENCH_PRESET ?= medium
 bench-run: build
 	./$(BIN) bench run --preset $(BENCH_PRESET) --json bin/bench-$(BENCH_PRESET).json $(BENCH_FLAGS)
+
+# The reopen of a real restart: a fresh `serve` on an existing data
+# directory (a stopped daemon's, e.g. one kept with `bench run --data DIR`),
+# timed from process start to its "ctxgraph serving" log line.
+reopen-time: build
+	@test -d "$(DATA)" || { echo "usage: make reopen-time DATA=<a stopped daemon's data directory>" >&2; exit 2; }
+	@log=$$(mktemp); s=$$(date +%s.%N); \
+	./$(BIN) serve --data "$(DATA)" --nats-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --log-level info >$$log 2>&1 & pid=$$!; \
+	until grep -q "ctxgraph serving" $$log; do \
+		kill -0 $$pid 2>/dev/null || { cat $$log; rm -f $$log; exit 1; }; sleep 0.05; \
+	done; \
+	e=$$(date +%s.%N); kill -INT $$pid; wait $$pid; rm -f $$log; \
+	awk -v s=$$s -v e=$$e 'BEGIN { printf "ready after %.2f s\n", e - s }'
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
 # input (step and span JSON, planner request, TFRecord, Example, backup
