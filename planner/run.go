@@ -242,7 +242,7 @@ func (run *run) expand() {
 			for _, c := range st.cands {
 				st.batch = append(st.batch, c.e)
 			}
-			for i, s := range run.scoreEdges(st.batch) {
+			for i, s := range run.topScores(st.batch, run.p.opts.PerNodeFanout) {
 				st.cands[i].score = s
 			}
 			slices.SortFunc(st.cands, func(a, b cand) int { return cmp.Compare(b.score, a.score) })
@@ -306,11 +306,7 @@ func (run *run) ownScore(n *particle.Node) float64 {
 
 // scoreEdge is cosine × decayed salience × confidence.
 func (run *run) scoreEdge(e *particle.Edge) float64 {
-	sim := 0.5
-	if len(e.Embedding) == len(run.q) {
-		sim = cos01(wave.Dot(run.q, e.Embedding))
-	}
-	s := sim * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
+	s := run.similarity(e) * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
 	if run.temporal {
 		s *= run.recency(e)
 	}
@@ -343,6 +339,65 @@ func (run *run) recency(e *particle.Edge) float64 {
 // gonum over each group of edges that share decay parameters. The
 // result is scratch, valid until the next call.
 func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
+	scores := run.staticScores(edges)
+	for i, e := range edges {
+		scores[i] *= run.similarity(e)
+	}
+	return scores
+}
+
+// similarity is the cosine of q and e's embedding mapped to [0, 1], 0.5
+// for an edge without one: the factor of an edge's score that reads its
+// embedding.
+func (run *run) similarity(e *particle.Edge) float64 {
+	if len(e.Embedding) == len(run.q) {
+		return min(cos01(wave.Dot(run.q, e.Embedding)), 1)
+	}
+	return 0.5
+}
+
+// topScores scores a candidate set as scoreEdges does, exactly for the
+// best fanout of them and for as few others as it can: the rest get
+// -Inf. An edge's score is its similarity, at most 1, times the rest of
+// it (decayed salience, confidence, recency), which needs no embedding;
+// edges are scored in order of that bound until the next bound is below
+// the fanout-th best score found, so the embeddings read are those of
+// the edges that may rank, not those of every candidate (each a 1.5 KB
+// read from a random address). The result is scratch, valid until the
+// next call.
+func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
+	if len(edges) <= fanout {
+		return run.scoreEdges(edges)
+	}
+	st := run.state()
+	bounds := run.staticScores(edges)
+	order := slices.Grow(st.order[:0], len(edges))[:len(edges)]
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(bounds[b], bounds[a]) })
+	st.order = order
+	exact := slices.Grow(st.exact[:0], len(edges))[:len(edges)]
+	st.exact = exact
+	best := topFloats{k: fanout, h: st.best[:0]}
+	for j, i := range order {
+		if best.full() && bounds[i] < best.min() {
+			for _, rest := range order[j:] {
+				exact[rest] = math.Inf(-1)
+			}
+			break
+		}
+		exact[i] = bounds[i] * run.similarity(edges[i])
+		best.push(exact[i])
+	}
+	st.best = best.h
+	return exact
+}
+
+// staticScores is every edge's score without its similarity factor:
+// (floor + decayed salience) × confidence, × recency for the temporal
+// strategy.
+func (run *run) staticScores(edges []*particle.Edge) []float64 {
 	st := run.state()
 	n := len(edges)
 	st.scores = slices.Grow(st.scores[:0], n)[:n]
@@ -385,16 +440,49 @@ func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
 		}
 	}
 	for i, e := range edges {
-		sim := 0.5
-		if len(e.Embedding) == len(run.q) {
-			sim = cos01(wave.Dot(run.q, e.Embedding))
-		}
-		st.scores[i] = sim * (run.p.opts.SalienceFloor + st.scores[i]) * e.Confidence
+		st.scores[i] = (run.p.opts.SalienceFloor + st.scores[i]) * e.Confidence
 		if run.temporal {
 			st.scores[i] *= run.recency(e)
 		}
 	}
 	return st.scores
+}
+
+// topFloats keeps the k largest values pushed, in a min-heap.
+type topFloats struct {
+	k int
+	h []float64
+}
+
+func (t *topFloats) full() bool   { return len(t.h) == t.k }
+func (t *topFloats) min() float64 { return t.h[0] }
+
+func (t *topFloats) push(v float64) {
+	if len(t.h) < t.k {
+		t.h = append(t.h, v)
+		for i := len(t.h) - 1; i > 0 && t.h[(i-1)/2] > t.h[i]; i = (i - 1) / 2 {
+			t.h[i], t.h[(i-1)/2] = t.h[(i-1)/2], t.h[i]
+		}
+		return
+	}
+	if v <= t.h[0] {
+		return
+	}
+	t.h[0] = v
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(t.h) {
+			return
+		}
+		if c+1 < len(t.h) && t.h[c+1] < t.h[c] {
+			c++
+		}
+		if t.h[i] <= t.h[c] {
+			return
+		}
+		t.h[i], t.h[c] = t.h[c], t.h[i]
+		i = c
+	}
 }
 
 type decayKey struct {

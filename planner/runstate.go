@@ -102,7 +102,9 @@ type runState struct {
 	// contextState reads the top).
 	ranked []int32
 
-	// scratch for expand and scoreEdges
+	// scratch for expand, scoreEdges and topScores
+	order          []int32
+	exact, best    []float64
 	frontier, next []int32
 	cands          []cand
 	batch          []*particle.Edge

@@ -1,7 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,5 +68,70 @@ func TestCanonicalIsCanonical(t *testing.T) {
 				t.Errorf("canonicalIs(%q, Canonical(%q)) = %v, want %v", s, c, got, want)
 			}
 		}
+	}
+}
+
+// topScores must pick the same best edges as scoring every candidate,
+// with the same scores, whatever the fanout, under the default and the
+// temporal strategy; and it must leave most far-below candidates
+// unscored when saliences differ widely (the point of it).
+func TestTopScoresPicksWhatFullScoringPicks(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	r := rand.New(rand.NewPCG(3, 4))
+	const dim = 16
+	q := make([]float32, dim)
+	for i := range q {
+		q[i] = float32(r.NormFloat64())
+	}
+	wave.Normalize(q)
+	fns := []wave.DecayFn{wave.DecayExp, wave.DecayPower, wave.DecayLinear}
+	pruned := 0
+	for round := range 200 {
+		var edges []*particle.Edge
+		for i := range 1 + r.IntN(600) {
+			e := &particle.Edge{
+				Confidence: []float64{0.1, 0.5, 0.5, 0.9, 1}[r.IntN(5)],
+				Salience: particle.Salience{Score: r.Float64(), DecayFn: string(fns[r.IntN(3)]), HalfLifeS: 3600 * (1 + 47*r.Float64()),
+					LastUpdated: now.Add(-time.Duration(r.Int64N(int64(30 * 24 * time.Hour))))},
+				ValidFrom: now.Add(-time.Duration(r.Int64N(int64(60 * 24 * time.Hour)))),
+			}
+			if i%9 != 0 { // some edges have no embedding: similarity 0.5
+				e.Embedding = make([]float32, dim)
+				for j := range e.Embedding {
+					e.Embedding[j] = float32(r.NormFloat64())
+				}
+				wave.Normalize(e.Embedding)
+			}
+			if round%3 == 0 && i%4 == 0 { // ties
+				e.Salience.Score, e.Salience.LastUpdated, e.Confidence = 0, now, 0.5
+				e.Embedding = nil
+			}
+			edges = append(edges, e)
+		}
+		fanout := 1 + r.IntN(40)
+		run := &run{p: &Planner{opts: Options{SalienceFloor: 0.05}}, req: &Request{}, q: q, now: now, temporal: round%2 == 1}
+		full := slices.Clone(run.scoreEdges(edges))
+		top := slices.Clone(run.topScores(edges, fanout))
+		want := slices.Clone(full)
+		slices.SortFunc(want, func(a, b float64) int { return cmp.Compare(b, a) })
+		got := slices.Clone(top)
+		slices.SortFunc(got, func(a, b float64) int { return cmp.Compare(b, a) })
+		k := min(fanout, len(edges))
+		for i := range k {
+			if math.Abs(got[i]-want[i]) > 1e-12 {
+				t.Fatalf("round %d (fanout %d of %d): best scores %v, want %v", round, fanout, len(edges), got[:k], want[:k])
+			}
+		}
+		for i, s := range top {
+			if !math.IsInf(s, -1) && math.Abs(s-full[i]) > 1e-12 {
+				t.Fatalf("round %d: edge %d scored %v, full scoring %v", round, i, s, full[i])
+			}
+			if math.IsInf(s, -1) {
+				pruned++
+			}
+		}
+	}
+	if pruned == 0 {
+		t.Fatal("topScores never skipped a candidate")
 	}
 }
