@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -391,4 +393,43 @@ func TestIVFTimeWindows(t *testing.T) {
 	flat.Remove(11)
 	x.Cleanup()
 	check("after Cleanup")
+}
+
+// TestAllListsOrdersAsTopK checks the probe order past nprobe against
+// topK.sorted over every list: the same order, ties by list number,
+// negative, zero and equal scores included.
+func TestAllListsOrdersAsTopK(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for round := range 200 {
+		n := 1 + r.IntN(900)
+		s := &ivfSearcher{}
+		for range n {
+			var sc float32
+			switch r.IntN(5) {
+			case 0:
+				sc = 0
+			case 1:
+				sc = float32(math.Copysign(0, -1))
+			case 2:
+				sc = float32(r.IntN(3)) / 2 // ties
+			default:
+				sc = float32(r.NormFloat64())
+			}
+			s.scores = append(s.scores, sc)
+		}
+		want := topK{k: n}
+		for i, sc := range s.scores {
+			want.push(uint64(i), sc)
+		}
+		w := want.sorted()
+		got := s.allLists(nil)
+		if len(got) != len(w) {
+			t.Fatalf("round %d: %d lists, want %d", round, len(got), len(w))
+		}
+		for i := range w {
+			if got[i].ID != w[i].ID {
+				t.Fatalf("round %d: position %d is list %d (%v), want %d (%v)", round, i, got[i].ID, got[i].Score, w[i].ID, w[i].Score)
+			}
+		}
+	}
 }
