@@ -113,6 +113,12 @@ func (d *Daemon) startResponders() error {
 		}
 		_ = d.nc.Publish(fmt.Sprintf("%s.session.%s.context", p, s.ID), b)
 	})
+	// The subscriptions reach the server asynchronously: wait for it to
+	// have them, so that a daemon that says it serves has responders (a
+	// client's first request could otherwise find none).
+	if err := d.nc.Flush(); err != nil {
+		return fmt.Errorf("register responders: %w", err)
+	}
 	return nil
 }
 
