@@ -2,6 +2,7 @@ package particle
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -50,8 +51,8 @@ const (
 	FactLocated
 )
 
-// factsOf computes e's facts.
-func factsOf(e *Edge) EdgeFacts {
+// EdgeFactsOf computes e's facts, as the view holds them.
+func EdgeFactsOf(e *Edge) EdgeFacts {
 	f := EdgeFacts{Confidence: e.Confidence, Agent: EdgeAgentKey(e), Flags: FactLive | FactExact}
 	exact := true
 	for _, c := range []struct {
@@ -59,7 +60,7 @@ func factsOf(e *Edge) EdgeFacts {
 		t  time.Time
 	}{{&f.ScopeFrom, e.Scope.TimeRange.From}, {&f.ScopeTo, e.Scope.TimeRange.To},
 		{&f.ValidFrom, e.ValidFrom}, {&f.ValidTo, e.ValidTo}, {&f.EndedAt, e.EndedAt}} {
-		ns, ok := factTime(c.t)
+		ns, ok := FactTime(c.t)
 		*c.to, exact = ns, exact && ok
 	}
 	if !exact {
@@ -84,10 +85,11 @@ var (
 	maxFactTime = time.Unix(0, math.MaxInt64)
 )
 
-// factTime is t in Unix nanoseconds (0 for the zero time); ok is false
-// when that count cannot stand for t: outside int64, or exactly the
-// Unix epoch (whose count, 0, means zero).
-func factTime(t time.Time) (ns int64, ok bool) {
+// FactTime is t as EdgeFacts hold times: Unix nanoseconds, 0 for the
+// zero time. ok is false when that count cannot stand for t (outside
+// int64, or exactly the Unix epoch, whose count means zero): comparisons
+// with the facts are then not exact.
+func FactTime(t time.Time) (ns int64, ok bool) {
 	if t.IsZero() {
 		return 0, true
 	}
@@ -97,10 +99,6 @@ func factTime(t time.Time) (ns int64, ok bool) {
 	ns = t.UnixNano()
 	return ns, ns != 0
 }
-
-// FactTime is t as EdgeFacts hold times, for comparing with them; ok is
-// false when the facts cannot be compared with t exactly.
-func FactTime(t time.Time) (ns int64, ok bool) { return factTime(t) }
 
 // EdgeAgentKey is the agent key of an edge's provenance: wave.AgentKey
 // of its one agent, 0 without any, wave.AgentSetKey of its agents with
@@ -132,19 +130,10 @@ func (v *view) setFacts(seq uint64, f EdgeFacts) {
 		return
 	}
 	if need := int(seq) + 1 - len(v.edgeFacts); need > 0 {
-		v.edgeFacts = growFacts(v.edgeFacts, int(seq)+1)
+		// As setSeq: past len the backing array is zero.
+		v.edgeFacts = slices.Grow(v.edgeFacts, need)[:int(seq)+1]
 	}
 	v.edgeFacts[seq] = f
-}
-
-// growFacts returns facts with length n, past the old length zero.
-func growFacts(facts []EdgeFacts, n int) []EdgeFacts {
-	if n <= cap(facts) {
-		return facts[:n]
-	}
-	out := make([]EdgeFacts, n, max(n, 2*cap(facts)))
-	copy(out, facts)
-	return out
 }
 
 // unsetFacts clears the facts at seq.
@@ -198,7 +187,3 @@ func (r Reader) EdgesBySeq(fn func(*Edge, *EdgeFacts) bool) {
 		}
 	}
 }
-
-// EdgeFactsOf computes the facts of an edge that is not (or not yet) in
-// the view, as the view would hold them.
-func EdgeFactsOf(e *Edge) EdgeFacts { return factsOf(e) }

@@ -9,7 +9,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-// checkFacts asserts that every edge's facts are factsOf(edge) and that
+// checkFacts asserts that every edge's facts are EdgeFactsOf(edge) and that
 // no seq without an edge has facts.
 func checkFacts(t *testing.T, s *Store, when string) {
 	t.Helper()
@@ -18,8 +18,8 @@ func checkFacts(t *testing.T, s *Store, when string) {
 		r.Edges(func(e *Edge) bool {
 			live[e.Seq] = true
 			f := r.EdgeFactsBySeq(e.Seq)
-			if f == nil || *f != factsOf(e) {
-				t.Fatalf("%s: edge %s (seq %d): facts %+v, want %+v", when, e.ID, e.Seq, f, factsOf(e))
+			if f == nil || *f != EdgeFactsOf(e) {
+				t.Fatalf("%s: edge %s (seq %d): facts %+v, want %+v", when, e.ID, e.Seq, f, EdgeFactsOf(e))
 			}
 			return true
 		})
@@ -32,14 +32,14 @@ func checkFacts(t *testing.T, s *Store, when string) {
 		for id := range r.v.nodes {
 			n := 0
 			r.OutNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != factsOf(e) {
+				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != EdgeFactsOf(e) {
 					t.Fatalf("%s: out of %s: seq %d", when, id, seq)
 				}
 				n++
 				return true
 			})
 			r.InNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != factsOf(e) {
+				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != EdgeFactsOf(e) {
 					t.Fatalf("%s: in of %s: seq %d", when, id, seq)
 				}
 				n++
@@ -149,9 +149,9 @@ func TestFactTime(t *testing.T) {
 		{time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), false}, {time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), false},
 		{time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), true},
 	} {
-		ns, ok := factTime(c.t)
+		ns, ok := FactTime(c.t)
 		if ok != c.ok || (ok && !c.t.IsZero() && ns != c.t.UnixNano()) || (c.t.IsZero() && ns != 0) {
-			t.Errorf("factTime(%v) = %d, %v; want ok %v", c.t, ns, ok, c.ok)
+			t.Errorf("FactTime(%v) = %d, %v; want ok %v", c.t, ns, ok, c.ok)
 		}
 	}
 }

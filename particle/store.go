@@ -499,7 +499,7 @@ func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
 				return err
 			}
 			c.edges = append(c.edges, e)
-			c.facts = append(c.facts, factsOf(e))
+			c.facts = append(c.facts, EdgeFactsOf(e))
 			return nil
 		default:
 			e, err := decodeEpisode(b)

@@ -82,7 +82,7 @@ func (v *view) putNode(n *Node) (created bool) {
 	return !had
 }
 
-func (v *view) putEdge(e *Edge) (created bool) { return v.putEdgeFacts(e, factsOf(e)) }
+func (v *view) putEdge(e *Edge) (created bool) { return v.putEdgeFacts(e, EdgeFactsOf(e)) }
 
 // putEdgeFacts is putEdge with e's facts computed (a load computes them
 // in its parallel scanners).

@@ -78,7 +78,7 @@ func (f *Filter) admitsMeta(m Meta) bool {
 	if len(f.Types) > 0 && !containsType(f.Types, m.Type) {
 		return false
 	}
-	if !admitsAgent(f.Agent, m.Agent) || !admitsSite(f.Site&siteMask, m.Site&siteMask) {
+	if !AgentFilterAdmits(f.Agent, m.Agent) || !admitsSite(f.Site&siteMask, m.Site&siteMask) {
 		return false
 	}
 	if f.MinConfidence != 0 && m.Confidence != 0 && m.Confidence < f.MinConfidence {

@@ -54,7 +54,7 @@ func (c *metaCheck) admits(m *nodeMeta) bool {
 	if c.types != nil && c.types[m.typ>>6]&(1<<(m.typ&63)) == 0 {
 		return false
 	}
-	if c.agent != 0 && !admitsAgent(c.agent, atomic.LoadUint32(&m.agent)) {
+	if c.agent != 0 && !AgentFilterAdmits(c.agent, atomic.LoadUint32(&m.agent)) {
 		return false
 	}
 	if c.site != 0 || c.minConf != 0 {

@@ -55,10 +55,7 @@ func agentSetBit(k uint32) uint32 { return 1 << (k % 31) }
 // AgentFilterAdmits reports whether a filter for agent key want admits
 // an item of agent key have: false only when the item cannot be that
 // agent's (0 on either side admits).
-func AgentFilterAdmits(want, have uint32) bool { return admitsAgent(want, have) }
-
-// admitsAgent is AgentFilterAdmits.
-func admitsAgent(want, have uint32) bool {
+func AgentFilterAdmits(want, have uint32) bool {
 	switch {
 	case want == 0 || have == 0 || have == want:
 		return true
