@@ -263,7 +263,7 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 func (run *run) allow(id uint64) bool {
 	r := run.r
 	if e := r.EdgeBySeq(id); e != nil {
-		return e.Namespace == run.ns && run.admits(e)
+		return e.Namespace == run.ns && run.admitsAt(e, r.EdgeFactsBySeq(id))
 	}
 	if n := r.NodeBySeq(id); n != nil {
 		return n.Namespace == run.ns && run.policy().NodeVisible(n)

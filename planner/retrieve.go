@@ -203,7 +203,7 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 				out = append(out, nodeCandidate(n, s, viaKeyword))
 			}
 		case keyword.KindEdge:
-			if e := r.Edge(h.ID); e != nil && e.Namespace == run.ns && run.admits(e) {
+			if e := r.Edge(h.ID); e != nil && e.Namespace == run.ns && run.admitsAt(e, r.EdgeFactsBySeq(e.Seq)) {
 				out = append(out, edgeCandidate(r, e, s, viaKeyword))
 			}
 		case keyword.KindEpisode:

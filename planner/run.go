@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"container/heap"
 	"math"
 	"slices"
 	"strings"
@@ -41,6 +42,9 @@ type run struct {
 	// temporal ranks edges by closeness in time to now (as_of, or the
 	// time window's end); history keeps superseded facts.
 	temporal, history bool
+
+	fc      factCheck // the request's constraints for edge facts, once compiled
+	fcReady bool
 }
 
 // state is the run's pooled state, taken on first use.
@@ -56,6 +60,21 @@ func (run *run) state() *runState {
 func (run *run) release() {
 	putRunState(run.st)
 	run.st = nil
+}
+
+// admitsAt is admits for edge e whose view facts are f (nil: none): the
+// facts decide most edges without reading e (factCheck), admits the
+// rest. Every caller that holds an edge's seq goes through it.
+func (run *run) admitsAt(e *particle.Edge, f *particle.EdgeFacts) bool {
+	if f != nil {
+		if !run.fcReady {
+			run.fc, run.fcReady = run.factCheck(), true
+		}
+		if admit, decided := run.fc.decide(f); decided {
+			return admit
+		}
+	}
+	return run.admits(e)
 }
 
 // admits applies every constraint of the request to an edge.
@@ -203,7 +222,6 @@ func (st *runState) byScore(ids []int32) {
 // admissible edges, until the hops or the budget run out.
 func (run *run) expand() {
 	r, st := run.r, run.state()
-	fc := run.factCheck()
 	st.frontier = st.frontier[:0]
 	for i := range st.nodes {
 		st.frontier = append(st.frontier, int32(i))
@@ -222,13 +240,8 @@ func (run *run) expand() {
 			collect := func(seq uint64, f *particle.EdgeFacts) bool {
 				scanned++
 				if _, kept := st.edgeAt.get(seq); !kept {
-					// The facts decide most edges; the rest, admits.
-					admit, decided := fc.decide(f)
-					if !decided {
-						admit = run.admits(r.EdgeBySeq(seq))
-					}
-					if admit {
-						st.cands = append(st.cands, cand{e: r.EdgeBySeq(seq)})
+					if e := r.EdgeBySeq(seq); run.admitsAt(e, f) {
+						st.cands = append(st.cands, cand{e: e})
 					}
 				}
 				// Stop at the candidate budget, or after looking at four
@@ -379,7 +392,8 @@ func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
 	st.order = order
 	exact := slices.Grow(st.exact[:0], len(edges))[:len(edges)]
 	st.exact = exact
-	best := topFloats{k: fanout, h: st.best[:0]}
+	best := &st.best // pooled: the heap's interface calls need its address
+	best.k, best.h = fanout, best.h[:0]
 	for j, i := range order {
 		if best.full() && bounds[i] < best.min() {
 			for _, rest := range order[j:] {
@@ -390,7 +404,6 @@ func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
 		exact[i] = bounds[i] * run.similarity(edges[i])
 		best.push(exact[i])
 	}
-	st.best = best.h
 	return exact
 }
 
@@ -448,41 +461,40 @@ func (run *run) staticScores(edges []*particle.Edge) []float64 {
 	return st.scores
 }
 
-// topFloats keeps the k largest values pushed, in a min-heap.
+// topFloats keeps the k largest values pushed, in a min-heap
+// (container/heap; values go in by append and heap.Fix, not heap.Push,
+// which would box each float64).
 type topFloats struct {
 	k int
-	h []float64
+	h minFloats
 }
 
 func (t *topFloats) full() bool   { return len(t.h) == t.k }
 func (t *topFloats) min() float64 { return t.h[0] }
 
 func (t *topFloats) push(v float64) {
-	if len(t.h) < t.k {
+	switch {
+	case len(t.h) < t.k:
 		t.h = append(t.h, v)
-		for i := len(t.h) - 1; i > 0 && t.h[(i-1)/2] > t.h[i]; i = (i - 1) / 2 {
-			t.h[i], t.h[(i-1)/2] = t.h[(i-1)/2], t.h[i]
-		}
-		return
+		heap.Fix(&t.h, len(t.h)-1)
+	case v > t.h[0]:
+		t.h[0] = v
+		heap.Fix(&t.h, 0)
 	}
-	if v <= t.h[0] {
-		return
-	}
-	t.h[0] = v
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= len(t.h) {
-			return
-		}
-		if c+1 < len(t.h) && t.h[c+1] < t.h[c] {
-			c++
-		}
-		if t.h[i] <= t.h[c] {
-			return
-		}
-		t.h[i], t.h[c] = t.h[c], t.h[i]
-		i = c
-	}
+}
+
+// minFloats is a min-heap of float64 for container/heap.
+type minFloats []float64
+
+func (h minFloats) Len() int           { return len(h) }
+func (h minFloats) Less(i, j int) bool { return h[i] < h[j] }
+func (h minFloats) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minFloats) Push(x any)        { *h = append(*h, x.(float64)) }
+func (h *minFloats) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
 }
 
 type decayKey struct {

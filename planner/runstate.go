@@ -104,7 +104,8 @@ type runState struct {
 
 	// scratch for expand, scoreEdges and topScores
 	order          []int32
-	exact, best    []float64
+	exact          []float64
+	best           topFloats
 	frontier, next []int32
 	cands          []cand
 	batch          []*particle.Edge
