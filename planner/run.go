@@ -2,7 +2,6 @@ package planner
 
 import (
 	"cmp"
-	"container/heap"
 	"math"
 	"slices"
 	"strings"
@@ -392,7 +391,7 @@ func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
 	st.order = order
 	exact := slices.Grow(st.exact[:0], len(edges))[:len(edges)]
 	st.exact = exact
-	best := &st.best // pooled: the heap's interface calls need its address
+	best := &st.best
 	best.k, best.h = fanout, best.h[:0]
 	for j, i := range order {
 		if best.full() && bounds[i] < best.min() {
@@ -461,40 +460,41 @@ func (run *run) staticScores(edges []*particle.Edge) []float64 {
 	return st.scores
 }
 
-// topFloats keeps the k largest values pushed, in a min-heap
-// (container/heap; values go in by append and heap.Fix, not heap.Push,
-// which would box each float64).
+// topFloats keeps the k largest values pushed, in a min-heap.
 type topFloats struct {
 	k int
-	h minFloats
+	h []float64
 }
 
 func (t *topFloats) full() bool   { return len(t.h) == t.k }
 func (t *topFloats) min() float64 { return t.h[0] }
 
 func (t *topFloats) push(v float64) {
-	switch {
-	case len(t.h) < t.k:
+	if len(t.h) < t.k {
 		t.h = append(t.h, v)
-		heap.Fix(&t.h, len(t.h)-1)
-	case v > t.h[0]:
-		t.h[0] = v
-		heap.Fix(&t.h, 0)
+		for i := len(t.h) - 1; i > 0 && t.h[(i-1)/2] > t.h[i]; i = (i - 1) / 2 {
+			t.h[i], t.h[(i-1)/2] = t.h[(i-1)/2], t.h[i]
+		}
+		return
 	}
-}
-
-// minFloats is a min-heap of float64 for container/heap.
-type minFloats []float64
-
-func (h minFloats) Len() int           { return len(h) }
-func (h minFloats) Less(i, j int) bool { return h[i] < h[j] }
-func (h minFloats) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minFloats) Push(x any)        { *h = append(*h, x.(float64)) }
-func (h *minFloats) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
+	if v <= t.h[0] {
+		return
+	}
+	t.h[0] = v
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(t.h) {
+			return
+		}
+		if c+1 < len(t.h) && t.h[c+1] < t.h[c] {
+			c++
+		}
+		if t.h[i] <= t.h[c] {
+			return
+		}
+		t.h[i], t.h[c] = t.h[c], t.h[i]
+		i = c
+	}
 }
 
 type decayKey struct {
