@@ -93,6 +93,57 @@ func dotI8Generic(q []float32, c []int8) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// maxQ16Dim bounds the dimension quantizeQuery serves: past it the
+// query's int16 range left by the int32 bound falls under 10 bits.
+const maxQ16Dim = 16383
+
+// quantizeQuery writes the int16 quantisation of q to dst, for scoring
+// int8 codes with dotQ16, and returns the scale: q[i] ≈ scale * dst[i].
+// The largest |q[i]| maps to the largest value for which any dotQ16 of
+// len(q) terms with codes in [-128, 127] fits an int32 (32767 up to
+// 512 dimensions, 4095 at 4096), so the integer dot product is exact
+// and its rounding error is a few parts in 10⁵ of the int8 codes' own.
+// It reports false, writing nothing, when len(q) exceeds maxQ16Dim.
+func quantizeQuery(q []float32, dst []int16) (float32, bool) {
+	if len(q) == 0 || len(q) > maxQ16Dim {
+		return 0, false
+	}
+	dst = dst[:len(q)]
+	top := float32(min(math.MaxInt16, math.MaxInt32/(len(q)*128)))
+	var mb uint32
+	for _, x := range q {
+		mb = max(mb, math.Float32bits(x)&0x7fffffff)
+	}
+	m := math.Float32frombits(mb)
+	if m == 0 {
+		clear(dst)
+		return 0, true
+	}
+	inv := top / m
+	for i, x := range q {
+		r := x * inv
+		half := math.Float32frombits(math.Float32bits(r)&0x80000000 | 0x3f000000)
+		dst[i] = int16(int32(r + half))
+	}
+	return m / top, true
+}
+
+// dotQ16Generic is the portable kernel behind dotQ16; integer arithmetic,
+// so it gives what the SIMD kernel gives, bit for bit.
+func dotQ16Generic(q []int16, c []int8) int32 {
+	c = c[:len(q)]
+	var s0, s1 int32
+	i := 0
+	for ; i+2 <= len(q); i += 2 {
+		s0 += int32(q[i]) * int32(c[i])
+		s1 += int32(q[i+1]) * int32(c[i+1])
+	}
+	for ; i < len(q); i++ {
+		s0 += int32(q[i]) * int32(c[i])
+	}
+	return s0 + s1
+}
+
 // quantize writes the int8 scalar quantisation of v to c and returns the
 // scale: v[i] ≈ scale * c[i], with the largest |v[i]| mapped to 127.
 func quantize(v []float32, c []int8) float32 {

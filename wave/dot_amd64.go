@@ -18,6 +18,9 @@ func dotAVX2(a, b *float32, n int) float32
 func dotI8AVX2(q *float32, c *int8, n int) float32
 
 //go:noescape
+func dotQ16AVX2(q *int16, c *int8, n int) int32
+
+//go:noescape
 func prefetch(p *float32)
 
 //go:noescape
@@ -43,4 +46,14 @@ func dotI8(q []float32, c []int8) float32 {
 		return dotI8AVX2(&q[0], &c[0], len(q))
 	}
 	return dotI8Generic(q, c)
+}
+
+// dotQ16 returns the dot product of the quantised query q with the int8
+// codes c (equal, non-zero length; see quantizeQuery for the bound on
+// the length).
+func dotQ16(q []int16, c []int8) int32 {
+	if useAVX2 {
+		return dotQ16AVX2(&q[0], &c[0], len(q))
+	}
+	return dotQ16Generic(q, c)
 }

@@ -163,3 +163,78 @@ TEXT ·prefetchLine(SB), NOSPLIT, $0-8
 	MOVQ       p+0(FP), AX
 	PREFETCHT0 (AX)
 	RET
+
+// func dotQ16AVX2(q *int16, c *int8, n int) int32
+//
+// The dot product of int16 q with int8 codes c, exact in int32 while
+// n·max|q|·127 fits (see quantizeQuery): codes are sign-extended to int16
+// sixteen at a time and multiplied pairwise-added (VPMADDWD) into int32
+// lanes.
+TEXT ·dotQ16AVX2(SB), NOSPLIT, $0-28
+	MOVQ  q+0(FP), SI
+	MOVQ  c+8(FP), DI
+	MOVQ  n+16(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+q16loop64:
+	CMPQ      CX, $64
+	JL        q16loop16
+	VPMOVSXBW (DI), Y4
+	VPMOVSXBW 16(DI), Y5
+	VPMOVSXBW 32(DI), Y6
+	VPMOVSXBW 48(DI), Y7
+	VPMADDWD  (SI), Y4, Y4
+	VPMADDWD  32(SI), Y5, Y5
+	VPMADDWD  64(SI), Y6, Y6
+	VPMADDWD  96(SI), Y7, Y7
+	VPADDD    Y4, Y0, Y0
+	VPADDD    Y5, Y1, Y1
+	VPADDD    Y6, Y2, Y2
+	VPADDD    Y7, Y3, Y3
+	ADDQ      $128, SI
+	ADDQ      $64, DI
+	SUBQ      $64, CX
+	JMP       q16loop64
+
+q16loop16:
+	CMPQ      CX, $16
+	JL        q16reduce
+	VPMOVSXBW (DI), Y4
+	VPMADDWD  (SI), Y4, Y4
+	VPADDD    Y4, Y0, Y0
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $16, CX
+	JMP       q16loop16
+
+q16reduce:
+	VPADDD       Y1, Y0, Y0
+	VPADDD       Y3, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4E, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xB1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, AX
+
+q16tail:
+	CMPQ    CX, $0
+	JE      q16done
+	MOVWLSX (SI), BX
+	MOVBLSX (DI), DX
+	IMULL   DX, BX
+	ADDL    BX, AX
+	ADDQ    $2, SI
+	INCQ    DI
+	DECQ    CX
+	JMP     q16tail
+
+q16done:
+	VZEROUPPER
+	MOVL AX, ret+24(FP)
+	RET

@@ -14,3 +14,7 @@ func dot(a, b []float32) float32 { return dotBLAS(a, b) }
 // dotI8 returns the dot product of q with the int8 codes c (equal,
 // non-zero length).
 func dotI8(q []float32, c []int8) float32 { return dotI8Generic(q, c) }
+
+// dotQ16 returns the dot product of the quantised query q with the int8
+// codes c (equal, non-zero length).
+func dotQ16(q []int16, c []int8) int32 { return dotQ16Generic(q, c) }

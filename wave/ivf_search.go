@@ -13,6 +13,7 @@ type ivfSearcher struct {
 	order  topK        // the nearest lists (ID = list), then all of them
 	heap   topK        // the best candidates by int8 score; ID = ref index<<32 | position
 	refs   []*listData // the lists' data as probed, by probe order
+	q16    []int16     // the query, quantised for scoring codes
 }
 
 // Admitted items a filtered search wants to have seen, per result-heap
@@ -63,6 +64,13 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	// The nprobe nearest lists first; all of them in order only if needed.
 	order := s.order.sorted()
 
+	// Codes are scored against the query quantised to int16 (exact
+	// integer dot products, twice as fast as converting the codes to
+	// float32), or against the float32 query past maxQ16Dim.
+	s.q16 = slices.Grow(s.q16[:0], x.dim)[:x.dim]
+	qs, q16ok := quantizeQuery(q, s.q16)
+	q16 := s.q16
+
 	metaFree := f.metaFree()
 	var mc metaCheck
 	var allow func(uint64) bool
@@ -111,7 +119,12 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				}
 				passed++
 				o := i * x.dim
-				sc := d.scales[i] * dotI8(q, codes[o:o+x.dim:o+x.dim])
+				var sc float32
+				if q16ok {
+					sc = d.scales[i] * qs * float32(dotQ16(q16, codes[o:o+x.dim:o+x.dim]))
+				} else {
+					sc = d.scales[i] * dotI8(q, codes[o:o+x.dim:o+x.dim])
+				}
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
