@@ -18,7 +18,7 @@ import (
 // Facts are exact, not approximate, where FactExact is set: a check on
 // them gives the answer the same check on the edge gives. The keys are
 // the exception: different keys mean different values, equal keys may
-// not (compare the strings on the edge then).
+// not (compare the strings on the edge then). NS is exact always.
 type EdgeFacts struct {
 	// Times in Unix nanoseconds, 0 where the edge's time is zero.
 	ScopeFrom, ScopeTo          int64
@@ -29,6 +29,70 @@ type EdgeFacts struct {
 	// Site is wave.SiteKey of the canonical form of Scope.Location.
 	Site  uint32
 	Flags FactFlags
+	// Decay is the edge's decay function where its [EdgeSalience] is
+	// exact, FactDecayEdge where the edge must be read.
+	Decay FactDecay
+	// NS is the view's number for the edge's namespace
+	// ([Reader.NamespaceKey]): equal numbers, equal namespaces.
+	// EdgeFactsOf leaves it 0 (no namespace's); the view sets it.
+	NS uint32
+}
+
+// EdgeSalience is the compact copy of what an edge's decayed salience
+// is computed from, beside its facts: 24 bytes by seq, read for the
+// edges a walk admits and scores ([Reader.EdgeSalienceBySeq]), so that
+// it ranks them without reading the edges. It is exact where the
+// facts' Decay is not FactDecayEdge.
+type EdgeSalience struct {
+	Score float64
+	// LastUpdated in Unix nanoseconds, as [FactTime] holds it.
+	LastUpdated int64
+	HalfLifeS   float64
+}
+
+// FactDecay is an edge's salience decay function as a code.
+type FactDecay uint8
+
+const (
+	// FactDecayEdge: the edge's function is none of the known ones, or
+	// its LastUpdated is not held exactly: read the edge.
+	FactDecayEdge    FactDecay = iota
+	FactDecayDefault           // "", which decays as wave.DecayExp
+	FactDecayExp
+	FactDecayPower
+	FactDecayLinear
+)
+
+var factDecayFns = [...]wave.DecayFn{FactDecayDefault: "", FactDecayExp: wave.DecayExp,
+	FactDecayPower: wave.DecayPower, FactDecayLinear: wave.DecayLinear}
+
+// Fn is the decay function d stands for ("" for FactDecayEdge, which
+// stands for none).
+func (d FactDecay) Fn() wave.DecayFn { return factDecayFns[d] }
+
+// factDecayOf is the code of s's decay function, FactDecayEdge where
+// the code and an EdgeSalience cannot stand for s.
+func factDecayOf(s Salience) FactDecay {
+	if _, ok := FactTime(s.LastUpdated); !ok {
+		return FactDecayEdge
+	}
+	switch wave.DecayFn(s.DecayFn) {
+	case "":
+		return FactDecayDefault
+	case wave.DecayExp:
+		return FactDecayExp
+	case wave.DecayPower:
+		return FactDecayPower
+	case wave.DecayLinear:
+		return FactDecayLinear
+	}
+	return FactDecayEdge
+}
+
+// EdgeSalienceOf is e's salience record, as the view holds it.
+func EdgeSalienceOf(e *Edge) EdgeSalience {
+	last, _ := FactTime(e.Salience.LastUpdated)
+	return EdgeSalience{Score: e.Salience.Score, LastUpdated: last, HalfLifeS: e.Salience.HalfLifeS}
 }
 
 // FactFlags are an edge's yes/no facts.
@@ -51,9 +115,9 @@ const (
 	FactLocated
 )
 
-// EdgeFactsOf computes e's facts, as the view holds them.
+// EdgeFactsOf computes e's facts, as the view holds them but for NS.
 func EdgeFactsOf(e *Edge) EdgeFacts {
-	f := EdgeFacts{Confidence: e.Confidence, Agent: EdgeAgentKey(e), Flags: FactLive | FactExact}
+	f := EdgeFacts{Confidence: e.Confidence, Agent: EdgeAgentKey(e), Flags: FactLive | FactExact, Decay: factDecayOf(e.Salience)}
 	exact := true
 	for _, c := range []struct {
 		to *int64
@@ -100,6 +164,17 @@ func FactTime(t time.Time) (ns int64, ok bool) {
 	return ns, ns != 0
 }
 
+// FactInstant is the time that FactTime holds as ns: the zero time for
+// 0. Where FactTime was ok, it is the same instant as the time given
+// (comparisons and differences equal those on it; the location is
+// Local).
+func FactInstant(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
 // EdgeAgentKey is the agent key of an edge's provenance: wave.AgentKey
 // of its one agent, 0 without any, wave.AgentSetKey of its agents with
 // several.
@@ -124,30 +199,74 @@ func EdgeAgentKey(e *Edge) uint32 {
 	return key
 }
 
-// setFacts stores an edge's facts at its seq (0: none).
-func (v *view) setFacts(seq uint64, f EdgeFacts) {
-	if seq == 0 {
+// setFacts stores the facts of edge e at its seq (0: none), with e's
+// salience record and the number of its namespace.
+func (v *view) setFacts(e *Edge, f EdgeFacts) {
+	if e.Seq == 0 {
 		return
 	}
-	if need := int(seq) + 1 - len(v.edgeFacts); need > 0 {
-		// As setSeq: past len the backing array is zero.
-		v.edgeFacts = slices.Grow(v.edgeFacts, need)[:int(seq)+1]
-	}
-	v.edgeFacts[seq] = f
+	f.NS = v.nsKey(e.Namespace)
+	v.edgeFacts = setDense(v.edgeFacts, e.Seq, f)
+	v.edgeSal = setDense(v.edgeSal, e.Seq, EdgeSalienceOf(e))
 }
 
-// unsetFacts clears the facts at seq.
+// setDense stores x at index seq of s, growing s as needed.
+func setDense[T any](s []T, seq uint64, x T) []T {
+	if need := int(seq) + 1 - len(s); need > 0 {
+		// As setSeq: past len the backing array is zero.
+		s = slices.Grow(s, need)[:int(seq)+1]
+	}
+	s[seq] = x
+	return s
+}
+
+// unsetFacts clears the facts and salience record at seq.
 func (v *view) unsetFacts(seq uint64) {
 	if seq < uint64(len(v.edgeFacts)) {
 		v.edgeFacts[seq] = EdgeFacts{}
 	}
+	if seq < uint64(len(v.edgeSal)) {
+		v.edgeSal[seq] = EdgeSalience{}
+	}
 }
+
+// nsKey is the number of namespace ns in edge facts, numbering it if
+// new (from 1; a view never renumbers). The last namespace numbered is
+// remembered: a load puts the edges of one namespace in a row.
+func (v *view) nsKey(ns string) uint32 {
+	if ns == v.lastNS && v.lastNSKey != 0 {
+		return v.lastNSKey
+	}
+	k, ok := v.nsKeys[ns]
+	if !ok {
+		k = uint32(len(v.nsKeys) + 1)
+		v.nsKeys[ns] = k
+	}
+	v.lastNS, v.lastNSKey = ns, k
+	return k
+}
+
+// NamespaceKey is the number that the facts of namespace ns's edges
+// hold as NS: EdgeFacts.NS == r.NamespaceKey(ns) exactly when the
+// edge's namespace is ns. It is 0, which no facts hold, for a
+// namespace without edges.
+func (r Reader) NamespaceKey(ns string) uint32 { return r.v.nsKeys[ns] }
 
 // EdgeFactsBySeq returns the facts of the edge with that seq (nil when
 // there is none). The record is the view's: read it, don't keep it.
 func (r Reader) EdgeFactsBySeq(seq uint64) *EdgeFacts {
 	if seq < uint64(len(r.v.edgeFacts)) && r.v.edgeFacts[seq].Flags&FactLive != 0 {
 		return &r.v.edgeFacts[seq]
+	}
+	return nil
+}
+
+// EdgeSalienceBySeq returns the salience record of the edge with that
+// seq (nil when there is none). It is exact where the edge's facts say
+// so (EdgeFacts.Decay); read it, don't keep it.
+func (r Reader) EdgeSalienceBySeq(seq uint64) *EdgeSalience {
+	if seq < uint64(len(r.v.edgeSal)) {
+		return &r.v.edgeSal[seq]
 	}
 	return nil
 }

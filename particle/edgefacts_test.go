@@ -3,43 +3,72 @@ package particle
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-// checkFacts asserts that every edge's facts are EdgeFactsOf(edge) and that
-// no seq without an edge has facts.
+// viewFacts is e's facts as the view must hold them: EdgeFactsOf(e)
+// with the number of its namespace.
+func viewFacts(r Reader, e *Edge) EdgeFacts {
+	f := EdgeFactsOf(e)
+	f.NS = r.NamespaceKey(e.Namespace)
+	return f
+}
+
+// checkFacts asserts that every edge's facts are EdgeFactsOf(edge) with
+// its namespace's number, and its salience record EdgeSalienceOf(edge);
+// that the records stand for the edge exactly where they say so; that
+// namespace numbers are one per namespace; and that no seq without an
+// edge has facts or a salience record.
 func checkFacts(t *testing.T, s *Store, when string) {
 	t.Helper()
 	s.Read(func(r Reader) {
 		live := map[uint64]bool{}
+		nsOf := map[uint32]string{}
 		r.Edges(func(e *Edge) bool {
 			live[e.Seq] = true
 			f := r.EdgeFactsBySeq(e.Seq)
-			if f == nil || *f != EdgeFactsOf(e) {
-				t.Fatalf("%s: edge %s (seq %d): facts %+v, want %+v", when, e.ID, e.Seq, f, EdgeFactsOf(e))
+			if f == nil || *f != viewFacts(r, e) {
+				t.Fatalf("%s: edge %s (seq %d): facts %+v, want %+v", when, e.ID, e.Seq, f, viewFacts(r, e))
+			}
+			if ns, ok := nsOf[f.NS]; f.NS == 0 || ok && ns != e.Namespace {
+				t.Fatalf("%s: edge %s of namespace %q: NS %d, also that of %q", when, e.ID, e.Namespace, f.NS, ns)
+			}
+			nsOf[f.NS] = e.Namespace
+			sal := r.EdgeSalienceBySeq(e.Seq)
+			if sal == nil || !sameSalience(*sal, EdgeSalienceOf(e)) {
+				t.Fatalf("%s: edge %s (seq %d): salience %+v, want %+v", when, e.ID, e.Seq, sal, EdgeSalienceOf(e))
+			}
+			if f.Decay != FactDecayEdge && !salienceIs(f, sal, e.Salience) {
+				t.Fatalf("%s: edge %s: facts %+v and salience %+v do not stand for %+v", when, e.ID, f, sal, e.Salience)
 			}
 			return true
 		})
-		for seq := range uint64(len(r.v.edgeFacts)) {
-			if !live[seq] && r.EdgeFactsBySeq(seq) != nil {
-				t.Fatalf("%s: seq %d has facts and no edge", when, seq)
+		if len(nsOf) != len(r.v.nsKeys) {
+			t.Fatalf("%s: %d namespace numbers in the facts, %d in the view", when, len(nsOf), len(r.v.nsKeys))
+		}
+		for seq := range uint64(max(len(r.v.edgeFacts), len(r.v.edgeSal))) {
+			if !live[seq] && (r.EdgeFactsBySeq(seq) != nil || r.EdgeSalienceBySeq(seq) != nil && !sameSalience(*r.EdgeSalienceBySeq(seq), EdgeSalience{})) {
+				t.Fatalf("%s: seq %d has facts or salience and no edge", when, seq)
 			}
 		}
 		// The walk sees each edge once per direction, with its facts.
 		for id := range r.v.nodes {
 			n := 0
 			r.OutNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != EdgeFactsOf(e) {
+				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != viewFacts(r, e) {
 					t.Fatalf("%s: out of %s: seq %d", when, id, seq)
 				}
 				n++
 				return true
 			})
 			r.InNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != EdgeFactsOf(e) {
+				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != viewFacts(r, e) {
 					t.Fatalf("%s: in of %s: seq %d", when, id, seq)
 				}
 				n++
@@ -52,18 +81,79 @@ func checkFacts(t *testing.T, s *Store, when string) {
 	})
 }
 
-// TestEdgeFactsFollowTheEdges keeps edge facts current through what
-// changes an edge: re-observation (confidence, provenance of several
-// agents, a wider scope), supersession, deletion, a node merge, and a
-// reopen from disk.
-func TestEdgeFactsFollowTheEdges(t *testing.T) {
-	dir := t.TempDir()
-	o := DefaultOptions(dir)
+// sameSalience compares salience records bit for bit (a half-life may
+// be NaN).
+func sameSalience(a, b EdgeSalience) bool {
+	return math.Float64bits(a.Score) == math.Float64bits(b.Score) && a.LastUpdated == b.LastUpdated &&
+		math.Float64bits(a.HalfLifeS) == math.Float64bits(b.HalfLifeS)
+}
+
+// salienceIs reports whether facts f and record sal give s's decayed
+// salience: the same function and half-life, bit for bit, and the same
+// instant.
+func salienceIs(f *EdgeFacts, sal *EdgeSalience, s Salience) bool {
+	return f.Decay.Fn() == wave.DecayFn(s.DecayFn) && sameSalience(*sal, EdgeSalience{Score: s.Score, LastUpdated: sal.LastUpdated, HalfLifeS: s.HalfLifeS}) &&
+		FactInstant(sal.LastUpdated).Equal(s.LastUpdated)
+}
+
+// factsStore is a store on disk whose edge records a test checks, and
+// checks again after a reload.
+type factsStore struct {
+	*Store
+	o Options
+}
+
+func openFactsStore(t *testing.T) *factsStore {
+	t.Helper()
+	o := DefaultOptions(t.TempDir())
 	o.SyncWrites = false
 	s, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fs := &factsStore{Store: s, o: o}
+	t.Cleanup(func() { fs.Close() })
+	return fs
+}
+
+// reopen closes the store, opens it again (the view loaded from
+// Badger) and checks its records.
+func (fs *factsStore) reopen(t *testing.T) {
+	t.Helper()
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(fs.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.Store = s
+	checkFacts(t, s, "reopened")
+}
+
+// putThings puts entities "thing 0" to "thing n-1" of namespace ns and
+// returns their ids.
+func putThings(b *Batch, ns string, n int) ([]string, error) {
+	var ids []string
+	for k := range n {
+		node, _, err := b.Resolve(ns, NodeEntity, fmt.Sprintf("thing %d", k))
+		if err != nil {
+			return nil, err
+		}
+		if err := b.PutNode(node); err != nil {
+			return nil, err
+		}
+		ids = append(ids, node.ID)
+	}
+	return ids, nil
+}
+
+// TestEdgeFactsFollowTheEdges keeps edge facts current through what
+// changes an edge: re-observation (confidence, provenance of several
+// agents, a wider scope), supersession, deletion, a node merge, and a
+// reopen from disk.
+func TestEdgeFactsFollowTheEdges(t *testing.T) {
+	s := openFactsStore(t)
 	ctx := context.Background()
 	ns := DefaultNamespace
 	if _, err := s.ConfigurePredicate(ctx, Predicate{Name: "located_in", Scope: ns, Cardinality: Single, Status: PredicateActive}, "test", "test"); err != nil {
@@ -75,15 +165,9 @@ func TestEdgeFactsFollowTheEdges(t *testing.T) {
 	observe := func(i int, agent, pred, place string, conf float64) {
 		_, err := s.Update(ctx, func(b *Batch) error {
 			if ids == nil {
-				for k := range 6 {
-					n, _, err := b.Resolve(ns, NodeEntity, fmt.Sprintf("thing %d", k))
-					if err != nil {
-						return err
-					}
-					if err := b.PutNode(n); err != nil {
-						return err
-					}
-					ids = append(ids, n.ID)
+				var err error
+				if ids, err = putThings(b, ns, 6); err != nil {
+					return err
 				}
 			}
 			e, _, err := b.Observe(Observation{Namespace: ns, Source: ids[i%3], Target: ids[3+(i/3)%3], Type: EdgeAssertion, Predicate: pred,
@@ -101,22 +185,22 @@ func TestEdgeFactsFollowTheEdges(t *testing.T) {
 	for i := range 12 {
 		observe(i, "ur5-alpha", fmt.Sprintf("near %d", i%4), "kitchen lab", 0.4)
 	}
-	checkFacts(t, s, "created")
+	checkFacts(t, s.Store, "created")
 	for i := range 12 {
 		observe(i, "spot-1", fmt.Sprintf("near %d", i%4), "Kitchen Lab", 0.9) // several agents, more confident
 	}
 	observe(1, "ur5-alpha", "located_in", "", 0.8)
 	observe(4, "ur5-alpha", "located_in", "", 0.8) // supersedes the first
 	observe(2, "ur5-beta", "doomed", "warehouse", 0.7)
-	checkFacts(t, s, "re-observed and superseded")
+	checkFacts(t, s.Store, "re-observed and superseded")
 	if _, err := s.Update(ctx, func(b *Batch) error { return b.DeleteEdge(doomed) }); err != nil {
 		t.Fatal(err)
 	}
-	checkFacts(t, s, "deleted")
+	checkFacts(t, s.Store, "deleted")
 	if _, err := s.MergeNodes(ctx, ids[0], ids[1], "test", "same thing"); err != nil {
 		t.Fatal(err)
 	}
-	checkFacts(t, s, "merged")
+	checkFacts(t, s.Store, "merged")
 	superseded := 0
 	s.Read(func(r Reader) {
 		r.Edges(func(e *Edge) bool {
@@ -129,14 +213,7 @@ func TestEdgeFactsFollowTheEdges(t *testing.T) {
 	if superseded == 0 {
 		t.Fatal("no superseded edge: the test does not exercise supersession")
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = Open(o); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	checkFacts(t, s, "reopened")
+	s.reopen(t)
 }
 
 // TestFactTime checks which times the facts hold exactly.
@@ -154,4 +231,130 @@ func TestFactTime(t *testing.T) {
 			t.Errorf("FactTime(%v) = %d, %v; want ok %v", c.t, ns, ok, c.ok)
 		}
 	}
+}
+
+// The facts stay one cache line; the salience record is the 24 bytes
+// read beside them for the edges a walk scores.
+func TestEdgeFactsSizes(t *testing.T) {
+	if n := unsafe.Sizeof(EdgeFacts{}); n != 64 {
+		t.Errorf("EdgeFacts is %d bytes, want 64", n)
+	}
+	if n := unsafe.Sizeof(EdgeSalience{}); n != 24 {
+		t.Errorf("EdgeSalience is %d bytes, want 24", n)
+	}
+}
+
+// TestEdgeRecordsFollowRandomChanges puts, re-puts, renumbers, deletes
+// and merges random edges of three namespaces, with saliences of every
+// decay function (known or not) and times the facts hold exactly or
+// not, and checks the facts and salience records against the edges
+// after each round and after a reload from Badger.
+func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
+	s := openFactsStore(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 11))
+	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	times := []func() time.Time{
+		func() time.Time { return time.Time{} },
+		func() time.Time { return time.Unix(0, 0) }, // not held exactly
+		func() time.Time { return t0.Add(time.Duration(rng.Int64N(int64(1000 * time.Hour)))) },
+		func() time.Time { return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC) }, // outside int64 ns
+		func() time.Time { return t0.Add(-time.Duration(rng.Int64N(int64(1000 * time.Hour)))) },
+	}
+	fns := []string{"", "exp", "power", "linear", "bogus", "Exp"}
+	salience := func() Salience {
+		return Salience{Score: rng.Float64(), DecayFn: fns[rng.IntN(len(fns))], HalfLifeS: []float64{0, 60, 3600 * rng.Float64(), math.NaN()}[rng.IntN(4)],
+			LastUpdated: times[rng.IntN(len(times))]()}
+	}
+	namespaces := []string{DefaultNamespace, "lab-b", "lab-c"}
+	nodes := map[string][]string{} // namespace -> node ids
+	var edges []string
+	if _, err := s.Update(ctx, func(b *Batch) error {
+		for _, ns := range namespaces {
+			ids, err := putThings(b, ns, 6)
+			if err != nil {
+				return err
+			}
+			nodes[ns] = ids
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	renumbered, merged := 0, 0
+	for round := range 12 {
+		if _, err := s.Update(ctx, func(b *Batch) error {
+			for range 20 {
+				ns := namespaces[rng.IntN(len(namespaces))]
+				ids := nodes[ns]
+				e := &Edge{Namespace: ns, Source: ids[rng.IntN(len(ids))], Target: ids[rng.IntN(len(ids))], Type: []EdgeType{EdgeCausal, EdgeTemporal, EdgeToolUse}[rng.IntN(3)],
+					Confidence: rng.Float64(), Salience: salience(),
+					ValidFrom: times[rng.IntN(len(times))](), ValidTo: times[rng.IntN(len(times))]()}
+				if e.Source == e.Target {
+					continue
+				}
+				if err := b.PutEdge(e); err != nil {
+					return err
+				}
+				edges = append(edges, e.ID)
+			}
+			for range 8 { // re-observed: a new salience
+				if e := b.Edge(edges[rng.IntN(len(edges))]); e != nil {
+					e.Salience, e.Confidence = salience(), rng.Float64()
+					if err := b.PutEdge(e); err != nil {
+						return err
+					}
+				}
+			}
+			for range 3 {
+				if err := b.DeleteEdge(edges[rng.IntN(len(edges))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		checkFacts(t, s.Store, fmt.Sprintf("round %d: put and deleted", round))
+		// Renumber a few edges in the view (the store does not, the view
+		// supports it).
+		s.mu.Lock()
+		for range 3 {
+			if e := s.v.edges[edges[rng.IntN(len(edges))]]; e != nil {
+				c := cloneEdge(e)
+				c.Seq = 1<<20 + uint64(renumbered)
+				s.v.putEdge(c)
+				renumbered++
+			}
+		}
+		s.mu.Unlock()
+		checkFacts(t, s.Store, fmt.Sprintf("round %d: renumbered", round))
+		if round%3 == 2 {
+			ns := namespaces[round%len(namespaces)]
+			ids := nodes[ns]
+			if _, err := s.MergeNodes(ctx, ids[0], ids[len(ids)-1], "test", "same thing"); err != nil {
+				t.Fatal(err)
+			}
+			nodes[ns] = ids[:len(ids)-1]
+			merged++
+			checkFacts(t, s.Store, fmt.Sprintf("round %d: merged", round))
+		}
+	}
+	// The rounds must have made what the records distinguish.
+	decays := map[FactDecay]int{}
+	s.Read(func(r Reader) {
+		r.Edges(func(e *Edge) bool {
+			decays[r.EdgeFactsBySeq(e.Seq).Decay]++
+			return true
+		})
+	})
+	for d := FactDecayEdge; d <= FactDecayLinear; d++ {
+		if decays[d] == 0 {
+			t.Fatalf("no edge with decay code %d (%v): the test does not exercise it", d, decays)
+		}
+	}
+	if renumbered == 0 || merged == 0 {
+		t.Fatalf("renumbered %d, merged %d", renumbered, merged)
+	}
+	s.reopen(t)
 }

@@ -25,6 +25,7 @@ type view struct {
 	nodeSeq     []*Node               // seq -> node, nil where none
 	edgeSeq     []*Edge               // seq -> edge
 	edgeFacts   []EdgeFacts           // seq -> the edge's facts (see EdgeFacts)
+	edgeSal     []EdgeSalience        // seq -> the edge's salience record
 	episodeSeq  []*Episode            // seq -> episode
 	aliases     map[string]string     // aliasKey -> node id
 	identity    map[string]string     // edgeIdentity -> edge id
@@ -38,6 +39,11 @@ type view struct {
 	// (the planner does it per candidate) is a pointer comparison, not a
 	// read of bytes in another cache line.
 	namespaces map[string]string
+	// nsKeys numbers the namespaces of edges for their facts
+	// (EdgeFacts.NS); lastNS is the one numbered last (nsKey).
+	nsKeys    map[string]uint32
+	lastNS    string
+	lastNSKey uint32
 }
 
 func newView() *view {
@@ -46,7 +52,7 @@ func newView() *view {
 		aliases: map[string]string{}, identity: map[string]string{},
 		out: map[string][]uint64{}, in: map[string][]uint64{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
-		namespaces: map[string]string{},
+		namespaces: map[string]string{}, nsKeys: map[string]uint32{},
 	}
 }
 
@@ -94,7 +100,7 @@ func (v *view) putEdgeFacts(e *Edge, f EdgeFacts) (created bool) {
 	if had && old.Seq != e.Seq {
 		v.unsetFacts(old.Seq)
 	}
-	v.setFacts(e.Seq, f)
+	v.setFacts(e, f)
 	if !had {
 		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
 		if e.Seq != 0 {
