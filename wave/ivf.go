@@ -142,6 +142,9 @@ func newIVFState(q *coarse, dim int) *ivfState {
 	n := 1
 	if q != nil {
 		n = q.nlist()
+		if q.leafCodes == nil {
+			q.quantizeLeaves()
+		}
 	}
 	st := &ivfState{q: q, lists: make([]ivfList, n)}
 	for i := range st.lists {

@@ -14,6 +14,21 @@ type coarse struct {
 	top    []float32 // k1 × dim
 	first  []int32   // leaves of top j: first[j] .. first[j+1]
 	leaves []float32 // nlist × dim
+	// The leaves' int8 codes and scales (quantize), which searches rank
+	// the lists by: a quarter of the memory of the float32 leaves, which
+	// are read whole by every search.
+	leafCodes  []int8
+	leafScales []float32
+}
+
+// quantizeLeaves fills leafCodes and leafScales from leaves.
+func (c *coarse) quantizeLeaves() {
+	n := c.nlist()
+	c.leafCodes = make([]int8, n*c.dim)
+	c.leafScales = make([]float32, n)
+	for i := range n {
+		c.leafScales[i] = quantize(c.leaf(i), c.leafCodes[i*c.dim:(i+1)*c.dim])
+	}
 }
 
 func (c *coarse) nlist() int { return len(c.leaves) / c.dim }

@@ -49,27 +49,33 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	s.heap = topK{k: keep, h: s.heap.h[:0]}
 	s.refs = s.refs[:0]
 
+	// Codes (of the lists' centroids and of the items) are scored
+	// against the query quantised to int16: exact integer dot products,
+	// twice as fast as converting the codes to float32. Past maxQ16Dim
+	// the float32 query and centroids serve.
+	s.q16 = slices.Grow(s.q16[:0], x.dim)[:x.dim]
+	qs, q16ok := quantizeQuery(q, s.q16)
+	q16 := s.q16
+
 	nl := len(st.lists)
 	nprobe := min(int(x.nprobe.Load()), nl)
 	s.scores = s.scores[:0]
 	s.order = topK{k: nprobe, h: s.order.h[:0]}
 	for i := range nl {
 		sc := float32(0)
-		if st.q != nil {
-			sc = dot(q, st.q.leaf(i))
+		switch c := st.q; {
+		case c == nil:
+		case q16ok:
+			o := i * x.dim
+			sc = c.leafScales[i] * qs * float32(dotQ16(q16, c.leafCodes[o:o+x.dim:o+x.dim]))
+		default:
+			sc = dot(q, c.leaf(i))
 		}
 		s.scores = append(s.scores, sc)
 		s.order.push(uint64(i), sc)
 	}
 	// The nprobe nearest lists first; all of them in order only if needed.
 	order := s.order.sorted()
-
-	// Codes are scored against the query quantised to int16 (exact
-	// integer dot products, twice as fast as converting the codes to
-	// float32), or against the float32 query past maxQ16Dim.
-	s.q16 = slices.Grow(s.q16[:0], x.dim)[:x.dim]
-	qs, q16ok := quantizeQuery(q, s.q16)
-	q16 := s.q16
 
 	metaFree := f.metaFree()
 	var mc metaCheck
