@@ -3,7 +3,6 @@ package particle
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -15,13 +14,44 @@ import (
 // strings, and a "count plus one" prefix for slices, maps and pointers so
 // that nil and empty stay apart.
 
-// wr appends a binary value.
-type wr struct{ b []byte }
+// wr appends a binary value. The first error (of a time that will not
+// encode) sticks in err. Encoders keep their wr on the stack: appending
+// to a heap one costs a write barrier per field while the GC runs.
+type wr struct {
+	b   []byte
+	err error
+}
 
-func (w *wr) u8(v byte)      { w.b = append(w.b, v) }
-func (w *wr) uvar(v uint64)  { w.b = binary.AppendUvarint(w.b, v) }
-func (w *wr) ivar(v int64)   { w.b = binary.AppendVarint(w.b, v) }
-func (w *wr) f64(v float64)  { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(v)) }
+// The primitives append to w.b itself (w.b = append(w.b, ...)), which
+// rewrites only its length unless it grows: assigning w.b a slice a
+// helper returned (binary.AppendUvarint) stores its pointer each time,
+// a write barrier while the GC runs. They write what encoding/binary's
+// AppendUvarint, AppendVarint and LittleEndian.AppendUint64 write.
+
+func (w *wr) u8(v byte) { w.b = append(w.b, v) }
+
+func (w *wr) uvar(v uint64) {
+	for v >= 0x80 {
+		w.b = append(w.b, byte(v)|0x80)
+		v >>= 7
+	}
+	w.b = append(w.b, byte(v))
+}
+
+// ivar writes v zig-zag encoded.
+func (w *wr) ivar(v int64) {
+	u := uint64(v) << 1
+	if v < 0 {
+		u = ^u
+	}
+	w.uvar(u)
+}
+
+func (w *wr) f64(v float64) {
+	u := math.Float64bits(v)
+	w.b = append(w.b, byte(u), byte(u>>8), byte(u>>16), byte(u>>24), byte(u>>32), byte(u>>40), byte(u>>48), byte(u>>56))
+}
+
 func (w *wr) str(s string)   { w.uvar(uint64(len(s))); w.b = append(w.b, s...) }
 func (w *wr) present(p bool) { w.boolean(p) }
 
@@ -52,7 +82,16 @@ func (w *wr) strs(ss []string) {
 // strMap writes m with its keys sorted, so equal maps encode alike.
 func (w *wr) strMap(m map[string]string) {
 	w.count(m == nil, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
+	if len(m) == 0 {
+		return
+	}
+	var buf [8]string
+	keys := buf[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		w.str(k)
 		w.str(m[k])
 	}
@@ -81,7 +120,7 @@ const (
 	timeZone byte = 2
 )
 
-func (w *wr) time(t time.Time) error {
+func (w *wr) time(t time.Time) {
 	switch {
 	case t.IsZero() && t.Location() == time.UTC:
 		w.u8(timeZero)
@@ -92,13 +131,15 @@ func (w *wr) time(t time.Time) error {
 	default:
 		raw, err := t.MarshalBinary()
 		if err != nil {
-			return fmt.Errorf("encode time: %w", err)
+			if w.err == nil {
+				w.err = fmt.Errorf("encode time: %w", err)
+			}
+			return
 		}
 		w.u8(timeZone)
 		w.uvar(uint64(len(raw)))
 		w.b = append(w.b, raw...)
 	}
-	return nil
 }
 
 // rd reads a binary value. The first error sticks and every later read

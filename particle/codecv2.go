@@ -24,12 +24,23 @@ const (
 	kindEpisode byte = 3
 )
 
-func newWriter(kind byte, emb []float32, size int) *wr {
-	w := &wr{b: make([]byte, 0, 2+binaryLenMax+4*len(emb)+size)}
+// newWriter starts a value of kind with room for size bytes after the
+// embedding. It returns the writer by value: keep it in a local.
+func newWriter(kind byte, emb []float32, size int) wr {
+	w := wr{b: make([]byte, 0, 2+binaryLenMax+4*len(emb)+size)}
 	w.u8(formatV2)
 	w.u8(kind)
 	w.floats(emb)
 	return w
+}
+
+// strsSize bounds the encoded size of ss.
+func strsSize(ss []string) int {
+	n := binaryLenMax
+	for _, s := range ss {
+		n += binaryLenMax + len(s)
+	}
+	return n
 }
 
 // binaryLenMax is the most bytes a uvarint takes.
@@ -48,30 +59,25 @@ func newReader(b []byte, kind byte) (*rd, []float32) {
 	return r, emb
 }
 
-func (w *wr) belief(b Belief) error {
+func (w *wr) belief(b Belief) {
 	w.f64(b.Score)
 	w.f64(b.Alpha)
 	w.f64(b.Beta)
 	w.f64(b.Evidence)
-	return w.time(b.UpdatedAt)
+	w.time(b.UpdatedAt)
 }
 
 func (r *rd) belief() Belief {
 	return Belief{Score: r.f64(), Alpha: r.f64(), Beta: r.f64(), Evidence: r.f64(), UpdatedAt: r.time()}
 }
 
-// firstErr is the first non-nil error of errs.
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func encodeNodeV2(n *Node) ([]byte, error) {
-	w := newWriter(kindNode, n.Embedding, 64+len(n.ID)+len(n.Name)+len(n.Namespace))
+	size := 96 + len(n.ID) + len(n.Name) + len(n.Namespace) + len(n.Type) +
+		strsSize(n.Aliases) + strsSize(n.Attributes.Tags) + strsSize(n.Attributes.CMSSpanIDs) + strsSize(n.Attributes.RLDSEpisodeIDs)
+	for k, v := range n.Attributes.Props {
+		size += 2*binaryLenMax + len(k) + len(v)
+	}
+	w := newWriter(kindNode, n.Embedding, size)
 	w.str(n.ID)
 	w.str(n.Namespace)
 	w.str(string(n.Type))
@@ -81,10 +87,12 @@ func encodeNodeV2(n *Node) ([]byte, error) {
 	w.strs(n.Attributes.CMSSpanIDs)
 	w.strs(n.Attributes.RLDSEpisodeIDs)
 	w.strMap(n.Attributes.Props)
-	err := firstErr(w.belief(n.Belief), w.time(n.CreatedAt), w.time(n.UpdatedAt))
+	w.belief(n.Belief)
+	w.time(n.CreatedAt)
+	w.time(n.UpdatedAt)
 	w.uvar(n.Seq)
-	if err != nil {
-		return nil, fmt.Errorf("encode node %s: %w", n.ID, err)
+	if w.err != nil {
+		return nil, fmt.Errorf("encode node %s: %w", n.ID, w.err)
 	}
 	return w.b, nil
 }
@@ -118,13 +126,19 @@ type edgeBox struct {
 }
 
 func encodeEdgeV2(e *Edge) ([]byte, error) {
-	w := newWriter(kindEdge, e.Embedding, 256+len(e.Provenance)*64)
+	size := 256 + len(e.Provenance)*64
+	for i := range e.Provenance {
+		p := &e.Provenance[i]
+		size += len(p.EpisodeID) + len(p.CMSSpanID) + len(p.Agent)
+	}
+	w := newWriter(kindEdge, e.Embedding, size)
 	w.str(e.ID)
 	w.str(e.Namespace)
 	w.str(e.Source)
 	w.str(e.Target)
 	w.str(string(e.Type))
-	errs := []error{w.time(e.Scope.TimeRange.From), w.time(e.Scope.TimeRange.To)}
+	w.time(e.Scope.TimeRange.From)
+	w.time(e.Scope.TimeRange.To)
 	w.str(e.Scope.Location)
 	w.strs(e.Scope.Audience)
 	w.count(e.Provenance == nil, len(e.Provenance))
@@ -137,7 +151,7 @@ func encodeEdgeV2(e *Edge) ([]byte, error) {
 		}
 		w.str(p.CMSSpanID)
 		w.str(p.Agent)
-		errs = append(errs, w.time(p.ObservedAt))
+		w.time(p.ObservedAt)
 	}
 	w.ivar(int64(e.Evidence))
 	w.present(e.Assertion != nil)
@@ -146,11 +160,11 @@ func encodeEdgeV2(e *Edge) ([]byte, error) {
 		w.str(e.Assertion.Value)
 	}
 	w.f64(e.Confidence)
-	errs = append(errs, w.belief(e.Belief))
+	w.belief(e.Belief)
 	w.f64(e.Salience.Score)
 	w.str(e.Salience.DecayFn)
 	w.f64(e.Salience.HalfLifeS)
-	errs = append(errs, w.time(e.Salience.LastUpdated))
+	w.time(e.Salience.LastUpdated)
 	w.strs(e.Policy.AllowRoles)
 	w.strs(e.Policy.DenyRoles)
 	w.str(string(e.Policy.Sensitivity))
@@ -160,15 +174,17 @@ func encodeEdgeV2(e *Edge) ([]byte, error) {
 		w.boolean(*e.Policy.Portable)
 	}
 	w.str(e.Policy.Origin)
-	errs = append(errs, w.time(e.ValidFrom), w.time(e.ValidTo))
+	w.time(e.ValidFrom)
+	w.time(e.ValidTo)
 	w.str(string(e.Status))
 	w.str(e.SupersededBy)
-	errs = append(errs, w.time(e.EndedAt))
+	w.time(e.EndedAt)
 	w.strs(e.Contradicts)
-	errs = append(errs, w.time(e.CreatedAt), w.time(e.UpdatedAt))
+	w.time(e.CreatedAt)
+	w.time(e.UpdatedAt)
 	w.uvar(e.Seq)
-	if err := firstErr(errs...); err != nil {
-		return nil, fmt.Errorf("encode edge %s: %w", e.ID, err)
+	if w.err != nil {
+		return nil, fmt.Errorf("encode edge %s: %w", e.ID, w.err)
 	}
 	return w.b, nil
 }
@@ -238,18 +254,24 @@ func decodeEdgeV2(b []byte) (*Edge, error) {
 }
 
 func encodeEpisodeV2(e *Episode) ([]byte, error) {
-	size := 128
-	for _, id := range e.Edges {
-		size += 1 + len(id)
+	// The metadata is marshalled first so that the buffer is sized once;
+	// its error still ranks after the times' (the order of the fields).
+	var js []byte
+	var jsErr error
+	if e.Metadata != nil {
+		js, jsErr = json.Marshal(e.Metadata)
 	}
-	for _, id := range e.Nodes {
-		size += 1 + len(id)
+	size := 128 + len(js) + len(e.ID) + len(e.Namespace) + len(e.Agent) + len(e.Location) +
+		len(e.LanguageInstruction) + len(e.LastTool) + len(e.NodeID) + strsSize(e.Nodes) + strsSize(e.Edges)
+	for k, v := range e.Features {
+		size += 2*binaryLenMax + len(k) + len(v)
 	}
 	w := newWriter(kindEpisode, e.Embedding, size)
 	w.str(e.ID)
 	w.str(e.Namespace)
 	w.str(e.Agent)
-	errs := []error{w.time(e.StartTime), w.time(e.EndTime)}
+	w.time(e.StartTime)
+	w.time(e.EndTime)
 	w.str(e.Location)
 	w.str(e.LanguageInstruction)
 	w.strs(e.Nodes)
@@ -267,8 +289,9 @@ func encodeEpisodeV2(e *Episode) ([]byte, error) {
 	if e.Metadata == nil {
 		w.uvar(0)
 	} else {
-		js, err := json.Marshal(e.Metadata)
-		errs = append(errs, err)
+		if jsErr != nil && w.err == nil {
+			w.err = jsErr
+		}
 		w.count(false, len(js))
 		w.b = append(w.b, js...)
 	}
@@ -276,8 +299,8 @@ func encodeEpisodeV2(e *Episode) ([]byte, error) {
 	w.str(e.LastTool)
 	w.str(e.NodeID)
 	w.uvar(e.Seq)
-	if err := firstErr(errs...); err != nil {
-		return nil, fmt.Errorf("encode episode %s: %w", e.ID, err)
+	if w.err != nil {
+		return nil, fmt.Errorf("encode episode %s: %w", e.ID, w.err)
 	}
 	return w.b, nil
 }
