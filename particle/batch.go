@@ -39,6 +39,9 @@ type Batch struct {
 	order       []string // pending node/edge/episode keys in write order
 	counts      Counts
 	err         error
+	// key is scratch for building an alias or identity key to look up:
+	// a map index by string(key) does not allocate.
+	key []byte
 }
 
 func (s *Store) newBatch() *Batch {
@@ -133,14 +136,14 @@ func (b *Batch) Resolve(ns string, t NodeType, name string) (*Node, bool, error)
 		return nil, false, fmt.Errorf("%w: unknown node type %q", ErrInvalid, t)
 	}
 	name = strings.TrimSpace(name)
-	if Canonical(name) == "" {
+	if name == "" { // what Canonical leaves of a name with no non-space
 		return nil, false, fmt.Errorf("%w: empty %s name", ErrInvalid, t)
 	}
-	ak := aliasKey(ns, t, name)
-	id, ok := b.aliases[ak]
+	b.key = appendAliasKey(b.key[:0], ns, t, name)
+	id, ok := b.aliases[string(b.key)]
 	if !ok {
 		b.s.mu.RLock()
-		id, ok = b.s.v.aliases[ak]
+		id, ok = b.s.v.aliases[string(b.key)]
 		b.s.mu.RUnlock()
 	}
 	if ok {
@@ -148,6 +151,7 @@ func (b *Batch) Resolve(ns string, t NodeType, name string) (*Node, bool, error)
 			return n, false, nil
 		}
 	}
+	ak := string(b.key)
 	seq, err := b.nextSeq()
 	if err != nil {
 		return nil, false, err
@@ -192,11 +196,16 @@ func (b *Batch) PutNode(n *Node) error {
 
 // FindEdge returns a private copy of the edge with this identity, or nil.
 func (b *Batch) FindEdge(ns, src string, t EdgeType, predicate, dst string) *Edge {
-	ik := edgeIdentity(ns, src, t, predicate, dst)
-	id, ok := b.identity[ik]
+	b.key = appendEdgeIdentity(b.key[:0], ns, src, t, predicate, dst)
+	return b.edgeByIdentity(b.key)
+}
+
+// edgeByIdentity is FindEdge of a built identity key.
+func (b *Batch) edgeByIdentity(ik []byte) *Edge {
+	id, ok := b.identity[string(ik)]
 	if !ok {
 		b.s.mu.RLock()
-		id, ok = b.s.v.identity[ik]
+		id, ok = b.s.v.identity[string(ik)]
 		b.s.mu.RUnlock()
 	}
 	if !ok {
@@ -226,7 +235,11 @@ func (b *Batch) Edge(id string) *Edge {
 
 // PutEdge stages e. A new edge (no ID) gets an id and a compact seq, and
 // its identity and adjacency entries.
-func (b *Batch) PutEdge(e *Edge) error {
+func (b *Batch) PutEdge(e *Edge) error { return b.putEdge(e, "") }
+
+// putEdge is PutEdge; ik, when set, is the identity key of e, new (the
+// one edgeIdentity makes of it).
+func (b *Batch) putEdge(e *Edge, ik string) error {
 	if !e.Type.Valid() {
 		return fmt.Errorf("%w: unknown edge type %q", ErrInvalid, e.Type)
 	}
@@ -249,7 +262,10 @@ func (b *Batch) PutEdge(e *Edge) error {
 			e.Status = StatusActive
 		}
 		b.newEdges[e.ID] = true
-		b.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+		if ik == "" {
+			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+		}
+		b.identity[ik] = e.ID
 	}
 	e.UpdatedAt = b.now
 	b.edges[e.ID] = e
@@ -473,6 +489,68 @@ func cloneEdge(e *Edge) *Edge {
 		c.Assertion = &a
 	}
 	return &c
+}
+
+// appendCanonical appends Canonical(s). A name that is already canonical
+// (ASCII, lower case, single spaces between words), as most are, is
+// appended as it is, without Canonical's copy.
+func appendCanonical(dst []byte, s string) []byte {
+	if !isCanonical(s) {
+		return append(dst, Canonical(s)...)
+	}
+	return append(dst, s...)
+}
+
+// isCanonical reports whether Canonical(s) == s, for the common case:
+// false may still be canonical.
+func isCanonical(s string) bool {
+	if s == "" {
+		return true
+	}
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	prev := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80, 'A' <= c && c <= 'Z', '\t' <= c && c <= '\r', c == ' ' && prev == ' ':
+			return false
+		}
+		prev = c
+	}
+	return true
+}
+
+// appendAliasKey appends aliasKey(ns, t, name).
+func appendAliasKey(dst []byte, ns string, t NodeType, name string) []byte {
+	dst = append(dst, ns...)
+	dst = append(dst, 0)
+	dst = append(dst, t...)
+	dst = append(dst, 0)
+	return appendCanonical(dst, name)
+}
+
+// appendEdgeIdentity appends edgeIdentity(ns, src, t, pred, dst).
+func appendEdgeIdentity(k []byte, ns, src string, t EdgeType, pred, dst string) []byte {
+	k = appendCanonical(appendIdentityHead(k, ns, src, t), pred)
+	return appendIdentityTail(k, dst)
+}
+
+// appendIdentityHead and appendIdentityTail append what stands before
+// and after the predicate in an edge identity.
+func appendIdentityHead(k []byte, ns, src string, t EdgeType) []byte {
+	k = append(k, ns...)
+	k = append(k, 0)
+	k = append(k, src...)
+	k = append(k, 0)
+	k = append(k, t...)
+	return append(k, 0)
+}
+
+func appendIdentityTail(k []byte, dst string) []byte {
+	k = append(k, 0)
+	return append(k, dst...)
 }
 
 // collapse trims and collapses whitespace, keeping case: the display form.

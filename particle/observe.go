@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -68,10 +69,9 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	}
 	// The identity of non-assertion edges ignores their label; a fact's
 	// is its registered predicate and scope location.
-	var pred string
 	var reg *Predicate
 	if o.Type == EdgeAssertion {
-		if Canonical(o.Predicate) == "" {
+		if strings.TrimSpace(o.Predicate) == "" { // Canonical(o.Predicate) == ""
 			return nil, false, fmt.Errorf("%w: an assertion needs a predicate", ErrInvalid)
 		}
 		var err error
@@ -79,9 +79,9 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 			return nil, false, err
 		}
 		o.Predicate = reg.Name
-		pred = factKey(reg.Name, o.Location)
 	}
-	if e := b.FindEdge(ns, o.Source, o.Type, pred, o.Target); e != nil {
+	b.key = appendObservedIdentity(b.key[:0], ns, o.Source, o.Type, reg, o.Location, o.Target)
+	if e := b.edgeByIdentity(b.key); e != nil {
 		d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
 		last := e.Salience.LastUpdated
 		if at.Before(last) {
@@ -102,6 +102,10 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		return e, false, b.PutEdge(e)
 	}
+	// The identity of the new edge, as PutEdge would make it of the edge
+	// (its assertion's predicate is Canonical(reg.Name), whose canonical
+	// form is reg.Name's).
+	ik := string(b.key)
 	e := &Edge{
 		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
 		Scope:      Scope{TimeRange: TimeRange{From: o.Provenance.ObservedAt, To: o.Provenance.ObservedAt}, Location: o.Location, Audience: o.Audience},
@@ -125,7 +129,7 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		e.Embedding = v
 	}
-	if err := b.PutEdge(e); err != nil {
+	if err := b.putEdge(e, ik); err != nil {
 		return nil, false, err
 	}
 	if reg != nil {
@@ -134,6 +138,23 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 	}
 	return e, true, nil
+}
+
+// appendObservedIdentity appends the identity of an observed edge:
+// edgeIdentity(ns, src, t, pred, dst) where pred is factKey(reg.Name,
+// location) for a fact (reg set), else "". The fact key is written in
+// place: Canonical of it is Canonical(reg.Name) [+ "@" +
+// Canonical(location)], each part canonical already.
+func appendObservedIdentity(k []byte, ns, src string, t EdgeType, reg *Predicate, location, dst string) []byte {
+	k = appendIdentityHead(k, ns, src, t)
+	if reg != nil {
+		k = appendCanonical(k, reg.Name)
+		if location != "" {
+			k = append(k, '@')
+			k = appendCanonical(k, location)
+		}
+	}
+	return appendIdentityTail(k, dst)
 }
 
 func widen(r *TimeRange, t time.Time) {
