@@ -83,6 +83,16 @@ type episodeWriter struct {
 	at   time.Time
 	idx  *int
 	errs []error
+	// pending is the edge edgeWith observes, for embedPending: one
+	// method value per message instead of a closure per edge.
+	pending pendingEdge
+	embed   func() ([]float32, error)
+}
+
+// pendingEdge is what an edge's embedding is made of.
+type pendingEdge struct {
+	src, dst, pred, value string
+	vec                   []float32
 }
 
 func (w *episodeWriter) blobErr() error { return errors.Join(w.errs...) }
@@ -450,7 +460,7 @@ func (w *episodeWriter) node(t particle.NodeType, name string) (*particle.Node, 
 	if err := w.b.PutNode(n); err != nil {
 		return nil, err
 	}
-	if w.ep != nil && !slices.Contains(w.ep.Nodes, n.ID) {
+	if w.ep != nil && !hasFromEnd(w.ep.Nodes, n.ID) {
 		w.ep.Nodes = append(w.ep.Nodes, n.ID)
 	}
 	return n, nil
@@ -485,27 +495,50 @@ func (w *episodeWriter) edgeWith(src, dst string, t particle.EdgeType, pred, val
 	if pol != nil {
 		o.Policy = *pol
 	}
-	o.Embed = func() ([]float32, error) {
-		if vec != nil {
-			return vec, nil
-		}
-		if w.a.Embedder == nil {
-			return nil, nil
-		}
-		text := w.label(src) + " " + pred + " " + w.label(dst)
-		if value != "" {
-			text += " " + value
-		}
-		return w.a.Embedder.Embed(w.ctx, text)
+	// Observe calls Embed before it returns, and only for a new edge.
+	w.pending = pendingEdge{src: src, dst: dst, pred: pred, value: value, vec: vec}
+	if w.embed == nil {
+		w.embed = w.embedPending
 	}
-	e, _, err := w.b.Observe(o)
+	o.Embed = w.embed
+	e, created, err := w.b.Observe(o)
+	w.pending = pendingEdge{}
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(w.ep.Edges, e.ID) {
+	// A new edge has a fresh id: no episode lists it yet.
+	if created || !hasFromEnd(w.ep.Edges, e.ID) {
 		w.ep.Edges = append(w.ep.Edges, e.ID)
 	}
 	return e, nil
+}
+
+// embedPending is the embedding of the pending edge: its own vector, or
+// its text embedded.
+func (w *episodeWriter) embedPending() ([]float32, error) {
+	p := &w.pending
+	if p.vec != nil {
+		return p.vec, nil
+	}
+	if w.a.Embedder == nil {
+		return nil, nil
+	}
+	text := w.label(p.src) + " " + p.pred + " " + w.label(p.dst)
+	if p.value != "" {
+		text += " " + p.value
+	}
+	return w.a.Embedder.Embed(w.ctx, text)
+}
+
+// hasFromEnd is slices.Contains, searching from the end: an episode's
+// lists meet again mostly what they took last.
+func hasFromEnd(ids []string, id string) bool {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if ids[i] == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *episodeWriter) label(id string) string {
@@ -521,43 +554,56 @@ func checkShapes(ep *particle.Episode, s *Step) error {
 	if ep.Features == nil {
 		ep.Features = map[string]string{}
 	}
-	for _, g := range []struct {
+	// The name and signature are built in scratch space: a step whose
+	// features keep their shapes, as most do, allocates neither.
+	var nameBuf, sigBuf [64]byte
+	for _, g := range [...]struct {
 		prefix string
 		f      Features
 	}{{"observation", s.Observation}, {"action", s.Action}} {
 		for k, t := range g.f {
-			name := FeatureName(g.prefix, k)
-			sig := signature(t)
-			if have, ok := ep.Features[name]; ok && have != sig {
-				return fmt.Errorf("%w: %s is %s at step %d, but %s earlier in episode %s", ErrShape, name, sig, s.Index, have, ep.ID)
+			name := append(nameBuf[:0], g.prefix...) // FeatureName(g.prefix, k)
+			if k != "" {
+				name = append(append(name, '/'), k...)
 			}
-			ep.Features[name] = sig
+			sig := appendSignature(sigBuf[:0], t)
+			have, ok := ep.Features[string(name)]
+			if ok && have != string(sig) {
+				return fmt.Errorf("%w: %s is %s at step %d, but %s earlier in episode %s", ErrShape, string(name), string(sig), s.Index, have, ep.ID)
+			}
+			if !ok {
+				ep.Features[string(name)] = string(sig)
+			}
 		}
 	}
 	return nil
 }
 
-func signature(t Tensor) string {
+func signature(t Tensor) string { return string(appendSignature(nil, t)) }
+
+// appendSignature appends t's dtype and shape, the shape as JSON
+// ("null", "[]", "[7]"): signatures are stored.
+func appendSignature(b []byte, t Tensor) []byte {
+	b = append(b, t.DType...)
+	if t.DType == Image || t.DType == Bytes || t.DType == String {
+		return append(b, "null"...)
+	}
 	shape := t.Shape
 	if len(shape) == 0 && len(t.Data) > 1 {
-		shape = []int{len(t.Data)}
+		b = strconv.AppendInt(append(b, '['), int64(len(t.Data)), 10)
+		return append(b, ']')
 	}
-	if t.DType == Image || t.DType == Bytes || t.DType == String {
-		shape = nil
+	if shape == nil {
+		return append(b, "null"...)
 	}
-	// The shape as JSON ("null", "[]", "[7]"): signatures are stored.
-	b := append([]byte(t.DType), "null"...)
-	if shape != nil {
-		b = append(b[:len(t.DType)], '[')
-		for i, d := range shape {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(d), 10)
+	b = append(b, '[')
+	for i, d := range shape {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, ']')
+		b = strconv.AppendInt(b, int64(d), 10)
 	}
-	return string(b)
+	return append(b, ']')
 }
 
 // encodeStep stores image and byte tensors as blobs and returns the
