@@ -126,10 +126,17 @@ type edgeBox struct {
 }
 
 func encodeEdgeV2(e *Edge) ([]byte, error) {
-	size := 256 + len(e.Provenance)*64
+	// At most 16 bytes a time, 8 a float, 10 a varint or string length.
+	size := 320 + len(e.ID) + len(e.Namespace) + len(e.Source) + len(e.Target) + len(e.Type) +
+		len(e.Scope.Location) + len(e.Salience.DecayFn) + len(e.Policy.Sensitivity) + len(e.Policy.Subject) +
+		len(e.Policy.Origin) + len(e.Status) + len(e.SupersededBy) + strsSize(e.Scope.Audience) +
+		strsSize(e.Policy.AllowRoles) + strsSize(e.Policy.DenyRoles) + strsSize(e.Contradicts)
+	if a := e.Assertion; a != nil {
+		size += 2*binaryLenMax + len(a.Predicate) + len(a.Value)
+	}
 	for i := range e.Provenance {
 		p := &e.Provenance[i]
-		size += len(p.EpisodeID) + len(p.CMSSpanID) + len(p.Agent)
+		size += 48 + len(p.EpisodeID) + len(p.CMSSpanID) + len(p.Agent)
 	}
 	w := newWriter(kindEdge, e.Embedding, size)
 	w.str(e.ID)

@@ -65,7 +65,41 @@ type stepExtra struct {
 
 // EncodeStep encodes a step for storage (format 2).
 func EncodeStep(s *Step) ([]byte, error) {
-	return AppendStep(nil, s)
+	if s.Index < 0 {
+		return nil, fmt.Errorf("encode step %d: negative index", s.Index)
+	}
+	js, err := stepExtraJSON(s)
+	if err != nil {
+		return nil, err
+	}
+	// Sized once: the fixed part, the features, the JSON tail.
+	size := 64 + len(s.LanguageInstruction) + len(js) + featuresSize(s.Observation) + featuresSize(s.Action)
+	return appendStep(make([]byte, 0, size), s, js), nil
+}
+
+// featuresSize bounds the encoded size of f.
+func featuresSize(f Features) int {
+	n := binary.MaxVarintLen64
+	for k, t := range f {
+		n += 8*binary.MaxVarintLen64 + len(k) + len(t.DType) + binary.MaxVarintLen64*len(t.Shape) + 8*len(t.Data) +
+			len(t.Bytes) + len(t.Encoding) + len(t.Ref)
+		for _, s := range t.Text {
+			n += binary.MaxVarintLen64 + len(s)
+		}
+	}
+	return n
+}
+
+// stepExtraJSON is the JSON tail of s, nil when it has none.
+func stepExtraJSON(s *Step) ([]byte, error) {
+	if s.Metadata == nil && s.Annotations == nil {
+		return nil, nil
+	}
+	js, err := json.Marshal(stepExtra{Metadata: s.Metadata, Annotations: s.Annotations})
+	if err != nil {
+		return nil, fmt.Errorf("encode step %d: %w", s.Index, err)
+	}
+	return js, nil
 }
 
 // AppendStep appends the storage encoding of s (format 2) to dst.
@@ -73,6 +107,15 @@ func AppendStep(dst []byte, s *Step) ([]byte, error) {
 	if s.Index < 0 {
 		return nil, fmt.Errorf("encode step %d: negative index", s.Index)
 	}
+	js, err := stepExtraJSON(s)
+	if err != nil {
+		return nil, err
+	}
+	return appendStep(dst, s, js), nil
+}
+
+// appendStep appends s with its JSON tail js (from stepExtraJSON).
+func appendStep(dst []byte, s *Step, js []byte) []byte {
 	b := append(dst, stepFormatV2)
 	b = binary.AppendUvarint(b, uint64(s.Index))
 	var flags byte
@@ -96,13 +139,10 @@ func AppendStep(dst []byte, s *Step) ([]byte, error) {
 	b = appendFeatures(b, s.Observation)
 	b = appendFeatures(b, s.Action)
 	if flags&flagExtra != 0 {
-		js, err := json.Marshal(stepExtra{Metadata: s.Metadata, Annotations: s.Annotations})
-		if err != nil {
-			return nil, fmt.Errorf("encode step %d: %w", s.Index, err)
-		}
-		b = appendStr(b, string(js))
+		b = binary.AppendUvarint(b, uint64(len(js)))
+		b = append(b, js...)
 	}
-	return b, nil
+	return b
 }
 
 func appendStr(b []byte, s string) []byte {
