@@ -175,6 +175,24 @@ func FactInstant(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
+// FactSince is FactInstant(now).Sub(FactInstant(ns)) for now other than
+// 0, without building either time: the difference, or the bound of
+// Duration it passes.
+func FactSince(now, ns int64) time.Duration {
+	if ns == 0 {
+		// The zero time is centuries before any other.
+		return math.MaxInt64
+	}
+	d := now - ns
+	if (now^ns)&(now^d) < 0 { // overflowed: the signs differ, and d's is ns's
+		if now > ns {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return time.Duration(d)
+}
+
 // EdgeAgentKey is the agent key of an edge's provenance: wave.AgentKey
 // of its one agent, 0 without any, wave.AgentSetKey of its agents with
 // several.

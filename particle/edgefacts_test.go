@@ -233,6 +233,23 @@ func TestFactTime(t *testing.T) {
 	}
 }
 
+// FactSince must be time.Time.Sub on the instants the counts stand
+// for, saturation included.
+func TestFactSince(t *testing.T) {
+	counts := []int64{0, 1, -1, 1e9, -1e9, 1772000000123456789, -1772000000123456789, math.MaxInt64, math.MinInt64 + 1,
+		math.MaxInt64 / 2, math.MinInt64 / 2, 9e18, -9e18}
+	for _, now := range counts {
+		for _, ns := range counts {
+			if now == 0 {
+				continue
+			}
+			if got, want := FactSince(now, ns), FactInstant(now).Sub(FactInstant(ns)); got != want {
+				t.Errorf("FactSince(%d, %d) = %d, want %d", now, ns, got, want)
+			}
+		}
+	}
+}
+
 // The facts stay one cache line; the salience record is the 24 bytes
 // read beside them for the edges a walk scores.
 func TestEdgeFactsSizes(t *testing.T) {
