@@ -24,13 +24,16 @@ type factCheck struct {
 	sameAgent bool
 	agent     uint32
 	plainOK   bool
+	// ns is the request's namespace as edge facts number it
+	// (particle.Reader.NamespaceKey; 0: no edge is of it).
+	ns uint32
 }
 
 // factCheck compiles the run's request.
 func (run *run) factCheck() factCheck {
 	req := run.req
 	c := factCheck{usable: true, minConf: req.MinConfidence, history: run.history,
-		plainOK: run.policy().PlainEdgesVisible(run.ns)}
+		plainOK: run.policy().PlainEdgesVisible(run.ns), ns: run.r.NamespaceKey(run.ns)}
 	exact := func(ns int64, ok bool) int64 {
 		c.usable = c.usable && ok
 		return ns

@@ -262,8 +262,10 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 // the request's constraints.
 func (run *run) allow(id uint64) bool {
 	r := run.r
-	if e := r.EdgeBySeq(id); e != nil {
-		return e.Namespace == run.ns && run.admitsAt(e, r.EdgeFactsBySeq(id))
+	if f := r.EdgeFactsBySeq(id); f != nil {
+		// An edge: its facts hold its namespace, and decide most of
+		// what the request asks without reading it.
+		return f.NS == run.facts().ns && run.admitsSeq(id, f)
 	}
 	if n := r.NodeBySeq(id); n != nil {
 		return n.Namespace == run.ns && run.policy().NodeVisible(n)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -44,6 +45,8 @@ type run struct {
 
 	fc      factCheck // the request's constraints for edge facts, once compiled
 	fcReady bool
+
+	cands *[]edgeCand // the expansion's candidates, pooled (candLists)
 }
 
 // state is the run's pooled state, taken on first use.
@@ -59,21 +62,40 @@ func (run *run) state() *runState {
 func (run *run) release() {
 	putRunState(run.st)
 	run.st = nil
+	if run.cands != nil {
+		putCandList(run.cands)
+		run.cands = nil
+	}
+}
+
+// facts is the run's fact check, compiled on first use.
+func (run *run) facts() *factCheck {
+	if !run.fcReady {
+		run.fc, run.fcReady = run.factCheck(), true
+	}
+	return &run.fc
 }
 
 // admitsAt is admits for edge e whose view facts are f (nil: none): the
 // facts decide most edges without reading e (factCheck), admits the
-// rest. Every caller that holds an edge's seq goes through it.
+// rest. Every caller that holds an edge goes through it, or through
+// admitsSeq.
 func (run *run) admitsAt(e *particle.Edge, f *particle.EdgeFacts) bool {
 	if f != nil {
-		if !run.fcReady {
-			run.fc, run.fcReady = run.factCheck(), true
-		}
-		if admit, decided := run.fc.decide(f); decided {
+		if admit, decided := run.facts().decide(f); decided {
 			return admit
 		}
 	}
 	return run.admits(e)
+}
+
+// admitsSeq is admitsAt for the edge at seq, whose facts are f: the
+// edge is read only when the facts cannot decide.
+func (run *run) admitsSeq(seq uint64, f *particle.EdgeFacts) bool {
+	if admit, decided := run.facts().decide(f); decided {
+		return admit
+	}
+	return run.admits(run.r.EdgeBySeq(seq))
 }
 
 // admits applies every constraint of the request to an edge.
@@ -217,10 +239,46 @@ func (st *runState) byScore(ids []int32) {
 	slices.SortStableFunc(ids, func(a, b int32) int { return cmp.Compare(st.nodes[b].score, st.nodes[a].score) })
 }
 
+// edgeCand is an edge an expansion step considers, held by seq: its
+// facts admit it and, with its salience record, give the part of its
+// score that needs no embedding, so the edge itself is read only for
+// its embedding (the candidates that may rank), to keep it, or where
+// the records defer to it.
+type edgeCand struct {
+	seq   uint64
+	f     *particle.EdgeFacts // the view's; nil: read everything from e
+	e     *particle.Edge      // nil until read
+	score float64
+}
+
+// edge is c's edge, read on first use.
+func (run *run) edge(c *edgeCand) *particle.Edge {
+	if c.e == nil {
+		c.e = run.r.EdgeBySeq(c.seq)
+	}
+	return c.e
+}
+
+// candLists pools the expansion's candidate lists (one grows to
+// maxScan and more).
+var candLists = sync.Pool{New: func() any { return new([]edgeCand) }}
+
+func putCandList(l *[]edgeCand) {
+	if cap(*l) > maxPooledItems {
+		return
+	}
+	clear((*l)[:cap(*l)]) // drop pointers into the graph
+	candLists.Put(l)
+}
+
 // expand walks out from the seeds, hop by hop, taking each node's best
 // admissible edges, until the hops or the budget run out.
 func (run *run) expand() {
 	r, st := run.r, run.state()
+	if run.cands == nil {
+		run.cands = candLists.Get().(*[]edgeCand)
+	}
+	cands := run.cands
 	st.frontier = st.frontier[:0]
 	for i := range st.nodes {
 		st.frontier = append(st.frontier, int32(i))
@@ -234,38 +292,33 @@ func (run *run) expand() {
 				return
 			}
 			from := st.nodes[fi].n
-			st.cands = st.cands[:0]
+			*cands = (*cands)[:0]
 			limit, scanned := maxScan/2, 0
 			collect := func(seq uint64, f *particle.EdgeFacts) bool {
 				scanned++
-				if _, kept := st.edgeAt.get(seq); !kept {
-					if e := r.EdgeBySeq(seq); run.admitsAt(e, f) {
-						st.cands = append(st.cands, cand{e: e})
-					}
+				if _, kept := st.edgeAt.get(seq); !kept && run.admitsSeq(seq, f) {
+					*cands = append(*cands, edgeCand{seq: seq, f: f})
 				}
 				// Stop at the candidate budget, or after looking at four
 				// times as many edges when constraints turn most away.
-				return len(st.cands) < limit && scanned < 4*limit
+				return len(*cands) < limit && scanned < 4*limit
 			}
 			r.OutNewestFacts(from.ID, collect)
 			limit = maxScan
 			r.InNewestFacts(from.ID, collect)
-			st.batch = st.batch[:0]
-			for _, c := range st.cands {
-				st.batch = append(st.batch, c.e)
-			}
-			for i, s := range run.topScores(st.batch, run.p.opts.PerNodeFanout) {
-				st.cands[i].score = s
-			}
-			slices.SortFunc(st.cands, func(a, b cand) int { return cmp.Compare(b.score, a.score) })
-			for _, c := range st.cands[:min(len(st.cands), run.p.opts.PerNodeFanout)] {
+			cs := *cands
+			run.scoreCands(cs, run.p.opts.PerNodeFanout)
+			slices.SortFunc(cs, func(a, b edgeCand) int { return cmp.Compare(b.score, a.score) })
+			for i := range cs[:min(len(cs), run.p.opts.PerNodeFanout)] {
 				if run.full() {
 					run.truncated = true
 					return
 				}
-				other, src, dst := c.e.Target, from, (*particle.Node)(nil)
+				c := &cs[i]
+				e := run.edge(c)
+				other, src, dst := e.Target, from, (*particle.Node)(nil)
 				if other == from.ID {
-					other, src = c.e.Source, nil
+					other, src = e.Source, nil
 				}
 				on := r.Node(other)
 				if on == nil {
@@ -276,7 +329,7 @@ func (run *run) expand() {
 				} else {
 					dst = on
 				}
-				st.keepEdge(runEdge{e: c.e, score: c.score, src: src, dst: dst})
+				st.keepEdge(runEdge{e: e, score: c.score, src: src, dst: dst})
 				own := run.ownScore(on)
 				if run.addNode(on, own*0.5+c.score*0.5, hop, false) {
 					last := &st.nodes[len(st.nodes)-1]
@@ -320,7 +373,7 @@ func (run *run) ownScore(n *particle.Node) float64 {
 func (run *run) scoreEdge(e *particle.Edge) float64 {
 	s := run.similarity(e) * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
 	if run.temporal {
-		s *= run.recency(e)
+		s *= run.recency(e.ValidFrom, e.ValidTo)
 	}
 	return s
 }
@@ -329,33 +382,58 @@ func (run *run) scoreEdge(e *particle.Edge) float64 {
 // from 1 towards 0.5 (temporal strategy).
 const recencyScale = 24 * time.Hour
 
-// recency weighs a fact by how close its validity is to the reference
-// time: 1 for a fact valid at it, towards 0.5 for one long before or
-// after.
-func (run *run) recency(e *particle.Edge) float64 {
+// recency weighs a fact valid from from to to by how close its
+// validity is to the reference time: 1 for a fact valid at it, towards
+// 0.5 for one long before or after.
+func (run *run) recency(from, to time.Time) float64 {
 	ref := run.now
 	if tw := run.req.TimeWindow; tw != nil && !tw.To.IsZero() && tw.To.Before(ref) {
 		ref = tw.To
 	}
 	var d time.Duration
 	switch {
-	case e.ValidFrom.After(ref):
-		d = e.ValidFrom.Sub(ref)
-	case !e.ValidTo.IsZero() && e.ValidTo.Before(ref):
-		d = ref.Sub(e.ValidTo)
+	case from.After(ref):
+		d = from.Sub(ref)
+	case !to.IsZero() && to.Before(ref):
+		d = ref.Sub(to)
 	}
 	return 0.5 + 0.5/(1+float64(d)/float64(recencyScale))
 }
 
-// scoreEdges scores a candidate set at once: saliences are decayed with
-// gonum over each group of edges that share decay parameters. The
-// result is scratch, valid until the next call.
-func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
-	scores := run.staticScores(edges)
-	for i, e := range edges {
-		scores[i] *= run.similarity(e)
+// recencyOf is c's recency, from its facts where they hold its times
+// exactly.
+func (run *run) recencyOf(c *edgeCand) float64 {
+	if f := c.f; f != nil && f.Flags&particle.FactExact != 0 {
+		return run.recency(particle.FactInstant(f.ValidFrom), particle.FactInstant(f.ValidTo))
 	}
-	return scores
+	e := run.edge(c)
+	return run.recency(e.ValidFrom, e.ValidTo)
+}
+
+// confidenceOf is c's confidence (its facts hold it exactly).
+func (run *run) confidenceOf(c *edgeCand) float64 {
+	if c.f != nil {
+		return c.f.Confidence
+	}
+	return run.edge(c).Confidence
+}
+
+// salienceOf is what c's decayed salience is computed from: its score,
+// its age at run.now in seconds and its decay, from its salience record
+// where that stands for the edge's salience exactly. now is run.now as
+// particle.FactTime holds it, 0 where it does not (the age is then
+// computed on times).
+func (run *run) salienceOf(c *edgeCand, now int64) (score, ageS float64, k decayKey) {
+	if f := c.f; f != nil && f.Decay != particle.FactDecayEdge {
+		s := run.r.EdgeSalienceBySeq(c.seq)
+		age := particle.FactSince(now, s.LastUpdated)
+		if now == 0 {
+			age = run.now.Sub(particle.FactInstant(s.LastUpdated))
+		}
+		return s.Score, age.Seconds(), decayKey{string(f.Decay.Fn()), s.HalfLifeS}
+	}
+	e := run.edge(c)
+	return e.Salience.Score, run.now.Sub(e.Salience.LastUpdated).Seconds(), decayKey{e.Salience.DecayFn, e.Salience.HalfLifeS}
 }
 
 // similarity is the cosine of q and e's embedding mapped to [0, 1], 0.5
@@ -368,57 +446,63 @@ func (run *run) similarity(e *particle.Edge) float64 {
 	return 0.5
 }
 
-// topScores scores a candidate set as scoreEdges does, exactly for the
-// best fanout of them and for as few others as it can: the rest get
-// -Inf. An edge's score is its similarity, at most 1, times the rest of
-// it (decayed salience, confidence, recency), which needs no embedding;
-// edges are scored in order of that bound until the next bound is below
-// the fanout-th best score found, so the embeddings read are those of
-// the edges that may rank, not those of every candidate (each a 1.5 KB
-// read from a random address). The result is scratch, valid until the
-// next call.
-func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
-	if len(edges) <= fanout {
-		return run.scoreEdges(edges)
+// scoreCands sets the scores of a candidate set, as scoreEdge would
+// give them (saliences are decayed with gonum over each group of
+// candidates that share decay parameters), exactly for the best fanout
+// of them and for as few others as it can: the rest get -Inf. A
+// candidate's score is its similarity, at most 1, times the rest of it
+// (decayed salience, confidence, recency), which needs no embedding;
+// candidates are scored in order of that bound until the next bound is
+// below the fanout-th best score found, so the embeddings read are
+// those of the edges that may rank, not those of every candidate (each
+// a 1.5 KB read from a random address).
+func (run *run) scoreCands(cands []edgeCand, fanout int) {
+	bounds := run.staticScores(cands)
+	if len(cands) <= fanout {
+		for i := range cands {
+			cands[i].score = bounds[i] * run.similarity(run.edge(&cands[i]))
+		}
+		return
 	}
 	st := run.state()
-	bounds := run.staticScores(edges)
-	order := slices.Grow(st.order[:0], len(edges))[:len(edges)]
+	order := slices.Grow(st.order[:0], len(cands))[:len(cands)]
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(bounds[b], bounds[a]) })
 	st.order = order
-	exact := slices.Grow(st.exact[:0], len(edges))[:len(edges)]
-	st.exact = exact
 	best := &st.best
 	best.k, best.h = fanout, best.h[:0]
 	for j, i := range order {
 		if best.full() && bounds[i] < best.min() {
 			for _, rest := range order[j:] {
-				exact[rest] = math.Inf(-1)
+				cands[rest].score = math.Inf(-1)
 			}
 			break
 		}
-		exact[i] = bounds[i] * run.similarity(edges[i])
-		best.push(exact[i])
+		cands[i].score = bounds[i] * run.similarity(run.edge(&cands[i]))
+		best.push(cands[i].score)
 	}
-	return exact
 }
 
-// staticScores is every edge's score without its similarity factor:
-// (floor + decayed salience) × confidence, × recency for the temporal
-// strategy.
-func (run *run) staticScores(edges []*particle.Edge) []float64 {
+// staticScores is every candidate's score without its similarity
+// factor: (floor + decayed salience) × confidence, × recency for the
+// temporal strategy. It reads the candidates' records, and their edges
+// only where the records defer. The result is scratch, valid until the
+// next call.
+func (run *run) staticScores(cands []edgeCand) []float64 {
 	st := run.state()
-	n := len(edges)
+	n := len(cands)
 	st.scores = slices.Grow(st.scores[:0], n)[:n]
 	st.ages = slices.Grow(st.ages[:0], n)[:n]
 	groups := st.groups[:0]
-	for i, e := range edges {
-		st.scores[i] = e.Salience.Score
-		st.ages[i] = run.now.Sub(e.Salience.LastUpdated).Seconds()
-		k := decayKey{e.Salience.DecayFn, e.Salience.HalfLifeS}
+	now, ok := particle.FactTime(run.now)
+	if !ok {
+		now = 0
+	}
+	for i := range cands {
+		var k decayKey
+		st.scores[i], st.ages[i], k = run.salienceOf(&cands[i], now)
 		g := slices.IndexFunc(groups, func(g decayGroup) bool { return g.key == k })
 		if g < 0 {
 			// Reuse the index list a group of an earlier call left.
@@ -451,10 +535,11 @@ func (run *run) staticScores(edges []*particle.Edge) []float64 {
 			st.scores[i] = s[j]
 		}
 	}
-	for i, e := range edges {
-		st.scores[i] = (run.p.opts.SalienceFloor + st.scores[i]) * e.Confidence
+	for i := range cands {
+		c := &cands[i]
+		st.scores[i] = (run.p.opts.SalienceFloor + st.scores[i]) * run.confidenceOf(c)
 		if run.temporal {
-			st.scores[i] *= run.recency(e)
+			st.scores[i] *= run.recencyOf(c)
 		}
 	}
 	return st.scores

@@ -1,0 +1,250 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// candsOf holds edges as candidates without view records: scoring them
+// reads every factor from the edges, as the planner did before the
+// records.
+func candsOf(edges []*particle.Edge) []edgeCand {
+	cs := make([]edgeCand, len(edges))
+	for i, e := range edges {
+		cs[i] = edgeCand{seq: e.Seq, e: e}
+	}
+	return cs
+}
+
+func scoresOf(cs []edgeCand) []float64 {
+	out := make([]float64, len(cs))
+	for i := range cs {
+		out[i] = cs[i].score
+	}
+	return out
+}
+
+// scoreEdges scores every edge exactly, from the edges alone.
+func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
+	cs := candsOf(edges)
+	run.scoreCands(cs, len(cs))
+	return scoresOf(cs)
+}
+
+// topScores is scoreCands for edges alone: exact scores for the best
+// fanout, -Inf for those it could leave unscored.
+func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
+	cs := candsOf(edges)
+	run.scoreCands(cs, fanout)
+	return scoresOf(cs)
+}
+
+// edgeStaticScore is an edge's score without its similarity, computed
+// from the edge as staticScores did before the view's records: the
+// decay is ApplyBatch's (element-wise, so a batch of one gives what a
+// group gives).
+func edgeStaticScore(run *run, e *particle.Edge) float64 {
+	s, age := []float64{e.Salience.Score}, []float64{run.now.Sub(e.Salience.LastUpdated).Seconds()}
+	d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
+	d.ApplyBatch(s, s, age)
+	x := (run.p.opts.SalienceFloor + s[0]) * e.Confidence
+	if run.temporal {
+		x *= run.recency(e.ValidFrom, e.ValidTo)
+	}
+	return x
+}
+
+// recordsGraph fills f's store with edges of two namespaces carrying
+// every kind of value the records hold or defer on: each decay function
+// and an unknown one, last updates and validity times held exactly or
+// not (zero, the epoch, far out), NaN and zero half-lives, with and
+// without embeddings, own policies, superseded ones.
+func recordsGraph(t *testing.T, f *fixture, seed uint64) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 99))
+	times := []func() time.Time{
+		func() time.Time { return time.Time{} },
+		func() time.Time { return time.Unix(0, 0).UTC() },
+		func() time.Time { return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC) },
+		func() time.Time { return time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) },
+		func() time.Time { return time.Date(1680, 1, 1, 0, 0, 0, 0, time.UTC) }, // held, but more than a Duration before now
+		func() time.Time { return time.Date(2260, 1, 1, 0, 0, 0, 0, time.UTC) },
+		func() time.Time { return t0.Add(time.Duration(r.Int64N(int64(96*time.Hour))) - 48*time.Hour) },
+		func() time.Time { return t0.Add(time.Duration(r.Int64N(int64(96*time.Hour))) - 48*time.Hour) },
+		func() time.Time { return t0.Add(time.Duration(r.Int64N(int64(96*time.Hour))) - 48*time.Hour) },
+	}
+	pick := func() time.Time { return times[r.IntN(len(times))]() }
+	fns := []string{"", "exp", "exp", "power", "linear", "linear", "bogus"}
+	_, err := f.store.Update(context.Background(), func(b *particle.Batch) error {
+		for _, ns := range []string{testNS, "lab-b"} {
+			var ids []string
+			for i := range 10 {
+				n := &particle.Node{ID: fmt.Sprintf("%s-node-%d", ns, i), Namespace: ns, Type: particle.NodeEntity, Name: fmt.Sprintf("thing %d", i)}
+				n.Embedding = f.embed(n.Name)
+				if err := b.PutNode(n); err != nil {
+					return err
+				}
+				ids = append(ids, n.ID)
+			}
+			for i := range 400 {
+				e := &particle.Edge{Namespace: ns, Source: ids[r.IntN(len(ids))], Target: ids[r.IntN(len(ids))], Type: particle.EdgeAssertion,
+					Assertion: &particle.Assertion{Predicate: fmt.Sprintf("p%d", i)}, Confidence: []float64{0, 0.3, 0.5, 0.9, 1}[r.IntN(5)],
+					Salience: particle.Salience{Score: r.Float64(), DecayFn: fns[r.IntN(len(fns))],
+						HalfLifeS: []float64{0, math.NaN(), 3600, 3600 * 48 * r.Float64()}[r.IntN(4)], LastUpdated: pick()},
+					ValidFrom: pick(), ValidTo: pick()}
+				if r.IntN(5) != 0 {
+					e.Embedding = f.embed(fmt.Sprintf("fact %s %d", ns, i))
+				}
+				if r.IntN(6) == 0 {
+					e.Status = particle.StatusSuperseded
+				}
+				if r.IntN(8) == 0 {
+					e.Policy.DenyRoles = []string{"visitor"}
+				}
+				if err := b.PutEdge(e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordRuns are the requests the record tests ask under: strategies,
+// times and constraints that change how edges are admitted and scored.
+func recordRuns(f *fixture) []*run {
+	var runs []*run
+	window := &TimeWindow{From: t0.Add(-30 * time.Hour), To: t0.Add(-2 * time.Hour)}
+	for i, req := range []Request{{}, {MinConfidence: 0.5}, {Roles: []string{"visitor"}}, {TimeWindow: window}, {AsOf: &t0}, {}} {
+		for _, temporal := range []bool{false, true} {
+			runs = append(runs, &run{p: f.p, req: &req, ns: testNS, q: f.embed(fmt.Sprintf("thing %d", i)), now: t0.Add(time.Duration(i) * 7 * time.Hour),
+				principal: req.principal(), temporal: temporal, history: temporal && req.AsOf == nil})
+		}
+	}
+	runs[len(runs)-1].ns = "lab-b"
+	return runs
+}
+
+// TestEdgeRecordsScoreAsTheEdges is the differential test of the
+// expansion on the view's records: for every node of random graphs and
+// every request, the candidates gathered from the facts are those the
+// edges admit, every candidate's static score is, bit for bit, the one
+// computed from its edge, scoreCands gives the same scores (and the
+// same unscored candidates) on the records as on the edges alone, and
+// the edges are read only where the records defer or an embedding is
+// needed.
+func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
+	deferred, fromRecords, pruned := 0, 0, 0
+	for seed := range uint64(3) {
+		f := newFixture(t, false)
+		recordsGraph(t, f, seed)
+		for ri, run := range recordRuns(f) {
+			f.store.Read(func(r particle.Reader) {
+				run.r = r
+				run.ns = r.Namespace(run.ns)
+				run.fcReady = false
+				defer run.release()
+				r.Nodes(func(n *particle.Node) bool {
+					var cs []edgeCand
+					var edges []*particle.Edge
+					collect := func(seq uint64, facts *particle.EdgeFacts) bool {
+						if run.admitsSeq(seq, facts) {
+							cs = append(cs, edgeCand{seq: seq, f: facts})
+						}
+						if e := r.EdgeBySeq(seq); run.admits(e) {
+							edges = append(edges, e)
+						}
+						return true
+					}
+					r.OutNewestFacts(n.ID, collect)
+					r.InNewestFacts(n.ID, collect)
+					if len(cs) != len(edges) {
+						t.Fatalf("seed %d run %d node %s: %d candidates by the facts, %d by the edges", seed, ri, n.ID, len(cs), len(edges))
+					}
+					for i := range cs {
+						if cs[i].seq != edges[i].Seq {
+							t.Fatalf("seed %d run %d node %s: candidate %d is seq %d by the facts, %d by the edges", seed, ri, n.ID, i, cs[i].seq, edges[i].Seq)
+						}
+					}
+					static := run.staticScores(cs)
+					for i, c := range cs {
+						want := edgeStaticScore(run, edges[i])
+						if math.Float64bits(static[i]) != math.Float64bits(want) {
+							t.Fatalf("seed %d run %d: edge %+v: static score %v from the records, %v from the edge", seed, ri, edges[i], static[i], want)
+						}
+						exact := c.f.Decay != particle.FactDecayEdge && (!run.temporal || c.f.Flags&particle.FactExact != 0)
+						switch {
+						case exact && c.e != nil:
+							t.Fatalf("seed %d run %d: edge %s read though its records hold its static score", seed, ri, edges[i].ID)
+						case exact:
+							fromRecords++
+						default:
+							deferred++
+						}
+					}
+					for _, fanout := range []int{1, 3, 8, len(cs) + 1} {
+						run.scoreCands(cs, fanout)
+						want := run.topScores(edges, fanout)
+						for i := range cs {
+							if math.Float64bits(cs[i].score) != math.Float64bits(want[i]) {
+								t.Fatalf("seed %d run %d fanout %d: edge %s scored %v from the records, %v from the edge", seed, ri, fanout, edges[i].ID, cs[i].score, want[i])
+							}
+							if math.IsInf(want[i], -1) {
+								pruned++
+							}
+						}
+					}
+					return true
+				})
+			})
+		}
+	}
+	if fromRecords == 0 || deferred == 0 || pruned == 0 {
+		t.Fatalf("%d static scores from the records, %d from the edges, %d candidates pruned: the test does not exercise each", fromRecords, deferred, pruned)
+	}
+}
+
+// TestAllowByFactsAsByEdge: the prefilter's predicate, which judges an
+// edge by its facts (its namespace by number), answers for every edge
+// what the request's namespace and admits say of the edge.
+func TestAllowByFactsAsByEdge(t *testing.T) {
+	f := newFixture(t, false)
+	recordsGraph(t, f, 7)
+	allowed, otherNS := 0, 0
+	runs := recordRuns(f)
+	elsewhere := *runs[0]
+	elsewhere.ns = "nowhere" // a namespace without edges
+	for ri, run := range append(runs, &elsewhere) {
+		f.store.Read(func(r particle.Reader) {
+			run.r = r
+			run.ns = r.Namespace(run.ns)
+			run.fcReady = false
+			r.Edges(func(e *particle.Edge) bool {
+				want := e.Namespace == run.ns && run.admits(e)
+				if got := run.allow(e.Seq); got != want {
+					t.Fatalf("run %d (namespace %q): allow(edge %+v) = %v, want %v", ri, run.ns, e, got, want)
+				}
+				if want {
+					allowed++
+				}
+				if e.Namespace != run.ns {
+					otherNS++
+				}
+				return true
+			})
+		})
+	}
+	if allowed == 0 || otherNS == 0 {
+		t.Fatalf("%d edges allowed, %d of another namespace: the test does not exercise both", allowed, otherNS)
+	}
+}
