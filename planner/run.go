@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -45,8 +44,6 @@ type run struct {
 
 	fc      factCheck // the request's constraints for edge facts, once compiled
 	fcReady bool
-
-	cands *[]edgeCand // the expansion's candidates, pooled (candLists)
 }
 
 // state is the run's pooled state, taken on first use.
@@ -62,10 +59,6 @@ func (run *run) state() *runState {
 func (run *run) release() {
 	putRunState(run.st)
 	run.st = nil
-	if run.cands != nil {
-		putCandList(run.cands)
-		run.cands = nil
-	}
 }
 
 // facts is the run's fact check, compiled on first use.
@@ -259,26 +252,11 @@ func (run *run) edge(c *edgeCand) *particle.Edge {
 	return c.e
 }
 
-// candLists pools the expansion's candidate lists (one grows to
-// maxScan and more).
-var candLists = sync.Pool{New: func() any { return new([]edgeCand) }}
-
-func putCandList(l *[]edgeCand) {
-	if cap(*l) > maxPooledItems {
-		return
-	}
-	clear((*l)[:cap(*l)]) // drop pointers into the graph
-	candLists.Put(l)
-}
-
 // expand walks out from the seeds, hop by hop, taking each node's best
 // admissible edges, until the hops or the budget run out.
 func (run *run) expand() {
 	r, st := run.r, run.state()
-	if run.cands == nil {
-		run.cands = candLists.Get().(*[]edgeCand)
-	}
-	cands := run.cands
+	cands := &st.cands
 	st.frontier = st.frontier[:0]
 	for i := range st.nodes {
 		st.frontier = append(st.frontier, int32(i))

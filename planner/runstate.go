@@ -102,23 +102,15 @@ type runState struct {
 	// contextState reads the top).
 	ranked []int32
 
-	// scratch for expand, scoreEdges and topScores
+	// scratch for expand and scoreCands
 	order          []int32
-	exact          []float64
 	best           topFloats
 	frontier, next []int32
-	cands          []cand
-	batch          []*particle.Edge
+	cands          []edgeCand // one expansion step's candidates
 	scores, ages   []float64
 	groups         []decayGroup
 	groupS, groupA []float64
 	edgeOrder      []int32
-}
-
-// cand is an edge one expansion step considers.
-type cand struct {
-	e     *particle.Edge
-	score float64
 }
 
 // maxPooledItems keeps a run state that grew for a huge request (a
@@ -140,7 +132,6 @@ func putRunState(st *runState) {
 	clear(st.nodes[:cap(st.nodes)]) // drop pointers into the graph
 	clear(st.edges[:cap(st.edges)])
 	clear(st.cands[:cap(st.cands)])
-	clear(st.batch[:cap(st.batch)])
 	runStates.Put(st)
 }
 
