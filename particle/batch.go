@@ -397,14 +397,9 @@ func (b *Batch) flush() error {
 		if err != nil {
 			return err
 		}
+		// Only the edge: its adjacency and identity are derived from it
+		// (the view's, on load), not stored beside it.
 		b.set(edgeKey(e.Namespace, e.ID), v)
-		if b.newEdges[e.ID] {
-			b.set(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID), nil)
-			b.set(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID), nil)
-		}
-	}
-	for ik, id := range b.identity {
-		b.set(identityDBKey(ik), []byte(id))
 	}
 	for _, e := range b.episodes {
 		v, err := encodeEpisode(e)

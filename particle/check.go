@@ -24,6 +24,8 @@ type CheckReport struct {
 	Blobs      int64 `json:"blobs"`
 	Sessions   int64 `json:"sessions"`
 	Aliases    int64 `json:"aliases"`
+	// Identities and Adjacency count legacy entries (see prefix):
+	// counted, not required.
 	Identities int64 `json:"identities"`
 	Adjacency  int64 `json:"adjacency"`
 	Applied    int64 `json:"applied"`
@@ -85,7 +87,7 @@ func (r *CheckReport) Add(kind, format string, args ...any) {
 func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
 	r := &CheckReport{}
 	c := &checker{r: r, nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
-		seqs: map[uint64]string{}, out: map[string][]string{}, in: map[string][]string{}, blobs: map[string]bool{}}
+		seqs: map[uint64]string{}, blobs: map[string]bool{}}
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
@@ -121,8 +123,6 @@ type checker struct {
 	episodes map[string]*Episode // ns \0 id
 	seqs     map[uint64]string   // seq -> what holds it
 	aliases  [][2]string         // alias key, node id
-	idents   [][2]string         // identity key, edge id
-	out, in  map[string][]string // edge id -> adjacency keys naming it
 	steps    [][3]string         // ns, episode, index
 	stepIdx  []int
 	blobRefs map[string]string // blob hex -> a step that references it
@@ -177,7 +177,6 @@ func (c *checker) visit(k, v []byte) {
 		c.aliases = append(c.aliases, [2]string{body, string(v)})
 	case prefixIdentity:
 		r.Identities++
-		c.idents = append(c.idents, [2]string{body, string(v)})
 	case prefixEpisode:
 		r.Episodes++
 		ns, id, _ := strings.Cut(body, "\x00")
@@ -230,16 +229,6 @@ func (c *checker) visit(k, v []byte) {
 		c.blobs[body] = true
 	case prefixOut, prefixIn:
 		r.Adjacency++
-		parts := strings.Split(body, "\x00")
-		if len(parts) != 4 {
-			r.Add("key-corrupt", "adjacency key %x", k)
-			return
-		}
-		m := c.out
-		if prefix(k[0]) == prefixIn {
-			m = c.in
-		}
-		m[parts[3]] = append(m[parts[3]], body)
 	case prefixApplied:
 		r.Applied++
 	case prefixRecord:
@@ -281,44 +270,6 @@ func (c *checker) crossCheck() {
 			case n.Namespace != e.Namespace:
 				r.Add("edge-endpoint", "edge %s in %s: %s %s is in %s", e.ID, e.Namespace, end.role, end.id, n.Namespace)
 			}
-		}
-		wantOut := string(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID)[1:])
-		wantIn := string(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID)[1:])
-		if got := c.out[e.ID]; len(got) != 1 || got[0] != wantOut {
-			r.Add("adjacency", "edge %s: out entries %q, want exactly %q", e.ID, got, wantOut)
-		}
-		if got := c.in[e.ID]; len(got) != 1 || got[0] != wantIn {
-			r.Add("adjacency", "edge %s: in entries %q, want exactly %q", e.ID, got, wantIn)
-		}
-	}
-	for id, keys := range c.out {
-		if c.edges[id] == nil {
-			r.Add("adjacency", "out entries %q name edge %s, which does not exist", keys, id)
-		}
-	}
-	for id, keys := range c.in {
-		if c.edges[id] == nil {
-			r.Add("adjacency", "in entries %q name edge %s, which does not exist", keys, id)
-		}
-	}
-
-	identOf := map[string]string{} // edge id -> identity key
-	for _, kv := range c.idents {
-		ik, id := kv[0], kv[1]
-		e := c.edges[id]
-		if e == nil {
-			r.Add("identity", "identity %q names edge %s, which does not exist", ik, id)
-			continue
-		}
-		if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); want != ik {
-			r.Add("identity", "identity %q names edge %s, whose identity is %q", ik, id, want)
-			continue
-		}
-		identOf[id] = ik
-	}
-	for _, e := range c.edges {
-		if _, ok := identOf[e.ID]; !ok {
-			r.Add("identity", "edge %s has no identity entry", e.ID)
 		}
 	}
 
@@ -407,13 +358,12 @@ func (c *checker) checkView(v *view) {
 			r.Add("view", "node %s is in Badger, not in the view", id)
 		}
 	}
-	// Adjacency: the view's out/in lists against the Badger entries.
-	want := func(m map[string][]string, end func(*Edge) string) map[string][]string {
+	// Adjacency and identity: the view's, against what Badger's edges
+	// imply.
+	want := func(end func(*Edge) string) map[string][]string {
 		out := map[string][]string{}
-		for id := range m {
-			if e := c.edges[id]; e != nil {
-				out[end(e)] = append(out[end(e)], id)
-			}
+		for id, e := range c.edges {
+			out[end(e)] = append(out[end(e)], id)
 		}
 		return out
 	}
@@ -422,8 +372,8 @@ func (c *checker) checkView(v *view) {
 		disk map[string][]string
 		mem  map[string][]string
 	}{
-		{"out", want(c.out, func(e *Edge) string { return e.Source }), v.adjacencyIDs(v.out)},
-		{"in", want(c.in, func(e *Edge) string { return e.Target }), v.adjacencyIDs(v.in)},
+		{"out", want(func(e *Edge) string { return e.Source }), v.adjacencyIDs(v.out)},
+		{"in", want(func(e *Edge) string { return e.Target }), v.adjacencyIDs(v.in)},
 	} {
 		for node, ids := range side.disk {
 			got := slices.Clone(side.mem[node])
@@ -437,6 +387,22 @@ func (c *checker) checkView(v *view) {
 			if len(ids) > 0 && len(side.disk[node]) == 0 {
 				r.Add("view-adjacency", "node %s: view has %s-edges %v, Badger none", node, side.name, ids)
 			}
+		}
+	}
+	for _, e := range c.edges {
+		ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+		if id, ok := v.identity[ik]; !ok {
+			r.Add("view-identity", "edge %s: the view has no identity entry for it", e.ID)
+		} else if c.edges[id] == nil {
+			r.Add("view-identity", "edge %s: its identity names edge %s, not in Badger", e.ID, id)
+		}
+	}
+	for ik, id := range v.identity {
+		switch e := c.edges[id]; {
+		case e == nil:
+			r.Add("view-identity", "identity %q names edge %s, not in Badger", ik, id)
+		case edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target) != ik:
+			r.Add("view-identity", "identity %q names edge %s, whose identity is another", ik, id)
 		}
 	}
 	c.checkSeqIndex(v)

@@ -77,6 +77,7 @@ func (b *Batch) flushDeletes() {
 	}
 	for _, e := range b.deletedEdges {
 		del(edgeKey(e.Namespace, e.ID))
+		// The legacy entries an earlier version may have written.
 		del(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID))
 		del(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID))
 		del(identityDBKey(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)))

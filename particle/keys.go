@@ -5,20 +5,28 @@ import (
 )
 
 // prefix is the one-byte table tag at the start of every key.
+//
+// The tables marked legacy (an edge's identity, its out and in
+// adjacency) were written beside every new edge by earlier versions. They
+// are derived from the edge record alone, as the view derives them on
+// load, so they are no longer written: they were 6 of the 14 keys a step
+// wrote, each a skiplist insert on the commit path. A store that still
+// holds them keeps working; they are deleted with their edge, and Check
+// counts them without requiring them.
 type prefix byte
 
 const (
 	prefixNode     prefix = 0x01 // ns \0 id            -> Node
 	prefixEdge     prefix = 0x02 // ns \0 id            -> Edge
 	prefixAlias    prefix = 0x03 // ns \0 type \0 name  -> node id
-	prefixIdentity prefix = 0x04 // identity tuple      -> edge id
+	prefixIdentity prefix = 0x04 // legacy: identity tuple -> edge id
 	prefixEpisode  prefix = 0x05 // ns \0 id            -> Episode
 	prefixStep     prefix = 0x06 // ns \0 episode \0 idx u32 -> step bytes
 	prefixSpan     prefix = 0x07 // ns \0 id            -> span bytes
 	prefixSession  prefix = 0x08 // ns \0 id            -> session bytes
 	prefixBlob     prefix = 0x09 // sha256 hex          -> bytes
-	prefixOut      prefix = 0x0A // ns \0 src \0 type \0 edge id -> empty
-	prefixIn       prefix = 0x0B // ns \0 dst \0 type \0 edge id -> empty
+	prefixOut      prefix = 0x0A // legacy: ns \0 src \0 type \0 edge id -> empty
+	prefixIn       prefix = 0x0B // legacy: ns \0 dst \0 type \0 edge id -> empty
 	prefixApplied  prefix = 0x0C // stream \0 msg id    -> empty
 	prefixRecord   prefix = 0x0D // kind \0 key         -> bytes (audit, dlq index, ...)
 	prefixMeta     prefix = 0xFE // name                -> value

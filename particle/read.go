@@ -261,21 +261,3 @@ func (s *Store) Records(kind string, fn func(key string, raw []byte) error) erro
 	return s.scan(p, kind, func(k, v []byte) error { return fn(string(k[len(p):]), v) })
 }
 
-// Adjacency calls fn with the ids of the edges stored on disk as leaving
-// (out=true) or entering node id. It reads Badger, not the view: it is
-// for consistency checks.
-func (s *Store) Adjacency(ns, id string, out bool, fn func(t EdgeType, edgeID string) error) error {
-	p := prefixIn
-	if out {
-		p = prefixOut
-	}
-	kp := append(key(p, ns, id), 0)
-	return s.scan(kp, "adjacency", func(k, _ []byte) error {
-		rest := string(k[len(kp):])
-		t, eid, ok := strings.Cut(rest, "\x00")
-		if !ok {
-			return fmt.Errorf("%w: adjacency key %x", ErrCorrupt, k)
-		}
-		return fn(EdgeType(t), eid)
-	})
-}
