@@ -383,7 +383,7 @@ func (b *Batch) PutRecord(kind, key string, raw []byte) error {
 // flush writes every staged value into the transaction.
 func (b *Batch) flush() error {
 	for _, n := range b.nodes {
-		v, err := encodeNode(n)
+		v, err := encodeNodeV2(n, b.s.slab)
 		if err != nil {
 			return err
 		}
@@ -393,7 +393,7 @@ func (b *Batch) flush() error {
 		b.set(aliasDBKey(ak), []byte(id))
 	}
 	for _, e := range b.edges {
-		v, err := encodeEdge(e)
+		v, err := encodeEdgeV2(e, b.s.slab)
 		if err != nil {
 			return err
 		}
@@ -402,7 +402,7 @@ func (b *Batch) flush() error {
 		b.set(edgeKey(e.Namespace, e.ID), v)
 	}
 	for _, e := range b.episodes {
-		v, err := encodeEpisode(e)
+		v, err := encodeEpisodeV2(e, b.s.slab)
 		if err != nil {
 			return err
 		}

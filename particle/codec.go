@@ -65,11 +65,66 @@ func decodeValue(b []byte, v any) ([]float32, error) {
 // Nodes, edges and episodes are written in format 2 (codecv2.go); the
 // decoders read both formats, so a store written before keeps opening.
 
-func encodeNode(n *Node) ([]byte, error) { return encodeNodeV2(n) }
+func encodeNode(n *Node) ([]byte, error) { return encodeNodeV2(n, nil) }
 
-func encodeEdge(e *Edge) ([]byte, error) { return encodeEdgeV2(e) }
+func encodeEdge(e *Edge) ([]byte, error) { return encodeEdgeV2(e, nil) }
 
-func encodeEpisode(e *Episode) ([]byte, error) { return encodeEpisodeV2(e) }
+func encodeEpisode(e *Episode) ([]byte, error) { return encodeEpisodeV2(e, nil) }
+
+// valueSlab hands out the buffers a batch encodes its values into,
+// carved from chunks that the store reuses batch after batch. Badger
+// keeps a reference to a value only until the end of its transaction
+// (Txn.Set), so once Update has committed or discarded, the chunks are
+// free: an ingest batch (about 10 MB of values a thousand steps) then
+// neither allocates nor zeroes them, and the GC sees that much less.
+type valueSlab struct {
+	cur  []byte   // the chunk being carved, len = bytes handed out
+	used [][]byte // chunks handed out from, cur last
+	free [][]byte // chunks to carve next
+}
+
+// slabChunk is a chunk's size; a value over a quarter of it gets its
+// own heap buffer.
+const slabChunk = 256 << 10
+
+// maxSlabChunks bounds what the store keeps between batches (16 MB).
+const maxSlabChunks = 64
+
+// alloc returns an empty buffer with room for n bytes. A nil slab
+// allocates from the heap.
+func (s *valueSlab) alloc(n int) []byte {
+	if s == nil || n > slabChunk/4 {
+		return make([]byte, 0, n)
+	}
+	if cap(s.cur)-len(s.cur) < n {
+		if k := len(s.free); k > 0 {
+			s.cur = s.free[k-1][:0]
+			s.free = s.free[:k-1]
+		} else {
+			s.cur = make([]byte, 0, slabChunk)
+		}
+		s.used = append(s.used, nil)
+	}
+	at := len(s.cur)
+	s.cur = s.cur[:at+n]
+	s.used[len(s.used)-1] = s.cur
+	return s.cur[at : at : at+n] // full slice: an append past n moves out
+}
+
+// reset makes every chunk free again. Only once nothing reads a value
+// handed out.
+func (s *valueSlab) reset() {
+	if s == nil {
+		return
+	}
+	for _, c := range s.used {
+		if len(s.free) < maxSlabChunks {
+			s.free = append(s.free, c[:0])
+		}
+	}
+	clear(s.used)
+	s.used, s.cur = s.used[:0], nil
+}
 
 func decodeNode(b []byte) (*Node, error) {
 	if len(b) > 0 && b[0] == formatV2 {

@@ -25,9 +25,10 @@ const (
 )
 
 // newWriter starts a value of kind with room for size bytes after the
-// embedding. It returns the writer by value: keep it in a local.
-func newWriter(kind byte, emb []float32, size int) wr {
-	w := wr{b: make([]byte, 0, 2+binaryLenMax+4*len(emb)+size)}
+// embedding, taken from slab (nil: the heap). It returns the writer by
+// value: keep it in a local.
+func newWriter(kind byte, emb []float32, size int, slab *valueSlab) wr {
+	w := wr{b: slab.alloc(2 + binaryLenMax + 4*len(emb) + size)}
 	w.u8(formatV2)
 	w.u8(kind)
 	w.floats(emb)
@@ -71,13 +72,13 @@ func (r *rd) belief() Belief {
 	return Belief{Score: r.f64(), Alpha: r.f64(), Beta: r.f64(), Evidence: r.f64(), UpdatedAt: r.time()}
 }
 
-func encodeNodeV2(n *Node) ([]byte, error) {
+func encodeNodeV2(n *Node, slab *valueSlab) ([]byte, error) {
 	size := 96 + len(n.ID) + len(n.Name) + len(n.Namespace) + len(n.Type) +
 		strsSize(n.Aliases) + strsSize(n.Attributes.Tags) + strsSize(n.Attributes.CMSSpanIDs) + strsSize(n.Attributes.RLDSEpisodeIDs)
 	for k, v := range n.Attributes.Props {
 		size += 2*binaryLenMax + len(k) + len(v)
 	}
-	w := newWriter(kindNode, n.Embedding, size)
+	w := newWriter(kindNode, n.Embedding, size, slab)
 	w.str(n.ID)
 	w.str(n.Namespace)
 	w.str(string(n.Type))
@@ -125,7 +126,7 @@ type edgeBox struct {
 	a Assertion
 }
 
-func encodeEdgeV2(e *Edge) ([]byte, error) {
+func encodeEdgeV2(e *Edge, slab *valueSlab) ([]byte, error) {
 	// At most 16 bytes a time, 8 a float, 10 a varint or string length.
 	size := 320 + len(e.ID) + len(e.Namespace) + len(e.Source) + len(e.Target) + len(e.Type) +
 		len(e.Scope.Location) + len(e.Salience.DecayFn) + len(e.Policy.Sensitivity) + len(e.Policy.Subject) +
@@ -138,7 +139,7 @@ func encodeEdgeV2(e *Edge) ([]byte, error) {
 		p := &e.Provenance[i]
 		size += 48 + len(p.EpisodeID) + len(p.CMSSpanID) + len(p.Agent)
 	}
-	w := newWriter(kindEdge, e.Embedding, size)
+	w := newWriter(kindEdge, e.Embedding, size, slab)
 	w.str(e.ID)
 	w.str(e.Namespace)
 	w.str(e.Source)
@@ -260,7 +261,7 @@ func decodeEdgeV2(b []byte) (*Edge, error) {
 	return e, nil
 }
 
-func encodeEpisodeV2(e *Episode) ([]byte, error) {
+func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
 	// The metadata is marshalled first so that the buffer is sized once;
 	// its error still ranks after the times' (the order of the fields).
 	var js []byte
@@ -273,7 +274,7 @@ func encodeEpisodeV2(e *Episode) ([]byte, error) {
 	for k, v := range e.Features {
 		size += 2*binaryLenMax + len(k) + len(v)
 	}
-	w := newWriter(kindEpisode, e.Embedding, size)
+	w := newWriter(kindEpisode, e.Embedding, size, slab)
 	w.str(e.ID)
 	w.str(e.Namespace)
 	w.str(e.Agent)

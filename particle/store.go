@@ -87,6 +87,7 @@ type Store struct {
 	seq  *badger.Sequence
 
 	writeMu sync.Mutex // serialises Update
+	slab    *valueSlab // the buffers of a batch's values (see valueSlab); under writeMu
 
 	mu     sync.RWMutex // guards v and counts
 	v      *view
@@ -119,7 +120,7 @@ func Open(o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("particle: lease sequence: %w", err)
 	}
-	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView()}
+	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}}
 	if err := s.load(); err != nil {
 		seq.Release()
 		db.Close()
@@ -544,6 +545,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 		return Changes{}, err
 	}
 	b := s.newBatch()
+	defer s.slab.reset() // after the transaction ends (defers run last first)
 	defer b.txn.Discard()
 	if err := fn(b); err != nil {
 		return Changes{}, err
