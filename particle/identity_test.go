@@ -2,7 +2,9 @@ package particle
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -129,5 +131,41 @@ func TestObserveKeysItsEdgesAsTheViewDoes(t *testing.T) {
 	}
 	if n := len(s.v.edges); n != 4 {
 		t.Errorf("%d edges, want 4", n)
+	}
+}
+
+func TestIndexOfIsSlicesIndex(t *testing.T) {
+	ids := []string{"ep-000001", "ep-000002", "", "ep-000003", "ep-000002", "ep-01", "x", "ep-000013"}
+	for _, id := range append(slices.Clone(ids), "ep-000004", "ep-000012", "ep-0000013", "y", "1") {
+		if got, want := indexOf(ids, id), slices.Index(ids, id); got != want {
+			t.Errorf("indexOf(%q) = %d, want %d", id, got, want)
+		}
+	}
+	if indexOf(nil, "a") != -1 || indexOf(nil, "") != -1 {
+		t.Error("indexOf of an empty list")
+	}
+}
+
+// BenchmarkIndexOf looks up an episode id in a node's full list of 64
+// (found last, found midway, absent), against slices.Index.
+func BenchmarkIndexOf(b *testing.B) {
+	var ids []string
+	for i := range MaxAttributeIDs {
+		ids = append(ids, fmt.Sprintf("ep-%06d", 1000+i))
+	}
+	wanted := []string{ids[len(ids)-1], ids[len(ids)/2], "ep-999999"}
+	for _, c := range []struct {
+		name string
+		f    func([]string, string) int
+	}{{"indexOf", indexOf}, {"slices.Index", slices.Index[[]string]}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				for _, id := range wanted {
+					n += c.f(ids, id)
+				}
+			}
+			_ = n
+		})
 	}
 }

@@ -189,7 +189,7 @@ func TouchNode(n *Node, episodeID, spanID string, conf float64, at time.Time) {
 const MaxAttributeIDs = 64
 
 func appendRecent(ids []string, id string) []string {
-	if i := slices.Index(ids, id); i >= 0 {
+	if i := indexOf(ids, id); i >= 0 {
 		if i == len(ids)-1 {
 			return ids
 		}
@@ -200,6 +200,21 @@ func appendRecent(ids []string, id string) []string {
 		ids = slices.Delete(ids, 0, len(ids)-MaxAttributeIDs)
 	}
 	return ids
+}
+
+// indexOf is slices.Index. The ids of a list have one length, so their
+// last bytes are compared before the rest.
+func indexOf(ids []string, id string) int {
+	if id == "" {
+		return slices.Index(ids, id)
+	}
+	last := id[len(id)-1]
+	for i, s := range ids {
+		if len(s) == len(id) && s[len(s)-1] == last && s == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // AddTag adds tag to n's tags once.

@@ -531,10 +531,15 @@ func (w *episodeWriter) embedPending() ([]float32, error) {
 }
 
 // hasFromEnd is slices.Contains, searching from the end: an episode's
-// lists meet again mostly what they took last.
+// lists meet again mostly what they took last. Ids of one kind have one
+// length, so their last bytes are compared before the rest.
 func hasFromEnd(ids []string, id string) bool {
+	if id == "" {
+		return slices.Contains(ids, id)
+	}
+	last := id[len(id)-1]
 	for i := len(ids) - 1; i >= 0; i-- {
-		if ids[i] == id {
+		if s := ids[i]; len(s) == len(id) && s[len(s)-1] == last && s == id {
 			return true
 		}
 	}
