@@ -475,7 +475,12 @@ func cloneNode(n *Node) *Node {
 
 func cloneEdge(e *Edge) *Edge {
 	c := *e
-	c.Provenance = slices.Clone(e.Provenance)
+	if e.Provenance != nil {
+		// Room for one more: a clone is taken to be reinforced, and
+		// Observe appends a sighting (then drops the oldest past
+		// MaxProvenance) in place instead of regrowing a full window.
+		c.Provenance = append(make([]Provenance, 0, len(e.Provenance)+1), e.Provenance...)
+	}
 	c.Scope.Audience = slices.Clone(e.Scope.Audience)
 	c.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
 	c.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
