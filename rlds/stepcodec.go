@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -94,6 +95,11 @@ func featuresSize(f Features) int {
 func stepExtraJSON(s *Step) ([]byte, error) {
 	if s.Metadata == nil && s.Annotations == nil {
 		return nil, nil
+	}
+	if s.Metadata == nil {
+		if js, ok := annotationsJSON(s.Annotations); ok {
+			return js, nil
+		}
 	}
 	js, err := json.Marshal(stepExtra{Metadata: s.Metadata, Annotations: s.Annotations})
 	if err != nil {
@@ -610,4 +616,135 @@ func (r *reader) bytes() []byte {
 		return nil
 	}
 	return r.take(r.count(1))
+}
+
+// annotationsJSON writes what json.Marshal writes of
+// stepExtra{Annotations: an}, without reflection, for the annotations
+// ingest sees: names in printable ASCII that JSON (escaping HTML) keeps
+// as they are, finite confidences, no event vectors. Anything else
+// reports false, for json.Marshal.
+func annotationsJSON(an *Annotations) ([]byte, bool) {
+	w := jsonWriter{b: make([]byte, 0, 128+32*len(an.Entities)+160*len(an.Events)), ok: true}
+	w.b = append(w.b, `{"annotations":{`...)
+	n := 0
+	if len(an.Entities) > 0 {
+		w.strsField(&n, "entities", an.Entities)
+	}
+	w.strField(&n, "tool", an.Tool)
+	w.strField(&n, "goal", an.Goal)
+	w.strField(&n, "intent", an.Intent)
+	if len(an.Events) > 0 {
+		w.key(&n, "events")
+		w.b = append(w.b, '[')
+		for i := range an.Events {
+			ev := &an.Events[i]
+			if len(ev.Embedding) > 0 {
+				return nil, false
+			}
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = append(w.b, '{')
+			m := 0
+			w.key(&m, "subject")
+			w.str(ev.Subject)
+			w.key(&m, "predicate")
+			w.str(ev.Predicate)
+			w.key(&m, "object")
+			w.str(ev.Object)
+			w.strField(&m, "edge_type", ev.EdgeType)
+			w.strField(&m, "value", ev.Value)
+			if ev.Confidence != nil {
+				w.key(&m, "confidence")
+				w.float(*ev.Confidence)
+			}
+			w.strsField(&m, "allow_roles", ev.AllowRoles)
+			w.strsField(&m, "deny_roles", ev.DenyRoles)
+			w.strsField(&m, "audience", ev.Audience)
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
+	}
+	w.strField(&n, "location", an.Location)
+	w.strsField(&n, "scene_tags", an.SceneTags)
+	w.b = append(w.b, '}', '}')
+	return w.b, w.ok
+}
+
+// jsonWriter appends JSON; ok turns false at a value it does not write
+// as encoding/json would.
+type jsonWriter struct {
+	b  []byte
+	ok bool
+}
+
+// key writes the name of an object's field, after a comma unless it is
+// the object's first (*n counts the fields written).
+func (w *jsonWriter) key(n *int, name string) {
+	if *n > 0 {
+		w.b = append(w.b, ',')
+	}
+	*n++
+	w.b = append(w.b, '"')
+	w.b = append(w.b, name...)
+	w.b = append(w.b, '"', ':')
+}
+
+// strField and strsField write an omitempty field.
+func (w *jsonWriter) strField(n *int, name, s string) {
+	if s != "" {
+		w.key(n, name)
+		w.str(s)
+	}
+}
+
+func (w *jsonWriter) strsField(n *int, name string, ss []string) {
+	if len(ss) == 0 {
+		return
+	}
+	w.key(n, name)
+	w.b = append(w.b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.str(s)
+	}
+	w.b = append(w.b, ']')
+}
+
+// str writes s quoted; only printable ASCII that needs no escape (nor
+// HTML escaping: <, >, &).
+func (w *jsonWriter) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			w.ok = false
+			return
+		}
+	}
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
+}
+
+// float writes f as encoding/json writes a float64 (ES6 number form).
+func (w *jsonWriter) float(f float64) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		w.ok = false // json.Marshal's error
+		return
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	w.b = strconv.AppendFloat(w.b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 → e-9
+		n := len(w.b)
+		if n >= 4 && w.b[n-4] == 'e' && w.b[n-3] == '-' && w.b[n-2] == '0' {
+			w.b[n-2] = w.b[n-1]
+			w.b = w.b[:n-1]
+		}
+	}
 }
