@@ -327,6 +327,17 @@ func (b *Batch) PutStep(ns, episode string, idx int, raw []byte) error {
 	return b.err
 }
 
+// PutNewStep is PutStep for a step the caller knows is not stored (in
+// this batch or before), without reading Badger to find out: RLDS
+// writes a step and raises its episode's step count past it in one
+// batch, and never deletes either, so a step at or past the count
+// (as the episode was before the step) is new.
+func (b *Batch) PutNewStep(ns, episode string, idx int, raw []byte) error {
+	b.counts.Steps++
+	b.set(stepKey(ns, episode, idx), raw)
+	return b.err
+}
+
 // PutBlob stores data under its SHA-256 and returns the reference
 // "blob:<hex>". Storing the same bytes twice stores them once.
 func (b *Batch) PutBlob(data []byte) (string, error) {

@@ -181,7 +181,13 @@ func (w *episodeWriter) step() error {
 	if err != nil {
 		return err
 	}
-	if err := w.b.PutStep(w.ns, ep.ID, s.Index, raw); err != nil {
+	put := w.b.PutStep
+	if s.Index >= ep.Steps {
+		// Past every step stored: ep.Steps rises past each step in
+		// the batch that stores it, and neither is ever deleted.
+		put = w.b.PutNewStep
+	}
+	if err := put(w.ns, ep.ID, s.Index, raw); err != nil {
 		return err
 	}
 	if s.Index+1 > ep.Steps {
