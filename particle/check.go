@@ -16,14 +16,14 @@ import (
 // CheckReport is what [Store.Check] found: how many records of each kind
 // it read and every inconsistency between them.
 type CheckReport struct {
-	Nodes      int64 `json:"nodes"`
-	Edges      int64 `json:"edges"`
-	Episodes   int64 `json:"episodes"`
-	Steps      int64 `json:"steps"`
-	Spans      int64 `json:"spans"`
-	Blobs      int64 `json:"blobs"`
-	Sessions   int64 `json:"sessions"`
-	Aliases    int64 `json:"aliases"`
+	Nodes    int64 `json:"nodes"`
+	Edges    int64 `json:"edges"`
+	Episodes int64 `json:"episodes"`
+	Steps    int64 `json:"steps"`
+	Spans    int64 `json:"spans"`
+	Blobs    int64 `json:"blobs"`
+	Sessions int64 `json:"sessions"`
+	Aliases  int64 `json:"aliases"`
 	// Identities and Adjacency count legacy entries (see prefix):
 	// counted, not required.
 	Identities int64 `json:"identities"`

@@ -260,4 +260,3 @@ func (s *Store) Records(kind string, fn func(key string, raw []byte) error) erro
 	p := append(key(prefixRecord, kind), 0)
 	return s.scan(p, kind, func(k, v []byte) error { return fn(string(k[len(p):]), v) })
 }
-
