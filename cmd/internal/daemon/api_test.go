@@ -49,6 +49,31 @@ func TestSessionsOverHTTPAndNATSWithPush(t *testing.T) {
 	c.publishAll(readMessages(t, "episodes.jsonl"))
 	c.waitApplied()
 
+	// Subscribed before the session exists: every change is pushed, in
+	// order (the daemon publishes them on one connection), the creation
+	// first.
+	pushes := make(chan *nats.Msg, 16)
+	sub, err := c.nc.ChanSubscribe("ctxgraph.session.kitchen-shift.context", pushes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.nc.Flush()
+	nextPush := func() session.Session {
+		t.Helper()
+		select {
+		case m := <-pushes:
+			var pushed session.Session
+			if err := json.Unmarshal(m.Data, &pushed); err != nil {
+				t.Fatalf("pushed session: %v", err)
+			}
+			return pushed
+		case <-time.After(5 * time.Second):
+			t.Fatal("no push on ctxgraph.session.kitchen-shift.context")
+		}
+		return session.Session{}
+	}
+
 	var s session.Session
 	if code := httpDo(t, d, "POST", "/v1/sessions", session.Session{ID: "kitchen-shift", Agent: "ur5-alpha", Goals: []string{"pick up the red block and put it in the blue bowl"}}, &s); code != 201 {
 		t.Fatalf("create session: %d", code)
@@ -60,27 +85,16 @@ func TestSessionsOverHTTPAndNATSWithPush(t *testing.T) {
 		t.Errorf("duplicate session: %d, want 400", code)
 	}
 
-	pushes := make(chan *nats.Msg, 16)
-	sub, err := c.nc.ChanSubscribe("ctxgraph.session.kitchen-shift.context", pushes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	c.nc.Flush()
-
 	// A planner request in the session uses its goals and moves its state.
 	a := c.ask(planner.Request{SessionID: "kitchen-shift", Tools: []string{"parallel gripper"}})
 	if len(a.Unknowns) != 0 || a.ContextState == nil || math.Abs(a.ContextState.Norm-1) > 1e-3 {
 		t.Fatalf("session answer: unknowns %v state %+v", a.Unknowns, a.ContextState)
 	}
-	select {
-	case m := <-pushes:
-		var pushed session.Session
-		if err := json.Unmarshal(m.Data, &pushed); err != nil || pushed.StateUpdates != 1 {
-			t.Errorf("pushed session: %v, %d updates", err, pushed.StateUpdates)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no push on ctxgraph.session.kitchen-shift.context")
+	if p := nextPush(); p.ID != "kitchen-shift" || p.StateUpdates != 0 {
+		t.Errorf("creation push: %q, %d updates", p.ID, p.StateUpdates)
+	}
+	if p := nextPush(); p.StateUpdates != 1 {
+		t.Errorf("push after the planner request: %d updates, want 1", p.StateUpdates)
 	}
 
 	// Update over NATS, read back over HTTP.
