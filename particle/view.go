@@ -88,11 +88,11 @@ func (v *view) putNode(n *Node) (created bool) {
 	return !had
 }
 
-func (v *view) putEdge(e *Edge) (created bool) { return v.putEdgeFacts(e, EdgeFactsOf(e)) }
+func (v *view) putEdge(e *Edge) (created bool) { return v.putEdgeLoaded(e, EdgeFactsOf(e), "") }
 
-// putEdgeFacts is putEdge with e's facts computed (a load computes them
-// in its parallel scanners).
-func (v *view) putEdgeFacts(e *Edge, f EdgeFacts) (created bool) {
+// putEdgeLoaded is putEdge with e's facts, and its identity unless ik is
+// "", computed already (a load computes both in its parallel scanners).
+func (v *view) putEdgeLoaded(e *Edge, f EdgeFacts, ik string) (created bool) {
 	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
@@ -102,7 +102,10 @@ func (v *view) putEdgeFacts(e *Edge, f EdgeFacts) (created bool) {
 	}
 	v.setFacts(e, f)
 	if !had {
-		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+		if ik == "" {
+			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+		}
+		v.identity[ik] = e.ID
 		if e.Seq != 0 {
 			v.out[e.Source] = append(v.out[e.Source], e.Seq)
 			v.in[e.Target] = append(v.in[e.Target], e.Seq)
