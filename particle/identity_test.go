@@ -76,25 +76,11 @@ func TestAppendKeysMatch(t *testing.T) {
 	}
 }
 
-// openInternal opens a store in a temporary directory, closed when the
-// test ends.
-func openInternal(t *testing.T) *Store {
-	t.Helper()
-	o := DefaultOptions(t.TempDir())
-	o.SyncWrites = false
-	s, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 // TestObserveKeysItsEdgesAsTheViewDoes checks that the identity a batch
 // files a new edge under is the one edgeIdentity makes of the edge, for
 // facts whose predicate and location are not in canonical form.
 func TestObserveKeysItsEdgesAsTheViewDoes(t *testing.T) {
-	s := openInternal(t)
+	s := openScratchStore(t, t.TempDir())
 	for round := range 2 {
 		_, err := s.Update(context.Background(), func(b *Batch) error {
 			a, _, err := b.Resolve(DefaultNamespace, NodeEntity, "Red  Cup")

@@ -54,7 +54,7 @@ func TestValueSlabHandsOutDisjointBuffers(t *testing.T) {
 // many batches (the slab's chunks reused by each) and reads every value
 // back from Badger: it must be what the view holds.
 func TestSlabValuesSurviveLaterBatches(t *testing.T) {
-	s := openInternal(t)
+	s := openScratchStore(t, t.TempDir())
 	emb := make([]float32, 384)
 	for batch := range 12 {
 		_, err := s.Update(context.Background(), func(b *Batch) error {
