@@ -231,7 +231,7 @@ func (v *view) setFacts(e *Edge, f EdgeFacts) {
 // setDense stores x at index seq of s, growing s as needed.
 func setDense[T any](s []T, seq uint64, x T) []T {
 	if need := int(seq) + 1 - len(s); need > 0 {
-		// As setSeq: past len the backing array is zero.
+		// Past len the backing array is zero: the view never shrinks.
 		s = slices.Grow(s, need)[:int(seq)+1]
 	}
 	s[seq] = x

@@ -79,25 +79,10 @@ func (r Reader) Out(id string, fn func(*Edge) bool) { oldest(r, r.v.out[id], fn)
 // false to stop.
 func (r Reader) In(id string, fn func(*Edge) bool) { oldest(r, r.v.in[id], fn) }
 
-// OutNewest is Out, newest edge first (adjacency is in insertion order).
-func (r Reader) OutNewest(id string, fn func(*Edge) bool) { newest(r, r.v.out[id], fn) }
-
-// InNewest is In, newest edge first.
-func (r Reader) InNewest(id string, fn func(*Edge) bool) { newest(r, r.v.in[id], fn) }
-
 func oldest(r Reader, seqs []uint64, fn func(*Edge) bool) {
 	edges := r.v.edgeSeq
 	for _, s := range seqs {
 		if !fn(edges[s]) {
-			return
-		}
-	}
-}
-
-func newest(r Reader, seqs []uint64, fn func(*Edge) bool) {
-	edges := r.v.edgeSeq
-	for i := len(seqs) - 1; i >= 0; i-- {
-		if !fn(edges[seqs[i]]) {
 			return
 		}
 	}

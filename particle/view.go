@@ -143,12 +143,7 @@ func setSeq[T any](s []*T, seq uint64, x *T) []*T {
 	if seq == 0 {
 		return s
 	}
-	if need := int(seq) + 1 - len(s); need > 0 {
-		// Past len the backing array is zero: the view never shrinks.
-		s = slices.Grow(s, need)[:int(seq)+1]
-	}
-	s[seq] = x
-	return s
+	return setDense(s, seq, x)
 }
 
 // unsetSeq clears seq if it still holds x.

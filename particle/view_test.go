@@ -32,13 +32,13 @@ func TestViewSeqIndexFollowsDeletesMergesAndReopen(t *testing.T) {
 	}
 	var newest []string
 	s.Read(func(r Reader) {
-		r.InNewest(block.ID, func(e *Edge) bool { newest = append(newest, e.ID); return true })
+		r.InNewestFacts(block.ID, func(seq uint64, _ *EdgeFacts) bool { newest = append(newest, r.EdgeBySeq(seq).ID); return true })
 		if r.NodeBySeq(block.Seq) != block || r.EdgeBySeq(block.Seq) != nil || r.NodeBySeq(1<<40) != nil {
 			t.Errorf("NodeBySeq/EdgeBySeq disagree with the node's seq %d", block.Seq)
 		}
 	})
 	if !slices.Equal(newest, []string{in[1], in[0]}) {
-		t.Errorf("InNewest %v, want In reversed %v", newest, in)
+		t.Errorf("InNewestFacts %v, want In reversed %v", newest, in)
 	}
 
 	// Deleting an edge takes it out of the adjacency and the seq index.
