@@ -132,6 +132,18 @@ func TestIndexOfIsSlicesIndex(t *testing.T) {
 	}
 }
 
+func TestHasIDIsContains(t *testing.T) {
+	ids := []string{"0199a3b2-0001", "0199a3b2-0002", "", "0199a3b2-0012", "x"}
+	for _, id := range append(slices.Clone(ids), "0199a3b2-0003", "0199a3b2-00012", "y", "2") {
+		if got, want := HasID(ids, id), slices.Contains(ids, id); got != want {
+			t.Errorf("HasID(%q) = %v, want %v", id, got, want)
+		}
+	}
+	if HasID(nil, "a") || HasID(nil, "") {
+		t.Error("HasID of an empty list")
+	}
+}
+
 // BenchmarkIndexOf looks up an episode id in a node's full list of 64
 // (found last, found midway, absent), against slices.Index.
 func BenchmarkIndexOf(b *testing.B) {

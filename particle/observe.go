@@ -202,19 +202,32 @@ func appendRecent(ids []string, id string) []string {
 	return ids
 }
 
-// indexOf is slices.Index. The ids of a list have one length, so their
-// last bytes are compared before the rest.
+// indexOf is slices.Index, with eqID.
 func indexOf(ids []string, id string) int {
-	if id == "" {
-		return slices.Index(ids, id)
-	}
-	last := id[len(id)-1]
 	for i, s := range ids {
-		if len(s) == len(id) && s[len(s)-1] == last && s == id {
+		if eqID(s, id) {
 			return i
 		}
 	}
 	return -1
+}
+
+// HasID is slices.Contains for a list of ids, searching from the end:
+// an episode's node and edge lists meet again mostly what they took
+// last.
+func HasID(ids []string, id string) bool {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if eqID(ids[i], id) {
+			return true
+		}
+	}
+	return false
+}
+
+// eqID is s == id. The ids of a list have one length and differ mostly
+// at the end, so lengths and last bytes are compared before the rest.
+func eqID(s, id string) bool {
+	return len(s) == len(id) && (len(s) == 0 || s[len(s)-1] == id[len(id)-1]) && s == id
 }
 
 // AddTag adds tag to n's tags once.

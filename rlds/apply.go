@@ -466,7 +466,7 @@ func (w *episodeWriter) node(t particle.NodeType, name string) (*particle.Node, 
 	if err := w.b.PutNode(n); err != nil {
 		return nil, err
 	}
-	if w.ep != nil && !hasFromEnd(w.ep.Nodes, n.ID) {
+	if w.ep != nil && !particle.HasID(w.ep.Nodes, n.ID) {
 		w.ep.Nodes = append(w.ep.Nodes, n.ID)
 	}
 	return n, nil
@@ -513,7 +513,7 @@ func (w *episodeWriter) edgeWith(src, dst string, t particle.EdgeType, pred, val
 		return nil, err
 	}
 	// A new edge has a fresh id: no episode lists it yet.
-	if created || !hasFromEnd(w.ep.Edges, e.ID) {
+	if created || !particle.HasID(w.ep.Edges, e.ID) {
 		w.ep.Edges = append(w.ep.Edges, e.ID)
 	}
 	return e, nil
@@ -534,22 +534,6 @@ func (w *episodeWriter) embedPending() ([]float32, error) {
 		text += " " + p.value
 	}
 	return w.a.Embedder.Embed(w.ctx, text)
-}
-
-// hasFromEnd is slices.Contains, searching from the end: an episode's
-// lists meet again mostly what they took last. Ids of one kind have one
-// length, so their last bytes are compared before the rest.
-func hasFromEnd(ids []string, id string) bool {
-	if id == "" {
-		return slices.Contains(ids, id)
-	}
-	last := id[len(id)-1]
-	for i := len(ids) - 1; i >= 0; i-- {
-		if s := ids[i]; len(s) == len(id) && s[len(s)-1] == last && s == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *episodeWriter) label(id string) string {
