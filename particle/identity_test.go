@@ -54,14 +54,17 @@ func TestAppendCanonicalIsCanonical(t *testing.T) {
 	}
 }
 
+// TestAppendKeysMatch pins the key layouts (alias keys are stored) and
+// checks that an observed edge's identity, built in place, is the one
+// edgeIdentity makes of the edge.
 func TestAppendKeysMatch(t *testing.T) {
 	names := testNames(3, 2000)
 	for i, name := range names {
 		loc := names[(i*7+3)%len(names)]
-		if got, want := string(appendAliasKey(nil, "t/p", NodeEntity, name)), aliasKey("t/p", NodeEntity, name); got != want {
+		if got, want := string(appendAliasKey(nil, "t/p", NodeEntity, name)), "t/p\x00entity\x00"+Canonical(name); got != want || aliasKey("t/p", NodeEntity, name) != want {
 			t.Fatalf("appendAliasKey(%q) = %q, want %q", name, got, want)
 		}
-		if got, want := string(appendEdgeIdentity(nil, "t/p", "s", EdgeCausal, name, "d")), edgeIdentity("t/p", "s", EdgeCausal, name, "d"); got != want {
+		if got, want := string(appendEdgeIdentity(nil, "t/p", "s", EdgeCausal, name, "d")), "t/p\x00s\x00causal\x00"+Canonical(name)+"\x00d"; got != want || edgeIdentity("t/p", "s", EdgeCausal, name, "d") != want {
 			t.Fatalf("appendEdgeIdentity(%q) = %q, want %q", name, got, want)
 		}
 		reg := &Predicate{Name: Canonical(name)}

@@ -3,6 +3,7 @@ package particle
 import (
 	"strings"
 	"unicode"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -54,10 +55,97 @@ func NewEdgeID() string {
 // edgeIdentity is the key that makes an edge unique: re-observing the
 // same (namespace, source, type, predicate, target) reinforces one edge.
 func edgeIdentity(ns, src string, t EdgeType, pred, dst string) string {
-	return ns + "\x00" + src + "\x00" + string(t) + "\x00" + Canonical(pred) + "\x00" + dst
+	k := make([]byte, 0, len(ns)+len(src)+len(t)+len(pred)+len(dst)+4)
+	return keyString(appendEdgeIdentity(k, ns, src, t, pred, dst))
 }
 
 // aliasKey is the key of the alias index: (namespace, type, canonical).
 func aliasKey(ns string, t NodeType, name string) string {
-	return ns + "\x00" + string(t) + "\x00" + Canonical(name)
+	return keyString(appendAliasKey(make([]byte, 0, len(ns)+len(t)+len(name)+2), ns, t, name))
+}
+
+// factKey is the predicate part of a fact's identity: its predicate and
+// scope location, canonical.
+func factKey(pred, location string) string {
+	return keyString(appendFactKey(make([]byte, 0, len(pred)+len(location)+1), pred, location))
+}
+
+// keyString is key b as a string, without a copy: b was just built for
+// it, and nothing writes it again.
+func keyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// The keys are built by appending, so that a lookup can build one in
+// scratch space (Batch.key) and index a map with string(b) without an
+// allocation, and the string forms above are these same bytes.
+
+// appendCanonical appends Canonical(s). A name that is already canonical
+// (ASCII, lower case, single spaces between words), as most are, is
+// appended as it is, without Canonical's copy.
+func appendCanonical(dst []byte, s string) []byte {
+	if !isCanonical(s) {
+		return append(dst, Canonical(s)...)
+	}
+	return append(dst, s...)
+}
+
+// isCanonical reports whether Canonical(s) == s, for the common case:
+// false may still be canonical.
+func isCanonical(s string) bool {
+	if s == "" {
+		return true
+	}
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	prev := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80, 'A' <= c && c <= 'Z', '\t' <= c && c <= '\r', c == ' ' && prev == ' ':
+			return false
+		}
+		prev = c
+	}
+	return true
+}
+
+// appendAliasKey appends aliasKey(ns, t, name).
+func appendAliasKey(dst []byte, ns string, t NodeType, name string) []byte {
+	dst = append(dst, ns...)
+	dst = append(dst, 0)
+	dst = append(dst, t...)
+	dst = append(dst, 0)
+	return appendCanonical(dst, name)
+}
+
+// appendEdgeIdentity appends edgeIdentity(ns, src, t, pred, dst).
+func appendEdgeIdentity(k []byte, ns, src string, t EdgeType, pred, dst string) []byte {
+	k = appendCanonical(appendIdentityHead(k, ns, src, t), pred)
+	return appendIdentityTail(k, dst)
+}
+
+// appendIdentityHead and appendIdentityTail append what stands before
+// and after the predicate in an edge identity.
+func appendIdentityHead(k []byte, ns, src string, t EdgeType) []byte {
+	k = append(k, ns...)
+	k = append(k, 0)
+	k = append(k, src...)
+	k = append(k, 0)
+	k = append(k, t...)
+	return append(k, 0)
+}
+
+func appendIdentityTail(k []byte, dst string) []byte {
+	k = append(k, 0)
+	return append(k, dst...)
+}
+
+// appendFactKey appends factKey(pred, location).
+func appendFactKey(k []byte, pred, location string) []byte {
+	k = appendCanonical(k, pred)
+	if location != "" {
+		k = append(k, '@')
+		k = appendCanonical(k, location)
+	}
+	return k
 }

@@ -148,11 +148,7 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 func appendObservedIdentity(k []byte, ns, src string, t EdgeType, reg *Predicate, location, dst string) []byte {
 	k = appendIdentityHead(k, ns, src, t)
 	if reg != nil {
-		k = appendCanonical(k, reg.Name)
-		if location != "" {
-			k = append(k, '@')
-			k = appendCanonical(k, location)
-		}
+		k = appendFactKey(k, reg.Name, location)
 	}
 	return appendIdentityTail(k, dst)
 }

@@ -196,10 +196,3 @@ func identityPredicate(e *Edge) string {
 	}
 	return ""
 }
-
-func factKey(pred, location string) string {
-	if location == "" {
-		return Canonical(pred)
-	}
-	return Canonical(pred) + "@" + Canonical(location)
-}
