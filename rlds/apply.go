@@ -557,10 +557,7 @@ func checkShapes(ep *particle.Episode, s *Step) error {
 		f      Features
 	}{{"observation", s.Observation}, {"action", s.Action}} {
 		for k, t := range g.f {
-			name := append(nameBuf[:0], g.prefix...) // FeatureName(g.prefix, k)
-			if k != "" {
-				name = append(append(name, '/'), k...)
-			}
+			name := appendFeatureName(nameBuf[:0], g.prefix, k)
 			sig := appendSignature(sigBuf[:0], t)
 			have, ok := ep.Features[string(name)]
 			if ok && have != string(sig) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -655,8 +654,14 @@ func annotationsJSON(an *Annotations) ([]byte, bool) {
 			w.strField(&m, "edge_type", ev.EdgeType)
 			w.strField(&m, "value", ev.Value)
 			if ev.Confidence != nil {
+				// encoding/json's own number form (and its refusal of
+				// NaN and infinities).
+				js, err := json.Marshal(*ev.Confidence)
+				if err != nil {
+					return nil, false
+				}
 				w.key(&m, "confidence")
-				w.float(*ev.Confidence)
+				w.b = append(w.b, js...)
 			}
 			w.strsField(&m, "allow_roles", ev.AllowRoles)
 			w.strsField(&m, "deny_roles", ev.DenyRoles)
@@ -725,26 +730,4 @@ func (w *jsonWriter) str(s string) {
 	w.b = append(w.b, '"')
 	w.b = append(w.b, s...)
 	w.b = append(w.b, '"')
-}
-
-// float writes f as encoding/json writes a float64 (ES6 number form).
-func (w *jsonWriter) float(f float64) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		w.ok = false // json.Marshal's error
-		return
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	w.b = strconv.AppendFloat(w.b, f, format, -1, 64)
-	if format == 'e' {
-		// e-09 → e-9
-		n := len(w.b)
-		if n >= 4 && w.b[n-4] == 'e' && w.b[n-3] == '-' && w.b[n-2] == '0' {
-			w.b[n-2] = w.b[n-1]
-			w.b = w.b[:n-1]
-		}
-	}
 }

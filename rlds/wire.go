@@ -154,10 +154,17 @@ type Features map[string]Tensor
 // FeatureName is the full name of key below prefix: "action" for a flat
 // action, "action/world_vector" for a nested one.
 func FeatureName(prefix, key string) string {
-	if key == "" {
-		return prefix
+	return string(appendFeatureName(make([]byte, 0, len(prefix)+1+len(key)), prefix, key))
+}
+
+// appendFeatureName appends FeatureName(prefix, key): a step's shape
+// check builds names in scratch space.
+func appendFeatureName(b []byte, prefix, key string) []byte {
+	b = append(b, prefix...)
+	if key != "" {
+		b = append(append(b, '/'), key...)
 	}
-	return prefix + "/" + key
+	return b
 }
 
 // UnmarshalJSON accepts the full form {"name": {"dtype":...}}, the short
