@@ -404,8 +404,10 @@ func (run *run) confidenceOf(c *edgeCand) float64 {
 func (run *run) salienceOf(c *edgeCand, now int64) (score, ageS float64, k decayKey) {
 	if f := c.f; f != nil && f.Decay != particle.FactDecayEdge {
 		s := run.r.EdgeSalienceBySeq(c.seq)
-		age := particle.FactSince(now, s.LastUpdated)
-		if now == 0 {
+		var age time.Duration
+		if now != 0 {
+			age = particle.FactSince(now, s.LastUpdated)
+		} else {
 			age = run.now.Sub(particle.FactInstant(s.LastUpdated))
 		}
 		return s.Score, age.Seconds(), decayKey{string(f.Decay.Fn()), s.HalfLifeS}
