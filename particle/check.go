@@ -389,6 +389,7 @@ func (c *checker) checkView(v *view) {
 			}
 		}
 	}
+	c.checkAdjacencyFacts(v)
 	for _, e := range c.edges {
 		ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
 		if id, ok := v.identity[ik]; !ok {
@@ -415,17 +416,38 @@ func (c *checker) checkView(v *view) {
 	}
 }
 
+// checkAdjacencyFacts checks that every adjacency list is in seq order
+// and that each entry holds its edge's facts as the view keeps them by
+// seq (the expansion reads the entries' copies).
+func (c *checker) checkAdjacencyFacts(v *view) {
+	for _, side := range []struct {
+		name string
+		m    map[string][]adjEdge
+	}{{"out", v.out}, {"in", v.in}} {
+		for node, list := range side.m {
+			for i, a := range list {
+				if i > 0 && list[i-1].seq >= a.seq {
+					c.r.Add("view-adjacency", "node %s: %s-edges out of seq order (%d after %d)", node, side.name, a.seq, list[i-1].seq)
+				}
+				if a.seq >= uint64(len(v.edgeFacts)) || v.edgeFacts[a.seq] != a.facts {
+					c.r.Add("view-adjacency", "node %s: the %s-edge at seq %d holds facts other than the edge's", node, side.name, a.seq)
+				}
+			}
+		}
+	}
+}
+
 // adjacencyIDs is an adjacency map with edge ids in place of seqs (a
 // seq the view does not resolve shows as "seq:N").
-func (v *view) adjacencyIDs(m map[string][]uint64) map[string][]string {
+func (v *view) adjacencyIDs(m map[string][]adjEdge) map[string][]string {
 	out := make(map[string][]string, len(m))
-	for node, seqs := range m {
-		ids := make([]string, 0, len(seqs))
-		for _, s := range seqs {
-			if e := atSeq(v.edgeSeq, s); e != nil {
+	for node, list := range m {
+		ids := make([]string, 0, len(list))
+		for _, a := range list {
+			if e := atSeq(v.edgeSeq, a.seq); e != nil {
 				ids = append(ids, e.ID)
 			} else {
-				ids = append(ids, fmt.Sprintf("seq:%d", s))
+				ids = append(ids, fmt.Sprintf("seq:%d", a.seq))
 			}
 		}
 		out[node] = ids

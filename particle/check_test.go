@@ -237,6 +237,47 @@ func TestCheckComparesViewWithBadger(t *testing.T) {
 	}
 }
 
+// TestCheckFindsStaleAdjacencyFacts damages the facts copy of one
+// adjacency entry, then the order of a list: the check names each.
+func TestCheckFindsStaleAdjacencyFacts(t *testing.T) {
+	s := openScratchStore(t, t.TempDir())
+	writeTestGraph(t, s)
+	if r, err := s.Check(context.Background()); err != nil || !r.OK() {
+		t.Fatalf("before the damage: %v\n%s", err, problemList(r))
+	}
+	s.mu.Lock()
+	var node string
+	for id, list := range s.v.in {
+		if len(list) >= 2 {
+			node = id
+			list[0].facts.Confidence += 0.25
+			break
+		}
+	}
+	s.mu.Unlock()
+	if node == "" {
+		t.Fatal("the test graph has no node with two in-edges")
+	}
+	r, err := s.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(problemList(r), "holds facts other than the edge's") {
+		t.Errorf("want a stale-facts problem, got:\n%s", problemList(r))
+	}
+	s.mu.Lock()
+	list := s.v.in[node]
+	list[0].facts.Confidence -= 0.25
+	list[0], list[1] = list[1], list[0]
+	s.mu.Unlock()
+	if r, err = s.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p := problemList(r); !strings.Contains(p, "out of seq order") || strings.Contains(p, "holds facts other") {
+		t.Errorf("want only an order problem, got:\n%s", p)
+	}
+}
+
 func mustOK(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -121,8 +121,7 @@ func (v *view) removeEdge(id string) bool {
 	if v.identity[ik] == id {
 		delete(v.identity, ik)
 	}
-	v.out[e.Source] = withoutSeq(v.out[e.Source], e.Seq)
-	v.in[e.Target] = withoutSeq(v.in[e.Target], e.Seq)
+	v.unlink(e)
 	return true
 }
 

@@ -217,15 +217,19 @@ func EdgeAgentKey(e *Edge) uint32 {
 	return key
 }
 
-// setFacts stores the facts of edge e at its seq (0: none), with e's
-// salience record and the number of its namespace.
-func (v *view) setFacts(e *Edge, f EdgeFacts) {
+// setFacts stores the facts f of edge e at its seq (0: none), with e's
+// salience record, and returns them as stored: with the number of e's
+// namespace.
+func (v *view) setFacts(e *Edge, f EdgeFacts) EdgeFacts {
 	if e.Seq == 0 {
-		return
+		return f
 	}
 	f.NS = v.nsKey(e.Namespace)
+	v.recordKeys(e, &f)
+	v.setAgents(e, &f)
 	v.edgeFacts = setDense(v.edgeFacts, e.Seq, f)
 	v.edgeSal = setDense(v.edgeSal, e.Seq, EdgeSalienceOf(e))
+	return f
 }
 
 // setDense stores x at index seq of s, growing s as needed.
@@ -245,6 +249,9 @@ func (v *view) unsetFacts(seq uint64) {
 	}
 	if seq < uint64(len(v.edgeSal)) {
 		v.edgeSal[seq] = EdgeSalience{}
+	}
+	if seq < uint64(len(v.edgeAgents)) {
+		v.edgeAgents[seq] = agentSet{}
 	}
 }
 
@@ -292,22 +299,21 @@ func (r Reader) EdgeSalienceBySeq(seq uint64) *EdgeSalience {
 // OutNewestFacts calls fn with the seq and facts of each edge leaving
 // node id, newest first, until fn returns false.
 func (r Reader) OutNewestFacts(id string, fn func(seq uint64, f *EdgeFacts) bool) {
-	newestFacts(r, r.v.out[id], fn)
+	newestFacts(r.v.out[id], fn)
 }
 
 // InNewestFacts is OutNewestFacts for the edges entering node id.
 func (r Reader) InNewestFacts(id string, fn func(seq uint64, f *EdgeFacts) bool) {
-	newestFacts(r, r.v.in[id], fn)
+	newestFacts(r.v.in[id], fn)
 }
 
-func newestFacts(r Reader, seqs []uint64, fn func(uint64, *EdgeFacts) bool) {
-	facts := r.v.edgeFacts
-	for i := len(seqs) - 1; i >= 0; i-- {
-		s := seqs[i]
-		if s >= uint64(len(facts)) || facts[s].Flags&FactLive == 0 {
+func newestFacts(list []adjEdge, fn func(uint64, *EdgeFacts) bool) {
+	for i := len(list) - 1; i >= 0; i-- {
+		a := &list[i]
+		if a.facts.Flags&FactLive == 0 {
 			continue
 		}
-		if !fn(s, &facts[s]) {
+		if !fn(a.seq, &a.facts) {
 			return
 		}
 	}

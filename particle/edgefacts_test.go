@@ -40,6 +40,30 @@ func checkFacts(t *testing.T, s *Store, when string) {
 				t.Fatalf("%s: edge %s of namespace %q: NS %d, also that of %q", when, e.ID, e.Namespace, f.NS, ns)
 			}
 			nsOf[f.NS] = e.Namespace
+			if wave.IsAgentSet(f.Agent) {
+				// Its agent set holds exactly its provenance's agents.
+				agents := map[string]bool{}
+				for _, p := range e.Provenance {
+					if p.Agent != "" {
+						agents[p.Agent] = true
+					}
+				}
+				asked := []string{"nobody"}
+				for a := range agents {
+					asked = append(asked, a)
+				}
+				for a := range r.v.agentNums {
+					asked = append(asked, a)
+				}
+				for _, a := range asked {
+					num, _ := r.AgentNumber(a)
+					if has, known := r.EdgeHasAgent(e.Seq, num); !known || has != agents[a] {
+						t.Fatalf("%s: edge %s (agents %v): has %q = %v (known %v)", when, e.ID, agents, a, has, known)
+					}
+				}
+			} else if _, known := r.EdgeHasAgent(e.Seq, 1); known {
+				t.Fatalf("%s: edge %s of at most one agent has an agent set", when, e.ID)
+			}
 			sal := r.EdgeSalienceBySeq(e.Seq)
 			if sal == nil || !sameSalience(*sal, EdgeSalienceOf(e)) {
 				t.Fatalf("%s: edge %s (seq %d): salience %+v, want %+v", when, e.ID, e.Seq, sal, EdgeSalienceOf(e))
@@ -57,20 +81,25 @@ func checkFacts(t *testing.T, s *Store, when string) {
 				t.Fatalf("%s: seq %d has facts or salience and no edge", when, seq)
 			}
 		}
-		// The walk sees each edge once per direction, with its facts.
+		// The walk sees each edge once per direction, with its facts,
+		// newest (highest seq) first.
 		for id := range r.v.nodes {
 			n := 0
+			last := uint64(math.MaxUint64)
 			r.OutNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != viewFacts(r, e) {
-					t.Fatalf("%s: out of %s: seq %d", when, id, seq)
+				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != viewFacts(r, e) || seq >= last {
+					t.Fatalf("%s: out of %s: seq %d (after %d)", when, id, seq, last)
 				}
+				last = seq
 				n++
 				return true
 			})
+			last = math.MaxUint64
 			r.InNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != viewFacts(r, e) {
-					t.Fatalf("%s: in of %s: seq %d", when, id, seq)
+				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != viewFacts(r, e) || seq >= last {
+					t.Fatalf("%s: in of %s: seq %d (after %d)", when, id, seq, last)
 				}
+				last = seq
 				n++
 				return true
 			})
@@ -315,9 +344,12 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 				}
 				edges = append(edges, e.ID)
 			}
-			for range 8 { // re-observed: a new salience
+			for range 8 { // re-observed: a new salience, maybe another agent
 				if e := b.Edge(edges[rng.IntN(len(edges))]); e != nil {
 					e.Salience, e.Confidence = salience(), rng.Float64()
+					for range rng.IntN(3) {
+						e.Provenance = append(e.Provenance, Provenance{EpisodeID: "ep", Agent: fmt.Sprintf("robot-%d", rng.IntN(4)), ObservedAt: t0})
+					}
 					if err := b.PutEdge(e); err != nil {
 						return err
 					}

@@ -79,10 +79,10 @@ func (r Reader) Out(id string, fn func(*Edge) bool) { oldest(r, r.v.out[id], fn)
 // false to stop.
 func (r Reader) In(id string, fn func(*Edge) bool) { oldest(r, r.v.in[id], fn) }
 
-func oldest(r Reader, seqs []uint64, fn func(*Edge) bool) {
+func oldest(r Reader, list []adjEdge, fn func(*Edge) bool) {
 	edges := r.v.edgeSeq
-	for _, s := range seqs {
-		if !fn(edges[s]) {
+	for _, a := range list {
+		if !fn(edges[a.seq]) {
 			return
 		}
 	}

@@ -214,6 +214,7 @@ func (s *Store) load() error {
 	defer resume()
 	legacy := resume
 	v := newView()
+	v.loading = true
 	presize(v, s.db)
 	var kinds loadCounts
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -221,6 +222,7 @@ func (s *Store) load() error {
 		if kinds, err = loadValues(s.db, txn, v, legacy); err != nil {
 			return err
 		}
+		v.linkLoaded()
 		item, err := txn.Get(metaKey("counts"))
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):

@@ -1,6 +1,7 @@
 package particle
 
 import (
+	"cmp"
 	"slices"
 	"unsafe"
 )
@@ -29,8 +30,8 @@ type view struct {
 	episodeSeq  []*Episode            // seq -> episode
 	aliases     map[string]string     // aliasKey -> node id
 	identity    map[string]string     // edgeIdentity -> edge id
-	out         map[string][]uint64   // node id -> seqs of the edges leaving it, oldest first
-	in          map[string][]uint64   // node id -> seqs of the edges entering it
+	out         map[string][]adjEdge  // node id -> the edges leaving it, by seq (oldest first)
+	in          map[string][]adjEdge  // node id -> the edges entering it, by seq
 	preds       map[string]*Predicate // scope \0 name
 	predAliases map[string]string     // scope \0 alias -> name
 	redirects   map[string]string     // merged node id -> survivor id
@@ -44,13 +45,26 @@ type view struct {
 	nsKeys    map[string]uint32
 	lastNS    string
 	lastNSKey uint32
+	// agentKeys and siteKeys record the names behind the agent and site
+	// keys of edge facts (keyNames); lastLocation is the scope location
+	// whose site was recorded last.
+	agentKeys, siteKeys keyNames
+	lastLocation        string
+	// agentNums numbers the agents of edges with several (agentNumber);
+	// edgeAgents holds, by seq, the agents of each such edge (agentSet).
+	agentNums     map[string]uint16
+	agentNumsFull bool
+	edgeAgents    []agentSet
+	// loading is set while a load puts edges: linkLoaded builds the
+	// adjacency lists at its end.
+	loading bool
 }
 
 func newView() *view {
 	return &view{
 		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
 		aliases: map[string]string{}, identity: map[string]string{},
-		out: map[string][]uint64{}, in: map[string][]uint64{},
+		out: map[string][]adjEdge{}, in: map[string][]adjEdge{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 		namespaces: map[string]string{}, nsKeys: map[string]uint32{},
 	}
@@ -100,28 +114,27 @@ func (v *view) putEdgeLoaded(e *Edge, f EdgeFacts, ik string) (created bool) {
 	if had && old.Seq != e.Seq {
 		v.unsetFacts(old.Seq)
 	}
-	v.setFacts(e, f)
+	f = v.setFacts(e, f)
 	if !had {
 		if ik == "" {
 			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
 		}
 		v.identity[ik] = e.ID
-		if e.Seq != 0 {
-			v.out[e.Source] = append(v.out[e.Source], e.Seq)
-			v.in[e.Target] = append(v.in[e.Target], e.Seq)
-		}
+		v.link(e, f)
 		return true
 	}
 	if old.Seq != e.Seq {
 		// Renumbered (not done by the store today): the adjacency
 		// follows, in place of the old seq.
 		v.edgeSeq = unsetSeq(v.edgeSeq, old.Seq, old)
-		v.out[old.Source] = withoutSeq(v.out[old.Source], old.Seq)
-		v.in[old.Target] = withoutSeq(v.in[old.Target], old.Seq)
-		if e.Seq != 0 {
-			v.out[e.Source] = append(v.out[e.Source], e.Seq)
-			v.in[e.Target] = append(v.in[e.Target], e.Seq)
-		}
+		v.unlink(old)
+		v.link(e, f)
+		return false
+	}
+	if e.Seq != 0 {
+		// The same edge, changed: its adjacency entries take its facts.
+		updateAdj(v.out[e.Source], e.Seq, f)
+		updateAdj(v.in[e.Target], e.Seq, f)
 	}
 	return false
 }
@@ -162,22 +175,85 @@ func atSeq[T any](s []*T, seq uint64) *T {
 	return nil
 }
 
-// withoutSeq returns seqs less seq, as a new slice (a writer's caller
-// may hold the old one).
-func withoutSeq(seqs []uint64, seq uint64) []uint64 {
-	i := slices.Index(seqs, seq)
-	if i < 0 {
-		return seqs
-	}
-	out := make([]uint64, 0, len(seqs)-1)
-	out = append(out, seqs[:i]...)
-	return append(out, seqs[i+1:]...)
+// adjEdge is an edge in a node's adjacency list: its seq and a copy of
+// its facts (the view's EdgeFacts for that seq, kept equal by
+// putEdgeLoaded). A walk reads a hub's edges in one sequential pass over
+// its list, instead of one read at a random seq per edge.
+type adjEdge struct {
+	seq   uint64
+	facts EdgeFacts
 }
 
-// edgeIDs appends the ids of the edges with the given seqs to ids.
-func (v *view) edgeIDs(seqs []uint64, ids []string) []string {
-	for _, s := range seqs {
-		if e := atSeq(v.edgeSeq, s); e != nil {
+// link adds edge e, whose facts are f, to the adjacency of its ends (an
+// edge without a seq is not in the adjacency).
+func (v *view) link(e *Edge, f EdgeFacts) {
+	if e.Seq == 0 {
+		return
+	}
+	if v.loading {
+		return // linkLoaded links every edge at the end
+	}
+	a := adjEdge{seq: e.Seq, facts: f}
+	v.out[e.Source] = appendAdj(v.out[e.Source], a)
+	v.in[e.Target] = appendAdj(v.in[e.Target], a)
+}
+
+// linkLoaded ends a load: it puts every edge in the adjacency of its
+// ends, in seq order, reading the edges and their facts by seq (a load
+// puts edges in key order, which is not quite seq order: ids are
+// time-ordered to the millisecond, seqs count commits).
+func (v *view) linkLoaded() {
+	v.loading = false
+	for seq, e := range v.edgeSeq {
+		if e != nil {
+			a := adjEdge{seq: uint64(seq), facts: v.edgeFacts[seq]}
+			v.out[e.Source] = append(v.out[e.Source], a)
+			v.in[e.Target] = append(v.in[e.Target], a)
+		}
+	}
+}
+
+// unlink removes edge e from the adjacency of its ends.
+func (v *view) unlink(e *Edge) {
+	v.out[e.Source] = withoutSeq(v.out[e.Source], e.Seq)
+	v.in[e.Target] = withoutSeq(v.in[e.Target], e.Seq)
+}
+
+// appendAdj adds a to list, which is in seq order: at the end, where a
+// new edge's seq goes, else at its place.
+func appendAdj(list []adjEdge, a adjEdge) []adjEdge {
+	if n := len(list); n == 0 || list[n-1].seq < a.seq {
+		return append(list, a)
+	}
+	i, _ := slices.BinarySearchFunc(list, a.seq, cmpAdjSeq)
+	return slices.Insert(list, i, a)
+}
+
+func cmpAdjSeq(a adjEdge, seq uint64) int { return cmp.Compare(a.seq, seq) }
+
+// updateAdj sets the facts of the entry of seq in list, if it has one.
+func updateAdj(list []adjEdge, seq uint64, f EdgeFacts) {
+	if i, ok := slices.BinarySearchFunc(list, seq, cmpAdjSeq); ok {
+		list[i].facts = f
+	}
+}
+
+// withoutSeq returns list less the entry of seq, as a new slice (a
+// writer's caller may hold the old one).
+func withoutSeq(list []adjEdge, seq uint64) []adjEdge {
+	i, ok := slices.BinarySearchFunc(list, seq, cmpAdjSeq)
+	if !ok {
+		return list
+	}
+	out := make([]adjEdge, 0, len(list)-1)
+	out = append(out, list[:i]...)
+	return append(out, list[i+1:]...)
+}
+
+// edgeIDs appends the ids of the edges of an adjacency list to ids.
+func (v *view) edgeIDs(list []adjEdge, ids []string) []string {
+	for _, a := range list {
+		if e := atSeq(v.edgeSeq, a.seq); e != nil {
 			ids = append(ids, e.ID)
 		}
 	}

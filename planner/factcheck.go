@@ -23,6 +23,17 @@ type factCheck struct {
 	site      uint32
 	sameAgent bool
 	agent     uint32
+	// siteIs and agentIs are set when the view's records say site and
+	// agent stand for the request's location and agent alone
+	// (particle.Reader.SiteKeyIs, AgentKeyIs): a match on the key is
+	// then a match on the strings.
+	siteIs, agentIs bool
+	// agentNum is the view's number for the request's agent, which
+	// tells an edge of several agents by its agent set where agentSets
+	// is set (particle.Reader.AgentNumber, EdgeHasAgent).
+	agentNum  uint16
+	agentSets bool
+	r         particle.Reader
 	plainOK   bool
 	// ns is the request's namespace as edge facts number it
 	// (particle.Reader.NamespaceKey; 0: no edge is of it).
@@ -48,17 +59,21 @@ func (run *run) factCheck() factCheck {
 	if req.Location != "" {
 		c.located, c.site = true, wave.SiteKey(run.location())
 		c.usable = c.usable && c.site != 0
+		c.siteIs = run.r.SiteKeyIs(c.site, run.location())
 	}
 	if req.SameAgent {
 		c.sameAgent, c.agent = true, wave.AgentKey(req.Agent)
 		c.usable = c.usable && c.agent != 0
+		c.agentIs = run.r.AgentKeyIs(c.agent, req.Agent)
+		c.agentNum, c.agentSets = run.r.AgentNumber(req.Agent)
+		c.r = run.r
 	}
 	return c
 }
 
-// decide returns admits' answer for the edge whose facts are f, and
-// whether the facts decided it (false: ask admits).
-func (c *factCheck) decide(f *particle.EdgeFacts) (admit, decided bool) {
+// decide returns admits' answer for the edge at seq whose facts are f,
+// and whether the facts decided it (false: ask admits).
+func (c *factCheck) decide(seq uint64, f *particle.EdgeFacts) (admit, decided bool) {
 	if !c.usable || f.Flags&particle.FactExact == 0 {
 		return false, false
 	}
@@ -87,16 +102,30 @@ func (c *factCheck) decide(f *particle.EdgeFacts) (admit, decided bool) {
 		}
 	}
 	if c.located && f.Flags&particle.FactLocated != 0 {
-		if f.Site == 0 || f.Site == c.site {
+		switch {
+		case f.Site == c.site && c.siteIs: // the request's location
+		case f.Site == 0 || f.Site == c.site:
 			return false, false // the same key: compare the strings
+		default:
+			return false, true // another canonical location
 		}
-		return false, true // another canonical location
 	}
 	if c.sameAgent && f.Agent != 0 { // no agent: admitted
-		if wave.AgentFilterAdmits(c.agent, f.Agent) {
-			return false, false // the same key, or a set that may hold it
+		switch {
+		case f.Agent == c.agent && c.agentIs: // the request's agent alone
+		case !wave.AgentFilterAdmits(c.agent, f.Agent):
+			return false, true // another agent's, or a set without it
+		case wave.IsAgentSet(f.Agent) && c.agentSets:
+			has, known := c.r.EdgeHasAgent(seq, c.agentNum)
+			if !known {
+				return false, false
+			}
+			if !has {
+				return false, true // a set of other agents
+			}
+		default:
+			return false, false // the same key: compare the strings
 		}
-		return false, true // another agent's, or a set without it
 	}
 	if f.Flags&particle.FactPlain == 0 || !c.plainOK {
 		return false, false

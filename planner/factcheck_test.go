@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // TestFactCheckAgreesWithAdmits stores edges with every kind of value
@@ -23,8 +24,12 @@ func TestFactCheckAgreesWithAdmits(t *testing.T) {
 	times := []time.Time{{}, time.Unix(0, 0).UTC(), t0, t0.Add(time.Hour), t0.Add(-time.Hour), t0.Add(24 * time.Hour),
 		time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	pick := func() time.Time { return times[r.IntN(len(times))] }
-	agents := []string{"", "ur5-alpha", "ur5-beta", "spot-1"}
-	places := []string{"", "kitchen lab", "Kitchen  Lab", " kitchen lab ", "warehouse", "  "}
+	// Two agents and two places whose keys collide: their facts keys
+	// must not decide a match.
+	agentA, agentB := keyCollision(wave.AgentKey, "robot-%d")
+	siteA, siteB := keyCollision(func(s string) uint32 { return wave.SiteKey(particle.Canonical(s)) }, "site %d")
+	agents := []string{"", "ur5-alpha", "ur5-beta", "spot-1", agentA, agentB}
+	places := []string{"", "kitchen lab", "Kitchen  Lab", " kitchen lab ", "warehouse", "  ", siteA, siteB}
 	policies := []particle.Policy{{}, {}, {}, {DenyRoles: []string{"visitor"}}, {AllowRoles: []string{"operator"}},
 		{Sensitivity: particle.SensitivityPersonal}}
 
@@ -89,26 +94,48 @@ func TestFactCheckAgreesWithAdmits(t *testing.T) {
 		}
 	}
 	plainDecided, plainTotal := 0, 0
+	// keyDecided counts, for same-agent and location requests whose key
+	// stands for one name, the plain edges of that agent or place the
+	// facts decide (by the view's key records), and for same-agent
+	// requests the plain edges of several agents (by their agent sets).
+	keyDecided, keyTotal := 0, 0
 	for _, req := range reqs {
 		f.store.Read(func(rd particle.Reader) {
 			run := &run{p: f.p, req: &req, ns: rd.Namespace(testNS), principal: req.principal(), r: rd}
 			defer run.release()
 			fc := run.factCheck()
+			unique := map[string]bool{"ur5-alpha": true, "ur5-beta": true, "spot-1": true, "kitchen lab": true, "warehouse": true}
+			if req.SameAgent && unique[req.Agent] && !fc.agentIs || req.Location != "" && unique[particle.Canonical(req.Location)] && !fc.siteIs {
+				t.Fatalf("request %+v: the key of an agent or place alone in its key is not taken as exact", req)
+			}
 			rd.Edges(func(e *particle.Edge) bool {
 				facts := rd.EdgeFactsBySeq(e.Seq)
 				if facts == nil {
 					t.Fatalf("edge %s (seq %d) has no facts", e.ID, e.Seq)
 				}
-				admit, decided := fc.decide(facts)
+				admit, decided := fc.decide(e.Seq, facts)
 				if want := run.admits(e); decided && admit != want {
 					t.Fatalf("request %+v, edge %+v: facts say %v, admits %v", req, e, admit, want)
 				}
-				if fc.plainOK && req.AsOf == nil && req.TimeWindow == nil && req.Location == "" && !req.SameAgent && plainPolicy(e.Policy) &&
-					len(e.Scope.Audience) == 0 && facts.Flags&particle.FactExact != 0 {
+				plain := fc.plainOK && req.AsOf == nil && req.TimeWindow == nil && plainPolicy(e.Policy) &&
+					len(e.Scope.Audience) == 0 && facts.Flags&particle.FactExact != 0
+				if plain && req.Location == "" && !req.SameAgent {
 					plainTotal++
 					if decided {
 						plainDecided++
 					}
+				}
+				if plain && req.MinConfidence == 0 && (req.SameAgent && req.Agent != "" && req.Location == "" &&
+					(fc.agentIs && facts.Agent == fc.agent || wave.IsAgentSet(facts.Agent) && fc.agentSets) ||
+					req.Location != "" && !req.SameAgent && fc.siteIs && facts.Site == fc.site) {
+					keyTotal++
+					if decided {
+						keyDecided++
+					}
+				}
+				if (req.SameAgent && (req.Agent == agentA || req.Agent == agentB) && fc.agentIs) ||
+					(req.Location == siteA || req.Location == siteB) && fc.siteIs {
+					t.Fatalf("request %+v: a key two names share is taken as exact", req)
 				}
 				return true
 			})
@@ -116,6 +143,23 @@ func TestFactCheckAgreesWithAdmits(t *testing.T) {
 	}
 	if plainTotal == 0 || plainDecided*10 < plainTotal*9 {
 		t.Fatalf("the facts decided %d of %d plain edges under plain requests", plainDecided, plainTotal)
+	}
+	if keyTotal == 0 || keyDecided != keyTotal {
+		t.Fatalf("the facts decided %d of %d plain edges of the asked agent or place by their keys", keyDecided, keyTotal)
+	}
+}
+
+// keyCollision returns two names of the form pattern (with %d) that key
+// maps to the same value.
+func keyCollision(key func(string) uint32, pattern string) (string, string) {
+	seen := map[uint32]string{}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf(pattern, i)
+		k := key(name)
+		if other, ok := seen[k]; ok {
+			return other, name
+		}
+		seen[k] = name
 	}
 }
 

@@ -75,7 +75,7 @@ func (run *run) facts() *factCheck {
 // admitsSeq.
 func (run *run) admitsAt(e *particle.Edge, f *particle.EdgeFacts) bool {
 	if f != nil {
-		if admit, decided := run.facts().decide(f); decided {
+		if admit, decided := run.facts().decide(e.Seq, f); decided {
 			return admit
 		}
 	}
@@ -85,7 +85,7 @@ func (run *run) admitsAt(e *particle.Edge, f *particle.EdgeFacts) bool {
 // admitsSeq is admitsAt for the edge at seq, whose facts are f: the
 // edge is read only when the facts cannot decide.
 func (run *run) admitsSeq(seq uint64, f *particle.EdgeFacts) bool {
-	if admit, decided := run.facts().decide(f); decided {
+	if admit, decided := run.facts().decide(seq, f); decided {
 		return admit
 	}
 	return run.admits(run.r.EdgeBySeq(seq))

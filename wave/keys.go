@@ -49,6 +49,10 @@ func AgentSetKey(keys ...uint32) uint32 {
 	return set
 }
 
+// IsAgentSet reports whether agent key k is the key of a set of agents
+// (AgentSetKey or MultiAgent) rather than of one.
+func IsAgentSet(k uint32) bool { return k&agentSetFlag != 0 }
+
 // agentSetBit is agent key k's bit in a set key.
 func agentSetBit(k uint32) uint32 { return 1 << (k % 31) }
 
