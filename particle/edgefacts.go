@@ -227,6 +227,9 @@ func (v *view) setFacts(e *Edge, f EdgeFacts) EdgeFacts {
 	f.NS = v.nsKey(e.Namespace)
 	v.recordKeys(e, &f)
 	v.setAgents(e, &f)
+	if !v.loading {
+		v.codes.stale(e.Seq, e.Embedding) // a load makes every code stale at its end
+	}
 	v.edgeFacts = setDense(v.edgeFacts, e.Seq, f)
 	v.edgeSal = setDense(v.edgeSal, e.Seq, EdgeSalienceOf(e))
 	return f
@@ -253,6 +256,7 @@ func (v *view) unsetFacts(seq uint64) {
 	if seq < uint64(len(v.edgeAgents)) {
 		v.edgeAgents[seq] = agentSet{}
 	}
+	v.codes.unset(seq)
 }
 
 // nsKey is the number of namespace ns in edge facts, numbering it if

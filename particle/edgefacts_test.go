@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -64,6 +65,17 @@ func checkFacts(t *testing.T, s *Store, when string) {
 			} else if _, known := r.EdgeHasAgent(e.Seq, 1); known {
 				t.Fatalf("%s: edge %s of at most one agent has an agent set", when, e.ID)
 			}
+			// Its code is that of its embedding, where it has one of the
+			// codes' dimension.
+			code, scale, ok := r.EdgeCode(e.Seq)
+			if want := len(e.Embedding) > 0 && len(e.Embedding) == r.v.codes.dim; ok != want {
+				t.Fatalf("%s: edge %s with a %d-dimension embedding (codes %d): code held %v", when, e.ID, len(e.Embedding), r.v.codes.dim, ok)
+			} else if ok {
+				wantCode := make([]int8, len(e.Embedding))
+				if ws := wave.Quantize(e.Embedding, wantCode); ws != scale || !slices.Equal(code, wantCode) {
+					t.Fatalf("%s: edge %s: code (scale %v) is not its embedding's (scale %v)", when, e.ID, scale, ws)
+				}
+			}
 			sal := r.EdgeSalienceBySeq(e.Seq)
 			if sal == nil || !sameSalience(*sal, EdgeSalienceOf(e)) {
 				t.Fatalf("%s: edge %s (seq %d): salience %+v, want %+v", when, e.ID, e.Seq, sal, EdgeSalienceOf(e))
@@ -77,6 +89,9 @@ func checkFacts(t *testing.T, s *Store, when string) {
 			t.Fatalf("%s: %d namespace numbers in the facts, %d in the view", when, len(nsOf), len(r.v.nsKeys))
 		}
 		for seq := range uint64(max(len(r.v.edgeFacts), len(r.v.edgeSal))) {
+			if _, _, ok := r.EdgeCode(seq); !live[seq] && ok {
+				t.Fatalf("%s: seq %d has a code and no edge", when, seq)
+			}
 			if !live[seq] && (r.EdgeFactsBySeq(seq) != nil || r.EdgeSalienceBySeq(seq) != nil && !sameSalience(*r.EdgeSalienceBySeq(seq), EdgeSalience{})) {
 				t.Fatalf("%s: seq %d has facts or salience and no edge", when, seq)
 			}
@@ -312,6 +327,23 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 		return Salience{Score: rng.Float64(), DecayFn: fns[rng.IntN(len(fns))], HalfLifeS: []float64{0, 60, 3600 * rng.Float64(), math.NaN()}[rng.IntN(4)],
 			LastUpdated: times[rng.IntN(len(times))]()}
 	}
+	// Embeddings of the codes' dimension (the first one's, 8), of
+	// another, or none.
+	embedded := false
+	embedding := func() []float32 {
+		dims := []int{8, 8, 8, 5, 0}
+		v := make([]float32, dims[rng.IntN(len(dims))])
+		if !embedded {
+			v, embedded = make([]float32, 8), true
+		}
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		if len(v) == 0 {
+			return nil
+		}
+		return v
+	}
 	namespaces := []string{DefaultNamespace, "lab-b", "lab-c"}
 	nodes := map[string][]string{} // namespace -> node ids
 	var edges []string
@@ -339,6 +371,7 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 				if e.Source == e.Target {
 					continue
 				}
+				e.Embedding = embedding()
 				if err := b.PutEdge(e); err != nil {
 					return err
 				}
@@ -347,6 +380,9 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 			for range 8 { // re-observed: a new salience, maybe another agent
 				if e := b.Edge(edges[rng.IntN(len(edges))]); e != nil {
 					e.Salience, e.Confidence = salience(), rng.Float64()
+					if rng.IntN(3) == 0 {
+						e.Embedding = embedding()
+					}
 					for range rng.IntN(3) {
 						e.Provenance = append(e.Provenance, Provenance{EpisodeID: "ep", Agent: fmt.Sprintf("robot-%d", rng.IntN(4)), ObservedAt: t0})
 					}
@@ -365,6 +401,9 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkFacts(t, s.Store, fmt.Sprintf("round %d: put and deleted", round))
+		if s.v.codes.dim != 8 {
+			t.Fatalf("round %d: codes of %d dimensions, want the first embedding's 8", round, s.v.codes.dim)
+		}
 		// Renumber a few edges in the view (the store does not, the view
 		// supports it).
 		s.mu.Lock()
@@ -406,4 +445,100 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 		t.Fatalf("renumbered %d, merged %d", renumbered, merged)
 	}
 	s.reopen(t)
+}
+
+// TestEdgeCodesMadeByConcurrentReaders has readers make codes while
+// others read them and a writer changes embeddings: every code a reader
+// gets is that of the embedding its edge has (run with -race, it also
+// checks that making a code on first use is safe beside other readers).
+func TestEdgeCodesMadeByConcurrentReaders(t *testing.T) {
+	s := openFactsStore(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	vec := func() []float32 {
+		v := make([]float32, 16)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	var seqs []uint64
+	var ids []string // of the edges
+	if _, err := s.Update(ctx, func(b *Batch) error {
+		nodes, err := putThings(b, DefaultNamespace, 8)
+		if err != nil {
+			return err
+		}
+		for i := range 300 {
+			e := &Edge{Source: nodes[i%8], Target: nodes[(i+1)%8], Type: EdgeAssertion, Assertion: &Assertion{Predicate: fmt.Sprintf("p%d", i)}, Embedding: vec()}
+			if err := b.PutEdge(e); err != nil {
+				return err
+			}
+			seqs, ids = append(seqs, e.Seq), append(ids, e.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			made := 0
+			for {
+				select {
+				case <-done:
+					if made == 0 {
+						errs <- fmt.Errorf("a reader got no code")
+					} else {
+						errs <- nil
+					}
+					return
+				default:
+				}
+				var bad error
+				s.Read(func(r Reader) {
+					for _, seq := range seqs {
+						code, scale, ok := r.EdgeCode(seq)
+						if !ok {
+							continue // another reader is making it
+						}
+						made++
+						want := make([]int8, 16)
+						if ws := wave.Quantize(r.EdgeBySeq(seq).Embedding, want); ws != scale || !slices.Equal(code, want) {
+							bad = fmt.Errorf("seq %d: a code that is not its edge's embedding's", seq)
+							return
+						}
+					}
+				})
+				if bad != nil {
+					errs <- bad
+					return
+				}
+			}
+		}()
+	}
+	for range 30 {
+		if _, err := s.Update(ctx, func(b *Batch) error {
+			for range 10 {
+				e := b.Edge(ids[rng.IntN(len(ids))])
+				if e == nil {
+					continue
+				}
+				e.Embedding = vec()
+				if err := b.PutEdge(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

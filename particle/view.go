@@ -55,6 +55,8 @@ type view struct {
 	agentNums     map[string]uint16
 	agentNumsFull bool
 	edgeAgents    []agentSet
+	// codes holds the int8 code of each edge's embedding by seq.
+	codes edgeCodes
 	// loading is set while a load puts edges: linkLoaded builds the
 	// adjacency lists at its end.
 	loading bool
@@ -198,12 +200,14 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 	v.in[e.Target] = appendAdj(v.in[e.Target], a)
 }
 
-// linkLoaded ends a load: it puts every edge in the adjacency of its
-// ends, in seq order, reading the edges and their facts by seq (a load
+// linkLoaded ends a load: it makes room for the edges' codes
+// (edgeCodes.loaded), and puts every edge in the adjacency of its ends, in
+// seq order, reading the edges and their facts by seq (a load
 // puts edges in key order, which is not quite seq order: ids are
 // time-ordered to the millisecond, seqs count commits).
 func (v *view) linkLoaded() {
 	v.loading = false
+	v.codes.loaded(v.edgeSeq)
 	for seq, e := range v.edgeSeq {
 		if e != nil {
 			a := adjEdge{seq: uint64(seq), facts: v.edgeFacts[seq]}

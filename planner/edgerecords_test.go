@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,7 +145,7 @@ func recordRuns(f *fixture) []*run {
 // the edges are read only where the records defer or an embedding is
 // needed.
 func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
-	deferred, fromRecords, pruned := 0, 0, 0
+	deferred, fromRecords, pruned, byCode := 0, 0, 0, 0
 	for seed := range uint64(3) {
 		f := newFixture(t, false)
 		recordsGraph(t, f, seed)
@@ -192,8 +193,34 @@ func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
 							deferred++
 						}
 					}
+					full := run.scoreEdges(edges)
 					for _, fanout := range []int{1, 3, 8, len(cs) + 1} {
 						run.scoreCands(cs, fanout)
+						// The best fanout are those of scoring every
+						// candidate exactly, with the same scores; any
+						// other scored one has its exact score. A
+						// candidate left unscored whose static score
+						// alone did not rule it out was ruled out by its
+						// embedding's code.
+						best := slices.Sorted(slices.Values(full))
+						slices.Reverse(best)
+						cut := best[min(fanout, len(best))-1]
+						got := scoresOf(cs)
+						top := slices.Sorted(slices.Values(got))
+						slices.Reverse(top)
+						for i := range min(fanout, len(best)) {
+							if math.Float64bits(top[i]) != math.Float64bits(best[i]) {
+								t.Fatalf("seed %d run %d fanout %d: best scores %v, scoring all gives %v", seed, ri, fanout, top[:min(fanout, len(top))], best[:min(fanout, len(best))])
+							}
+						}
+						for i := range cs {
+							if !math.IsInf(got[i], -1) && math.Float64bits(got[i]) != math.Float64bits(full[i]) {
+								t.Fatalf("seed %d run %d fanout %d: edge %s scored %v, exactly %v", seed, ri, fanout, edges[i].ID, got[i], full[i])
+							}
+							if math.IsInf(got[i], -1) && static[i] >= cut && static[i] >= 0 {
+								byCode++
+							}
+						}
 						want := run.topScores(edges, fanout)
 						for i := range cs {
 							if math.Float64bits(cs[i].score) != math.Float64bits(want[i]) {
@@ -209,8 +236,8 @@ func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
 			})
 		}
 	}
-	if fromRecords == 0 || deferred == 0 || pruned == 0 {
-		t.Fatalf("%d static scores from the records, %d from the edges, %d candidates pruned: the test does not exercise each", fromRecords, deferred, pruned)
+	if fromRecords == 0 || deferred == 0 || pruned == 0 || byCode == 0 {
+		t.Fatalf("%d static scores from the records, %d from the edges, %d candidates pruned (%d by their codes): the test does not exercise each", fromRecords, deferred, pruned, byCode)
 	}
 }
 

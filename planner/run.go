@@ -27,6 +27,7 @@ type run struct {
 	req       *Request
 	ns        string
 	q         []float32
+	qNorm     float32 // ‖q‖, once codeBounds needs it
 	now       time.Time
 	principal particle.Principal
 	r         particle.Reader
@@ -430,20 +431,22 @@ func (run *run) similarity(e *particle.Edge) float64 {
 // give them (saliences are decayed with gonum over each group of
 // candidates that share decay parameters), exactly for the best fanout
 // of them and for as few others as it can: the rest get -Inf. A
-// candidate's score is its similarity, at most 1, times the rest of it
-// (decayed salience, confidence, recency), which needs no embedding;
-// candidates are scored in order of that bound until the next bound is
-// below the fanout-th best score found, so the embeddings read are
-// those of the edges that may rank, not those of every candidate (each
-// a 1.5 KB read from a random address).
+// candidate's score is its similarity times the rest of it (decayed
+// salience, confidence, recency), which needs no embedding; the
+// similarity is bounded by 1, or tighter by the int8 code of the
+// embedding (codeBounds). Candidates are scored in order of that bound
+// until the next bound is below the fanout-th best score found, so the
+// embeddings read are those of the edges that may rank, not those of
+// every candidate (each a 1.5 KB read from a random address).
 func (run *run) scoreCands(cands []edgeCand, fanout int) {
-	bounds := run.staticScores(cands)
+	static := run.staticScores(cands)
 	if len(cands) <= fanout {
 		for i := range cands {
-			cands[i].score = bounds[i] * run.similarity(run.edge(&cands[i]))
+			cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
 		}
 		return
 	}
+	bounds := run.codeBounds(cands, static)
 	st := run.state()
 	order := slices.Grow(st.order[:0], len(cands))[:len(cands)]
 	for i := range order {
@@ -460,9 +463,44 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 			}
 			break
 		}
-		cands[i].score = bounds[i] * run.similarity(run.edge(&cands[i]))
+		cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
 		best.push(cands[i].score)
 	}
+}
+
+// codeBounds returns the candidates' score bounds: their static scores
+// (for a similarity of at most 1), tightened by their similarity as
+// bounded from the int8 code of their embedding
+// (particle.Reader.EdgeCode, wave.CodeBound), a read of 384 bytes at
+// their seq instead of the edge and its 1.5 KB embedding. A bound is
+// static × the similarity of the code's dot product plus its error:
+// never below the exact score, as scoreCands needs. A candidate without
+// a code keeps its static score. The result is scratch, valid until the
+// next call.
+func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
+	st := run.state()
+	bounds := append(st.bounds[:0], static...)
+	st.bounds = bounds
+	if run.qNorm == 0 {
+		var ss float64
+		for _, x := range run.q {
+			ss += float64(x) * float64(x)
+		}
+		run.qNorm = float32(math.Sqrt(ss))
+	}
+	dim := len(run.q)
+	for i := range cands {
+		if bounds[i] < 0 || cands[i].seq == 0 {
+			continue // a similarity bound only bounds a non-negative factor; no seq, no code
+		}
+		code, scale, ok := run.r.EdgeCode(cands[i].seq)
+		if !ok || len(code) != dim {
+			continue
+		}
+		hi := wave.CodeDot(run.q, code, scale) + wave.CodeBound(run.qNorm, scale, dim)
+		bounds[i] *= min(cos01(hi), 1)
+	}
+	return bounds
 }
 
 // staticScores is every candidate's score without its similarity

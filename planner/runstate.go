@@ -108,6 +108,7 @@ type runState struct {
 	frontier, next []int32
 	cands          []edgeCand // one expansion step's candidates
 	scores, ages   []float64
+	bounds         []float64 // codeBounds' result
 	groups         []decayGroup
 	groupS, groupA []float64
 	edgeOrder      []int32

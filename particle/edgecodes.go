@@ -1,0 +1,143 @@
+package particle
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// edgeCodes holds, by seq, the int8 code of each edge's embedding
+// (wave.Quantize): a quarter of the bytes of the float32 embedding, so
+// that the expansion bounds a candidate's similarity to the query
+// (wave.CodeBound) without reading the embedding, and reads embeddings
+// only for the candidates whose bound may rank ([Reader.EdgeCode]).
+//
+// A code is made on first use, by the reader that asks for it: a put
+// only marks its seq's code stale, so ingest and a load pay nothing for
+// codes, and an edge no query reaches is never coded. Readers claim a
+// slot before writing it (codeBusy), so two never write one code, and
+// publish it by storing the scale; a writer, holding the store's lock,
+// has no reader beside it.
+//
+// Codes are of one dimension, the first embedding's; an edge with an
+// embedding of another has none. They live in fixed chunks, made on
+// first use, so growing never copies the codes held.
+type edgeCodes struct {
+	dim int
+	// chunks covers every seq the view has numbered (writers grow it);
+	// a chunk is made by whoever first stores a code in it, reader or
+	// writer.
+	chunks []atomic.Pointer[codeChunk]
+}
+
+// codeChunkSeqs is how many seqs a chunk covers.
+const codeChunkSeqs = 1 << 12
+
+type codeChunk struct {
+	codes []int8 // dim per seq
+	// state holds, per seq, codeStale, codeBusy, codeNone, or the
+	// float32 bits of the scale of a code made (a zero scale as -0).
+	state [codeChunkSeqs]atomic.Uint32
+}
+
+const (
+	codeStale uint32 = 0          // not made yet: the next reader makes it
+	codeBusy  uint32 = 1<<32 - 2  // a reader is making it
+	codeNone  uint32 = 1<<32 - 1  // nothing to code (both NaN patterns)
+	negZero   uint32 = 0x80000000 // a zero scale's bits, told from codeStale
+)
+
+// stale marks the code at seq as not made (a put changed the edge).
+func (c *edgeCodes) stale(seq uint64, emb []float32) {
+	if seq == 0 {
+		return
+	}
+	if c.dim == 0 && len(emb) > 0 {
+		c.dim = len(emb)
+	}
+	c.cover(seq)
+	if ch := c.chunks[seq/codeChunkSeqs].Load(); ch != nil {
+		ch.state[seq%codeChunkSeqs].Store(codeStale)
+	}
+}
+
+// unset drops the code at seq (no edge there now).
+func (c *edgeCodes) unset(seq uint64) {
+	if k := seq / codeChunkSeqs; k < uint64(len(c.chunks)) {
+		if ch := c.chunks[k].Load(); ch != nil {
+			ch.state[seq%codeChunkSeqs].Store(codeNone)
+		}
+	}
+}
+
+// cover grows chunks to cover seq (a writer's call).
+func (c *edgeCodes) cover(seq uint64) {
+	if need := int(seq/codeChunkSeqs) + 1; need > len(c.chunks) {
+		grown := make([]atomic.Pointer[codeChunk], need+need/4)
+		for i := range c.chunks {
+			grown[i].Store(c.chunks[i].Load())
+		}
+		c.chunks = grown
+	}
+}
+
+// loaded ends a load: room for a code at every seq of edges, all
+// stale; no chunk is made until a code is.
+func (c *edgeCodes) loaded(edges []*Edge) {
+	for _, e := range edges {
+		if e != nil && len(e.Embedding) > 0 {
+			c.dim = len(e.Embedding)
+			break
+		}
+	}
+	if len(edges) > 0 {
+		c.cover(uint64(len(edges) - 1))
+	}
+}
+
+// EdgeCode returns the code of the embedding of the edge at seq and its
+// scale (wave.Quantize), making it if it is stale. ok is false when
+// there is no code: no edge at seq, an embedding missing or of another
+// dimension than the view's codes, or another reader making it right
+// now. The code stands for the embedding the edge has. Read it, don't
+// keep it.
+func (r Reader) EdgeCode(seq uint64) (code []int8, scale float32, ok bool) {
+	c := &r.v.codes
+	k := seq / codeChunkSeqs
+	if seq == 0 || c.dim == 0 || k >= uint64(len(c.chunks)) {
+		return nil, 0, false
+	}
+	ch := c.chunks[k].Load()
+	if ch == nil {
+		// The first code of its chunk: make the chunk (a reader racing
+		// this one may make it too; one of them is kept).
+		c.chunks[k].CompareAndSwap(nil, &codeChunk{codes: make([]int8, codeChunkSeqs*c.dim)})
+		ch = c.chunks[k].Load()
+	}
+	i := int(seq % codeChunkSeqs)
+	code = ch.codes[i*c.dim : (i+1)*c.dim : (i+1)*c.dim]
+	st := &ch.state[i]
+	switch s := st.Load(); s {
+	case codeNone, codeBusy:
+		return nil, 0, false
+	case codeStale:
+		e := atSeq(r.v.edgeSeq, seq)
+		if e == nil || len(e.Embedding) != c.dim {
+			st.CompareAndSwap(codeStale, codeNone)
+			return nil, 0, false
+		}
+		if !st.CompareAndSwap(codeStale, codeBusy) {
+			return nil, 0, false
+		}
+		scale = wave.Quantize(e.Embedding, code)
+		bits := math.Float32bits(scale)
+		if bits == codeStale {
+			bits = negZero
+		}
+		st.Store(bits)
+		return code, scale, true
+	default:
+		return code, math.Float32frombits(s), true
+	}
+}
