@@ -266,6 +266,10 @@ func (w *jsonWriter) timings(t *Timings) {
 type jsonWriter struct {
 	b   []byte
 	err error
+	// The last time written and its JSON (time).
+	lastTime     time.Time
+	lastTimeJSON [48]byte
+	lastTimeLen  int
 }
 
 func (w *jsonWriter) raw(s string) { w.b = append(w.b, s...) }
@@ -328,8 +332,15 @@ func (w *jsonWriter) float(f float64, bits int) {
 }
 
 // time writes t as time.Time's MarshalJSON does (RFC 3339 with
-// nanoseconds); a year it cannot write is its error.
+// nanoseconds); a year it cannot write is its error. The last time
+// written is remembered: an edge's scope, validity and provenance
+// often hold the same instant, and formatting one costs more than
+// copying its bytes.
 func (w *jsonWriter) time(t time.Time) {
+	if w.lastTimeLen > 0 && t == w.lastTime {
+		w.b = append(w.b, w.lastTimeJSON[:w.lastTimeLen]...)
+		return
+	}
 	if y := t.Year(); y < 0 || y > 9999 {
 		raw, err := t.MarshalJSON()
 		if err != nil && w.err == nil {
@@ -338,9 +349,14 @@ func (w *jsonWriter) time(t time.Time) {
 		w.b = append(w.b, raw...)
 		return
 	}
+	start := len(w.b)
 	w.byte('"')
 	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
 	w.byte('"')
+	if n := len(w.b) - start; n <= len(w.lastTimeJSON) {
+		w.lastTime, w.lastTimeLen = t, n
+		copy(w.lastTimeJSON[:], w.b[start:])
+	}
 }
 
 const hexDigits = "0123456789abcdef"
