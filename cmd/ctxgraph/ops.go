@@ -33,7 +33,8 @@ func checkCmd() *cobra.Command {
 		Short: "Verify a stopped daemon's data: the store's consistency and every derived index against it",
 		Long: `check opens the store in DIR/graph (recovering it as a restart would; the
 daemon must be stopped) and verifies it: every edge's endpoints exist, the
-out/in adjacency and identity entries match the edges, alias entries point
+out/in adjacency (with each entry's copy of its edge's facts) and identity
+entries match the edges, alias entries point
 at live nodes, every step belongs to an episode, blobs referenced exist,
 recorded counts match, and the memory-resident view loaded from Badger
 matches Badger. It then rebuilds the derived indexes (vector index, ...)
