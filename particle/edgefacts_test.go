@@ -327,15 +327,16 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 		return Salience{Score: rng.Float64(), DecayFn: fns[rng.IntN(len(fns))], HalfLifeS: []float64{0, 60, 3600 * rng.Float64(), math.NaN()}[rng.IntN(4)],
 			LastUpdated: times[rng.IntN(len(times))]()}
 	}
-	// Embeddings of the codes' dimension (the first one's, 8), of
-	// another, or none.
-	embedded := false
+	// Embeddings of the codes' dimension (the first one's, 8: the first
+	// round has no other, since a batch applies its edges in any order),
+	// of another, or none.
+	firstRound := true
 	embedding := func() []float32 {
 		dims := []int{8, 8, 8, 5, 0}
-		v := make([]float32, dims[rng.IntN(len(dims))])
-		if !embedded {
-			v, embedded = make([]float32, 8), true
+		if firstRound {
+			dims = []int{8, 8, 0}
 		}
+		v := make([]float32, dims[rng.IntN(len(dims))])
 		for i := range v {
 			v[i] = float32(rng.NormFloat64())
 		}
@@ -401,6 +402,7 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkFacts(t, s.Store, fmt.Sprintf("round %d: put and deleted", round))
+		firstRound = false
 		if s.v.codes.dim != 8 {
 			t.Fatalf("round %d: codes of %d dimensions, want the first embedding's 8", round, s.v.codes.dim)
 		}
