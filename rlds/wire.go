@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ctxgraph/ctxgraph/particle"
 )
 
 // Kind names what a wire [Message] carries.
@@ -503,21 +506,35 @@ func decodeJSON(b []byte) (*Message, error) {
 	return &m, nil
 }
 
-// MsgID is the JetStream Nats-Msg-Id of a message: episode/start,
-// episode/<step index>, episode/end. Publishing the same id twice inside
-// the dedupe window stores it once.
+// MsgID is the JetStream Nats-Msg-Id of a message, and the id the
+// daemon records it as applied under: episode/start, episode/<step
+// index>, episode/end. Publishing the same id twice inside the dedupe
+// window stores it once, and a message whose id is applied changes
+// nothing. Outside the default namespace the id starts with the
+// namespace and a dot ("tenant/project.episode/start"): an episode ID
+// holds no dot, so two namespaces' episodes of one ID are different
+// messages, and the default namespace's ids are what they always were.
 func (m *Message) MsgID() string {
+	var id string
 	switch m.Kind {
 	case KindEpisodeStart:
-		return m.EpisodeID + "/start"
+		id = m.EpisodeID + "/start"
 	case KindEpisodeEnd:
-		return m.EpisodeID + "/end"
+		id = m.EpisodeID + "/end"
 	default:
 		if m.Step == nil {
-			return m.EpisodeID + "/step"
+			id = m.EpisodeID + "/step"
+		} else {
+			id = m.EpisodeID + "/" + strconv.Itoa(m.Step.Index)
 		}
-		return fmt.Sprintf("%s/%d", m.EpisodeID, m.Step.Index)
 	}
+	if m.Tenant == "" && m.Project == "" {
+		return id
+	}
+	if ns := particle.Namespace(m.Tenant, m.Project); ns != particle.DefaultNamespace {
+		return ns + "." + id
+	}
+	return id
 }
 
 // Subject is the NATS subject for m under prefix (default "ctxgraph").

@@ -20,6 +20,8 @@ import (
 // rldsFlags are the flags of import rlds beyond publishFlags.
 type rldsFlags struct {
 	publishFlags
+	tenant     string
+	project    string
 	limit      int
 	splits     []string
 	skipBad    bool
@@ -40,7 +42,9 @@ steps, end, with Nats-Msg-Id set. Episode IDs are derived from dataset,
 version, split, shard and record, so importing the same dataset twice stores
 it once, and an interrupted import run again finishes the rest: episodes the
 daemon already holds in full are skipped (--skip-stored), and any other is
-published whole again, which dedupe makes harmless.
+published whole again, which dedupe makes harmless. --tenant and --project
+write the episodes into that namespace; message IDs outside the default
+namespace carry it, so one dataset can be imported into several.
 
 A bad record (bad CRC, truncated file, wrong dtype) or an episode with a
 message over the size limit ends the import with an error naming the file,
@@ -54,6 +58,8 @@ exits non-zero at the end.`,
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
+	fl.StringVar(&f.tenant, "tenant", "", "tenant of the namespace the episodes are written to (default: default)")
+	fl.StringVar(&f.project, "project", "", "project of that namespace (default: default)")
 	fl.IntVar(&f.limit, "limit", 0, "import at most this many episodes (the first ones, in reading order, counting those already stored); 0 = all")
 	fl.StringSliceVar(&f.splits, "split", nil, "import only these splits (repeat or comma-separate); default all")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "report bad records and unsendable episodes and go on, instead of stopping at the first")
@@ -63,7 +69,7 @@ exits non-zero at the end.`,
 
 func importRLDS(ctx context.Context, stderr io.Writer, f rldsFlags, inputs []string) error {
 	o := client.ImportOptions{
-		Prefix: f.prefix, Rate: f.rate, Limit: f.limit, Splits: f.splits,
+		Prefix: f.prefix, Tenant: f.tenant, Project: f.project, Rate: f.rate, Limit: f.limit, Splits: f.splits,
 		SkipBad: f.skipBad, SkipStored: f.skipStored,
 		OnBad:  func(err error) { fmt.Fprintln(stderr, "skipped:", err) },
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -100,7 +106,7 @@ func importRLDS(ctx context.Context, stderr io.Writer, f rldsFlags, inputs []str
 		if err := client.WaitApplied(ctx, js, f.wait, map[string]string{daemon.StreamRLDS: daemon.DurableRLDS}); err != nil {
 			return joinErr(ierr, err)
 		}
-		missing, err := client.VerifyStored(ctx, nc, f.prefix, st.Published)
+		missing, err := client.VerifyStored(ctx, nc, f.prefix, f.tenant, f.project, st.Published)
 		if err != nil && !errors.Is(err, client.ErrNoStatus) {
 			return joinErr(ierr, err)
 		}

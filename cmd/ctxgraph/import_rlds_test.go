@@ -499,6 +499,53 @@ func TestImportRLDSTwiceChangesNothing(t *testing.T) {
 	}
 }
 
+// TestImportRLDSIntoNamespaces imports one dataset into the default
+// namespace and then into another: the second import is not taken for
+// the first (neither by the status check, nor by JetStream's dedupe, nor
+// by the daemon's record of applied messages), both namespaces hold
+// every episode in full, and importing again into the second stores
+// nothing more.
+func TestImportRLDSIntoNamespaces(t *testing.T) {
+	d := testDaemon(t)
+	s := d.Store()
+	mustImport(t, d, "--split", "train", sample("bridge_dataset"))
+	first := s.Counts()
+	out := mustImport(t, d, "--tenant", "lab-b", "--project", "arm", "--split", "train", sample("bridge_dataset"))
+	if !strings.Contains(out, "published 25 episodes (250 steps") || !strings.Contains(out, "0 duplicates dropped") ||
+		!strings.Contains(out, "holds all 25 published episodes in full") {
+		t.Fatalf("import into lab-b/arm: %s", out)
+	}
+	second := s.Counts()
+	if second.Episodes != 2*first.Episodes || second.Steps != 2*first.Steps || first.Episodes != 25 {
+		t.Fatalf("episodes %d → %d, steps %d → %d: want the second namespace to hold as many again", first.Episodes, second.Episodes, first.Steps, second.Steps)
+	}
+	var inDefault, inArm int
+	s.Read(func(r particle.Reader) {
+		r.Episodes(func(ep *particle.Episode) bool {
+			switch ep.Namespace {
+			case particle.DefaultNamespace:
+				inDefault++
+			case "lab-b/arm":
+				inArm++
+				if other := r.Episode(particle.DefaultNamespace, ep.ID); other == nil {
+					t.Errorf("episode %s of lab-b/arm has no twin in the default namespace", ep.ID)
+				}
+			}
+			return true
+		})
+	})
+	if inDefault != 25 || inArm != 25 {
+		t.Fatalf("episodes: %d in the default namespace, %d in lab-b/arm; want 25 and 25", inDefault, inArm)
+	}
+	out = mustImport(t, d, "--tenant", "lab-b", "--project", "arm", "--split", "train", sample("bridge_dataset"))
+	if !strings.Contains(out, "published 0 episodes (0 steps") || !strings.Contains(out, "25 already stored") {
+		t.Errorf("second import into lab-b/arm: %s", out)
+	}
+	if got := s.Counts(); got.Episodes != second.Episodes || got.Steps != second.Steps {
+		t.Errorf("counts %+v after importing again, want %+v", got, second)
+	}
+}
+
 func TestImportRLDSInterruptedFinishesTheRest(t *testing.T) {
 	// The reference: one uninterrupted import.
 	ref := testDaemon(t)

@@ -23,6 +23,9 @@ import (
 type ImportOptions struct {
 	// Prefix starts every subject. Default "ctxgraph".
 	Prefix string
+	// Tenant and Project name the namespace the episodes are written to
+	// (empty: the default one).
+	Tenant, Project string
 	// Rate bounds the messages (steps) published per second; 0 means as
 	// fast as the daemon acknowledges.
 	Rate float64
@@ -335,7 +338,7 @@ func readEpisodes(ctx context.Context, nc *nats.Conn, datasets []*rlds.Dataset, 
 func prepare(ctx context.Context, nc *nats.Conn, ep *rlds.Episode, o ImportOptions, maxBytes int) (*prepared, error) {
 	p := &prepared{pub: PublishedEpisode{ID: ep.ID, Steps: len(ep.Steps), Source: ep.Source}}
 	if o.SkipStored {
-		r, err := Status(ctx, nc, o.Prefix, []string{ep.ID})
+		r, err := StatusIn(ctx, nc, o.Prefix, o.Tenant, o.Project, []string{ep.ID})
 		if err != nil {
 			return nil, err
 		}
@@ -350,6 +353,7 @@ func prepare(ctx context.Context, nc *nats.Conn, ep *rlds.Episode, o ImportOptio
 	}
 	p.msgs = make([]wireMsg, len(msgs))
 	for i, m := range msgs {
+		m.Tenant, m.Project = o.Tenant, o.Project
 		if o.Retimer != nil {
 			o.Retimer.Retime(m)
 		}
@@ -394,8 +398,9 @@ func sceneTags(md map[string]any) []string {
 }
 
 // VerifyStored asks the daemon whether it holds every published episode
-// in full, and returns the status of each that it does not.
-func VerifyStored(ctx context.Context, nc *nats.Conn, prefix string, published []PublishedEpisode) ([]EpisodeStatus, error) {
+// of namespace tenant/project in full, and returns the status of each
+// that it does not.
+func VerifyStored(ctx context.Context, nc *nats.Conn, prefix, tenant, project string, published []PublishedEpisode) ([]EpisodeStatus, error) {
 	var missing []EpisodeStatus
 	for len(published) > 0 {
 		batch := published[:min(len(published), MaxStatusEpisodes)]
@@ -404,7 +409,7 @@ func VerifyStored(ctx context.Context, nc *nats.Conn, prefix string, published [
 		for i, p := range batch {
 			ids[i] = p.ID
 		}
-		r, err := Status(ctx, nc, prefix, ids)
+		r, err := StatusIn(ctx, nc, prefix, tenant, project, ids)
 		if err != nil {
 			return nil, err
 		}

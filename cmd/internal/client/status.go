@@ -74,10 +74,15 @@ func (s EpisodeStatus) Complete(n int, src *rlds.Source) bool {
 // Status asks the daemon behind nc what it has stored of episodes (at
 // most MaxStatusEpisodes) of the default namespace.
 func Status(ctx context.Context, nc *nats.Conn, prefix string, episodes []string) (*StatusReply, error) {
+	return StatusIn(ctx, nc, prefix, "", "", episodes)
+}
+
+// StatusIn is Status for the episodes of namespace tenant/project.
+func StatusIn(ctx context.Context, nc *nats.Conn, prefix, tenant, project string, episodes []string) (*StatusReply, error) {
 	if len(episodes) > MaxStatusEpisodes {
 		return nil, fmt.Errorf("client: status of %d episodes asked at once (limit %d)", len(episodes), MaxStatusEpisodes)
 	}
-	body, err := json.Marshal(StatusRequest{Episodes: episodes})
+	body, err := json.Marshal(StatusRequest{Tenant: tenant, Project: project, Episodes: episodes})
 	if err != nil {
 		return nil, err
 	}
