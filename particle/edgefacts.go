@@ -225,8 +225,8 @@ func (v *view) setFacts(e *Edge, f EdgeFacts) EdgeFacts {
 		return f
 	}
 	f.NS = v.nsKey(e.Namespace)
-	v.recordKeys(e, &f)
-	v.setAgents(e, &f)
+	v.recordAgents(e, &f)
+	v.recordSite(e, &f)
 	if !v.loading {
 		v.codes.stale(e.Seq, e.Embedding) // a load makes every code stale at its end
 	}

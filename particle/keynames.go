@@ -70,14 +70,9 @@ func edgeAgent(e *Edge) string {
 	return one
 }
 
-// recordKeys adds the names behind the agent and site keys of e's facts
-// f to the view's records.
-func (v *view) recordKeys(e *Edge, f *EdgeFacts) {
-	if f.Agent != 0 && !wave.IsAgentSet(f.Agent) {
-		if a := edgeAgent(e); a != "" {
-			v.agentKeys.add(f.Agent, a)
-		}
-	}
+// recordSite adds the canonical location behind the site key of e's
+// facts f to the view's records.
+func (v *view) recordSite(e *Edge, f *EdgeFacts) {
 	if f.Site != 0 {
 		loc := e.Scope.Location
 		if loc != v.lastLocation {
@@ -119,13 +114,19 @@ func (v *view) agentNumber(agent string) uint16 {
 	return n
 }
 
-// setAgents records the agents of edge e, whose facts are f, at its seq
-// when its provenance names several, and clears the seq's record
-// otherwise.
-func (v *view) setAgents(e *Edge, f *EdgeFacts) {
+// recordAgents records the agents behind the agent key of e's facts f:
+// the name of its one agent (agentKeys), or, when its provenance names
+// several, their set at its seq (edgeAgents), which an edge of at most
+// one agent does not hold.
+func (v *view) recordAgents(e *Edge, f *EdgeFacts) {
 	if !wave.IsAgentSet(f.Agent) {
 		if e.Seq < uint64(len(v.edgeAgents)) {
 			v.edgeAgents[e.Seq] = agentSet{}
+		}
+		if f.Agent != 0 {
+			if a := edgeAgent(e); a != "" {
+				v.agentKeys.add(f.Agent, a)
+			}
 		}
 		return
 	}

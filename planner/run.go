@@ -482,11 +482,7 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
 	bounds := append(st.bounds[:0], static...)
 	st.bounds = bounds
 	if run.qNorm == 0 {
-		var ss float64
-		for _, x := range run.q {
-			ss += float64(x) * float64(x)
-		}
-		run.qNorm = float32(math.Sqrt(ss))
+		run.qNorm = float32(math.Sqrt(float64(wave.Dot(run.q, run.q))))
 	}
 	dim := len(run.q)
 	for i := range cands {

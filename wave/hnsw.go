@@ -567,7 +567,7 @@ func (h *HNSW) score(q []float32, s uint32, quant bool) float32 {
 	p, i := h.page(s)
 	o := i * h.dim
 	if quant {
-		return p.scales[i] * dotI8(q, p.codes[o:o+h.dim:o+h.dim])
+		return CodeDot(q, p.codes[o:o+h.dim:o+h.dim], p.scales[i])
 	}
 	return dot(q, p.vecs[o:o+h.dim:o+h.dim])
 }
@@ -807,7 +807,7 @@ func (h *HNSW) exact(s *searcher, q []float32, k int, f *Filter) []Hit {
 			return
 		}
 		o := i * h.dim
-		s.pushRes(cand{p.scales[i] * dotI8(q, p.codes[o:o+h.dim:o+h.dim]), sl}, keep)
+		s.pushRes(cand{CodeDot(q, p.codes[o:o+h.dim:o+h.dim], p.scales[i]), sl}, keep)
 	}
 	if s.all {
 		n := h.nslots.Load()

@@ -129,7 +129,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				if q16ok {
 					sc = d.scales[i] * qs * float32(dotQ16(q16, codes[o:o+x.dim:o+x.dim]))
 				} else {
-					sc = d.scales[i] * dotI8(q, codes[o:o+x.dim:o+x.dim])
+					sc = CodeDot(q, codes[o:o+x.dim:o+x.dim], d.scales[i])
 				}
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
