@@ -546,6 +546,23 @@ func TestImportRLDSIntoNamespaces(t *testing.T) {
 	}
 }
 
+// TestImportRLDSRefusesBadNamespaces: a tenant or project with a '/'
+// (ambiguous with the namespace's own separator), white space or a
+// control character is refused with an error naming it, before anything
+// is sent.
+func TestImportRLDSRefusesBadNamespaces(t *testing.T) {
+	d := testDaemon(t)
+	for _, args := range [][]string{{"--tenant", "lab/b"}, {"--project", "arm one"}, {"--tenant", "lab\x00"}, {"--project", "a\nb"}} {
+		out, err := importRLDSInto(t, d, append(args, "--split", "train", sample("bridge_dataset"))...)
+		if err == nil || !strings.Contains(err.Error()+out, "may not contain") || !strings.Contains(err.Error()+out, args[0][2:]) {
+			t.Errorf("import with %s %q: err %v\n%s", args[0], args[1], err, out)
+		}
+	}
+	if c := d.Store().Counts(); c.Episodes != 0 || c.Steps != 0 {
+		t.Errorf("refused imports stored %d episodes and %d steps", c.Episodes, c.Steps)
+	}
+}
+
 func TestImportRLDSInterruptedFinishesTheRest(t *testing.T) {
 	// The reference: one uninterrupted import.
 	ref := testDaemon(t)
