@@ -131,3 +131,43 @@ func TestIndexerFillsFromIVFSnapshot(t *testing.T) {
 		t.Fatalf("edge after the fill: %v, want seq %d with its exact float score", hits, e.Seq)
 	}
 }
+
+// TestIndexerRemembersVectorsBySeq: the indexer adds a vector once per
+// id, skips it while the id keeps the same vector, and adds it again
+// after a removal, for ids below and far above those it has seen.
+func TestIndexerRemembersVectorsBySeq(t *testing.T) {
+	f := newFixture(t, false)
+	idx := &countingIndex{Flat: wave.NewFlat(384)}
+	ix, err := NewIndexer(f.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ix.Close)
+	vec := f.embed("a cup")
+	other := f.embed("a plate")
+	for _, id := range []uint64{3, 1 << 20, 2} {
+		adds := idx.adds
+		for range 2 {
+			if err := ix.add(id, vec, wave.Meta{Kind: wave.KindNode}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if idx.adds != adds+1 {
+			t.Fatalf("id %d: %d adds for the same vector twice, want 1", id, idx.adds-adds)
+		}
+		ix.remove(id)
+		if err := ix.add(id, vec, wave.Meta{Kind: wave.KindNode}); err != nil {
+			t.Fatal(err)
+		}
+		if hits := idx.Search(vec, 1, nil); len(hits) != 1 || hits[0].ID != id {
+			t.Fatalf("id %d added again after its removal: search gives %v", id, hits)
+		}
+		if err := ix.add(id, other, wave.Meta{Kind: wave.KindNode}); err != nil {
+			t.Fatal(err)
+		}
+		if idx.adds != adds+3 {
+			t.Fatalf("id %d: %d adds, want 3 (once, after the removal, for a new vector)", id, idx.adds-adds)
+		}
+		ix.remove(id)
+	}
+}
