@@ -26,8 +26,7 @@ import (
 type edgeCodes struct {
 	dim int
 	// chunks covers every seq the view has numbered (writers grow it);
-	// a chunk is made by whoever first stores a code in it, reader or
-	// writer.
+	// a chunk is made by the reader that first codes one of its seqs.
 	chunks []atomic.Pointer[codeChunk]
 }
 

@@ -208,6 +208,9 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 func (v *view) linkLoaded() {
 	v.loading = false
 	v.codes.loaded(v.edgeSeq)
+	// Appended directly: each edge goes at the end of its lists here,
+	// and link's checks and search cost 0.2 s of a 1M-edge load
+	// (BenchmarkReopen, interleaved).
 	for seq, e := range v.edgeSeq {
 		if e != nil {
 			a := adjEdge{seq: uint64(seq), facts: v.edgeFacts[seq]}

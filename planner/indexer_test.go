@@ -26,17 +26,25 @@ func (c *countingIndex) SetMeta(id uint64, m wave.Meta) bool {
 	return c.Flat.SetMeta(id, m)
 }
 
-// TestIndexerRefreshesEdgeScope re-observes an edge two hours later: its
-// vector is not re-added, but its indexed time scope grows, so a window
-// after the first sighting finds it.
-func TestIndexerRefreshesEdgeScope(t *testing.T) {
-	f := newFixture(t, false)
+// countingIndexer is an Indexer of f's store over a countingIndex,
+// closed when the test ends.
+func countingIndexer(t *testing.T, f *fixture) (*countingIndex, *Indexer) {
+	t.Helper()
 	idx := &countingIndex{Flat: wave.NewFlat(384)}
 	ix, err := NewIndexer(f.store, idx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ix.Close)
+	return idx, ix
+}
+
+// TestIndexerRefreshesEdgeScope re-observes an edge two hours later: its
+// vector is not re-added, but its indexed time scope grows, so a window
+// after the first sighting finds it.
+func TestIndexerRefreshesEdgeScope(t *testing.T) {
+	f := newFixture(t, false)
+	idx, ix := countingIndexer(t, f)
 	e := f.fact(particle.EdgeCausal, "cup", "spills", "table", "", t0, 0.9)
 	if err := ix.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -137,12 +145,7 @@ func TestIndexerFillsFromIVFSnapshot(t *testing.T) {
 // after a removal, for ids below and far above those it has seen.
 func TestIndexerRemembersVectorsBySeq(t *testing.T) {
 	f := newFixture(t, false)
-	idx := &countingIndex{Flat: wave.NewFlat(384)}
-	ix, err := NewIndexer(f.store, idx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ix.Close)
+	idx, ix := countingIndexer(t, f)
 	vec := f.embed("a cup")
 	other := f.embed("a plate")
 	for _, id := range []uint64{3, 1 << 20, 2} {
