@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -431,5 +432,42 @@ func TestAllListsOrdersAsTopK(t *testing.T) {
 				t.Fatalf("round %d: position %d is list %d (%v), want %d (%v)", round, i, got[i].ID, got[i].Score, w[i].ID, w[i].Score)
 			}
 		}
+	}
+}
+
+// TestIVFSnapshotHugeCountIsBounded: a snapshot whose entry counts were
+// damaged to claim two billion entries is refused as corrupt, and reading
+// it allocates a bounded amount: the id map is sized for at most 4M
+// entries (about 150 MB), lists for at most maxListPresize before they
+// are read.
+func TestIVFSnapshotHugeCountIsBounded(t *testing.T) {
+	const n = 777 // untrained: one list, its count equal to the total
+	vecs := clustered(43, n, 8, 3)
+	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 4096})
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	bad := b.Bytes()
+	count := []byte{n & 0xff, n >> 8, 0, 0}
+	found := 0
+	for i := 0; i+4 <= len(bad); i++ {
+		if bytes.Equal(bad[i:i+4], count) {
+			copy(bad[i:], []byte{0xff, 0xff, 0xff, 0x7f})
+			found++
+		}
+	}
+	if found < 2 {
+		t.Fatalf("found the count %d %d times in the snapshot, want the total and the list's", n, found)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadIVF(bytes.NewReader(bad))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err %v, want ErrCorrupt", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 256<<20 {
+		t.Fatalf("reading the damaged snapshot allocated %d MB", got>>20)
 	}
 }
