@@ -68,7 +68,7 @@ func render(t *testing.T, a *Answer, format string) string {
 }
 
 func TestEveryFormatIsRegistered(t *testing.T) {
-	if got := Formats(); !slices.Equal(got, []string{"cypher", "json", "text", "triples", "turtle"}) {
+	if got := Formats(); !slices.Equal(got, []string{"cypher", "json", "msgpack", "text", "triples", "turtle"}) {
 		t.Errorf("Formats() = %v", got)
 	}
 	for _, f := range formatNames {

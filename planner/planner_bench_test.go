@@ -253,7 +253,9 @@ func BenchmarkExpandFleet(b *testing.B) {
 
 // BenchmarkAnswerJSONFleet encodes a fleet answer (2 hops, budget 256)
 // as the daemon does for NATS and HTTP (planner.Render), by reflection,
-// and by Answer.AppendJSON into a reused buffer.
+// by Answer.AppendJSON into a reused buffer, and in the msgpack format
+// (Answer.AppendMsgpack); then decodes it as a Go client would, from
+// JSON (encoding/json) and from msgpack (DecodeMsgpackAnswer).
 func BenchmarkAnswerJSONFleet(b *testing.B) {
 	g := fleetBench(b)
 	flat := wave.NewFlat(fleetDims)
@@ -271,6 +273,7 @@ func BenchmarkAnswerJSONFleet(b *testing.B) {
 		{"render", func() ([]byte, error) { raw, _, err := planner.Render(ans, ""); return raw, err }},
 		{"reflect", func() ([]byte, error) { return json.Marshal(ans) }},
 		{"append", func() ([]byte, error) { return ans.AppendJSON(buf[:0]) }},
+		{"msgpack", func() ([]byte, error) { return ans.AppendMsgpack(buf[:0]) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var n int
@@ -281,8 +284,31 @@ func BenchmarkAnswerJSONFleet(b *testing.B) {
 				}
 				n = len(raw)
 			}
-			b.ReportMetric(float64(n), "json-bytes")
+			b.ReportMetric(float64(n), "bytes")
 			b.ReportMetric(float64(len(ans.Nodes)+len(ans.Edges)), "items")
+		})
+	}
+	js, err := ans.AppendJSON(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mp, err := ans.AppendMsgpack(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		dec  func() error
+	}{
+		{"decode-json", func() error { var a planner.Answer; return json.Unmarshal(js, &a) }},
+		{"decode-msgpack", func() error { _, err := planner.DecodeMsgpackAnswer(mp); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := c.dec(); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -1,0 +1,641 @@
+package planner
+
+import (
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+)
+
+// The msgpack format is the answer for programs in a control loop: the
+// same information as the JSON, about a third of its size, and several
+// times cheaper to write and to read (BenchmarkAnswerJSONFleet). It is
+// standard MessagePack, so any MessagePack library reads it; the layout
+// (MsgpackLayoutVersion) is:
+//
+//   - The answer is a map with string keys: "v" (the layout version),
+//     "strings", "nodes", "edges", "unknowns", "hypotheses",
+//     "contradictions", "context_state" (when there is one),
+//     "timings_us", "strategy", "strategy_reason" (when there is one)
+//     and "truncated". "v" and "strings" come first.
+//   - "strings" is the answer's string table: the strings of the
+//     nodes, edges, unknowns, hypotheses and contradictions. Those
+//     sections hold a string as its index in the table (a uint), so an
+//     id repeated as a node, an edge end and a provenance entry is
+//     mostly sent once (a string may be in the table more than once;
+//     index 0 is "").
+//   - Nodes, edges and the other records of those sections are arrays
+//     whose elements are in the order of the fields below; a list of
+//     strings is an array of indices, empty when there are none; a
+//     list that is null in the JSON is nil.
+//     node: [id, type, name, aliases, tags, score, belief, seed, hop,
+//     rlds_episode_ids, cms_span_ids]
+//     edge: [id, source, target, source_name, target_name, type,
+//     predicate, value, confidence, salience, score, status,
+//     hypothesis, evidence, provenance, scope, valid_from, valid_to]
+//     provenance: [episode_id, step_index (nil when none),
+//     cms_span_id, agent, observed_at]
+//     scope: [from, to, location, audience]
+//     unknown: [kind, name]
+//     contradiction: [subject, predicate, edge_a, edge_b,
+//     confidence_a, confidence_b]
+//   - Times are MessagePack timestamps (extension -1); the zero time is
+//     nil. Scores, beliefs and confidences are float64, the context
+//     state's values float32.
+//   - "context_state", "timings_us", "strategy", "strategy_reason" and
+//     "truncated" are as in the JSON (maps with the JSON's keys, plain
+//     strings), "top" entries as [dim, value] arrays.
+//
+// A reader skips map keys it does not know; a new layout that changes
+// the meaning of a known one gets a new version.
+
+// MsgpackLayoutVersion is the layout version the msgpack format writes
+// under "v" and the only one DecodeMsgpackAnswer reads.
+const MsgpackLayoutVersion = 1
+
+// MsgpackMediaType is the media type of the msgpack format.
+const MsgpackMediaType = "application/vnd.msgpack"
+
+func init() {
+	formatters["msgpack"] = func(a *Answer) ([]byte, string, error) {
+		b, err := a.AppendMsgpack(nil)
+		return b, MsgpackMediaType, err
+	}
+}
+
+// msgpackWriter writes the sections that refer to the string table into
+// body, collecting the table as it goes; AppendMsgpack then writes the
+// table and copies body after it.
+type msgpackWriter struct {
+	body  []byte
+	table []string
+	// seen finds a string's index by where its bytes are: an answer's
+	// ids, names and types mostly share their bytes with the graph's
+	// view (an edge's end with its node's id), so this dedups without
+	// reading the strings. In the daemon their bytes are rarely in the
+	// cache, and hashing each (a map by content) cost more than it
+	// saved; equal strings at two places are in the table twice.
+	// A slot is current when its gen is the writer's.
+	seen [4096]seenString
+	gen  uint32
+	// The last time written and its encoding: an edge's scope,
+	// validity and provenance often hold the same instant.
+	lastTime time.Time
+	lastEnc  []byte
+}
+
+// seenString is a string's bytes (pointer and length) and its index.
+type seenString struct {
+	p   *byte
+	n   int
+	i   uint32
+	gen uint32
+}
+
+var msgpackWriters = sync.Pool{New: func() any { return new(msgpackWriter) }}
+
+// reset readies w for an answer: the table holds "" at index 0.
+func (w *msgpackWriter) reset() {
+	clear(w.table)
+	w.table = append(w.table[:0], "")
+	w.gen++
+	if w.gen == 0 { // wrapped: slots of gen 0 must not look current
+		clear(w.seen[:])
+		w.gen = 1
+	}
+	w.body = w.body[:0]
+	w.lastTime, w.lastEnc = time.Time{}, w.lastEnc[:0]
+}
+
+// AppendMsgpack appends the msgpack encoding of a to b (see the layout
+// above). It does not fail on values JSON cannot hold: NaN and the
+// infinities are MessagePack floats.
+func (a *Answer) AppendMsgpack(b []byte) ([]byte, error) {
+	w := msgpackWriters.Get().(*msgpackWriter)
+	defer msgpackWriters.Put(w)
+	w.reset()
+
+	w.key("nodes")
+	w.list(len(a.Nodes), a.Nodes == nil, func(i int) { w.node(&a.Nodes[i]) })
+	w.key("edges")
+	w.list(len(a.Edges), a.Edges == nil, func(i int) { w.edge(&a.Edges[i]) })
+	w.key("unknowns")
+	w.list(len(a.Unknowns), a.Unknowns == nil, func(i int) {
+		w.body = msgp.AppendArrayHeader(w.body, 2)
+		w.str(a.Unknowns[i].Kind)
+		w.str(a.Unknowns[i].Name)
+	})
+	w.key("hypotheses")
+	w.list(len(a.Hypotheses), a.Hypotheses == nil, func(i int) { w.str(a.Hypotheses[i]) })
+	w.key("contradictions")
+	w.list(len(a.Contradictions), a.Contradictions == nil, func(i int) {
+		c := &a.Contradictions[i]
+		w.body = msgp.AppendArrayHeader(w.body, 6)
+		w.str(c.Subject)
+		w.str(c.Predicate)
+		w.str(c.EdgeA)
+		w.str(c.EdgeB)
+		w.body = msgp.AppendFloat64(w.body, c.ConfidenceA)
+		w.body = msgp.AppendFloat64(w.body, c.ConfidenceB)
+	})
+	fields := uint32(10) // v, strings, the five sections above, timings, strategy, truncated
+	if a.ContextState != nil {
+		fields++
+		w.key("context_state")
+		w.contextState(a.ContextState)
+	}
+	w.key("timings_us")
+	w.timings(&a.Timings)
+	w.key("strategy")
+	w.body = appendValidUTF8String(w.body, a.Strategy)
+	if a.StrategyReason != "" {
+		fields++
+		w.key("strategy_reason")
+		w.body = appendValidUTF8String(w.body, a.StrategyReason)
+	}
+	w.key("truncated")
+	w.body = msgp.AppendBool(w.body, a.Truncated)
+
+	if b == nil {
+		n := len(w.body) + 16
+		for _, s := range w.table {
+			n += len(s) + 5
+		}
+		b = make([]byte, 0, n)
+	}
+	b = msgp.AppendMapHeader(b, fields)
+	b = msgp.AppendString(b, "v")
+	b = msgp.AppendInt(b, MsgpackLayoutVersion)
+	b = msgp.AppendString(b, "strings")
+	b = msgp.AppendArrayHeader(b, uint32(len(w.table)))
+	for _, s := range w.table {
+		b = appendValidUTF8String(b, s)
+	}
+	return append(b, w.body...), nil
+}
+
+// appendValidUTF8String appends s as a MessagePack string with each
+// byte of invalid UTF-8 replaced by U+FFFD, as the JSON does.
+func appendValidUTF8String(b []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return msgp.AppendString(b, s)
+	}
+	v := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			v = utf8.AppendRune(v, utf8.RuneError)
+		} else {
+			v = append(v, s[i:i+n]...)
+		}
+		i += n
+	}
+	return msgp.AppendStringFromBytes(b, v)
+}
+
+func (w *msgpackWriter) key(k string) { w.body = msgp.AppendString(w.body, k) }
+
+// str writes s as its index in the string table, adding it when its
+// bytes are new.
+func (w *msgpackWriter) str(s string) {
+	if len(s) == 0 {
+		w.body = append(w.body, 0) // "" is index 0, a positive fixint
+		return
+	}
+	p := unsafe.StringData(s)
+	slot := &w.seen[uintptr(unsafe.Pointer(p))*0x9E3779B97F4A7C15>>(64-12)]
+	if slot.gen != w.gen || slot.p != p || slot.n != len(s) {
+		*slot = seenString{p: p, n: len(s), i: uint32(len(w.table)), gen: w.gen}
+		w.table = append(w.table, s)
+	}
+	w.body = msgp.AppendUint32(w.body, slot.i)
+}
+
+// strs writes ss as an array of indices (empty for none).
+func (w *msgpackWriter) strs(ss []string) {
+	w.body = msgp.AppendArrayHeader(w.body, uint32(len(ss)))
+	for _, s := range ss {
+		w.str(s)
+	}
+}
+
+// list writes an array of n elements (nil for a nil slice).
+func (w *msgpackWriter) list(n int, isNil bool, elem func(i int)) {
+	if isNil {
+		w.body = msgp.AppendNil(w.body)
+		return
+	}
+	w.body = msgp.AppendArrayHeader(w.body, uint32(n))
+	for i := range n {
+		elem(i)
+	}
+}
+
+// time writes t as a MessagePack timestamp, the zero time as nil.
+func (w *msgpackWriter) time(t time.Time) {
+	if t.IsZero() {
+		w.body = msgp.AppendNil(w.body)
+		return
+	}
+	if len(w.lastEnc) > 0 && t.Equal(w.lastTime) {
+		w.body = append(w.body, w.lastEnc...)
+		return
+	}
+	start := len(w.body)
+	w.body = msgp.AppendTimeExt(w.body, t)
+	w.lastTime, w.lastEnc = t, append(w.lastEnc[:0], w.body[start:]...)
+}
+
+func (w *msgpackWriter) node(n *NodeOut) {
+	w.body = msgp.AppendArrayHeader(w.body, 11)
+	w.str(n.ID)
+	w.str(n.Type)
+	w.str(n.Name)
+	w.strs(n.Aliases)
+	w.strs(n.Tags)
+	w.body = msgp.AppendFloat64(w.body, n.Score)
+	w.body = msgp.AppendFloat64(w.body, n.Belief)
+	w.body = msgp.AppendBool(w.body, n.Seed)
+	w.body = msgp.AppendInt(w.body, n.Hop)
+	w.strs(n.Episodes)
+	w.strs(n.Spans)
+}
+
+func (w *msgpackWriter) edge(e *EdgeOut) {
+	w.body = msgp.AppendArrayHeader(w.body, 18)
+	w.str(e.ID)
+	w.str(e.Source)
+	w.str(e.Target)
+	w.str(e.SourceName)
+	w.str(e.TargetName)
+	w.str(e.Type)
+	w.str(e.Predicate)
+	w.str(e.Value)
+	w.body = msgp.AppendFloat64(w.body, e.Confidence)
+	w.body = msgp.AppendFloat64(w.body, e.Salience)
+	w.body = msgp.AppendFloat64(w.body, e.Score)
+	w.str(e.Status)
+	w.body = msgp.AppendBool(w.body, e.Hypothesis)
+	w.body = msgp.AppendInt(w.body, e.Evidence)
+	w.list(len(e.Provenance), e.Provenance == nil, func(i int) {
+		p := &e.Provenance[i]
+		w.body = msgp.AppendArrayHeader(w.body, 5)
+		w.str(p.EpisodeID)
+		if p.StepIndex != nil {
+			w.body = msgp.AppendInt(w.body, *p.StepIndex)
+		} else {
+			w.body = msgp.AppendNil(w.body)
+		}
+		w.str(p.CMSSpanID)
+		w.str(p.Agent)
+		w.time(p.ObservedAt)
+	})
+	w.body = msgp.AppendArrayHeader(w.body, 4)
+	w.time(e.Scope.TimeRange.From)
+	w.time(e.Scope.TimeRange.To)
+	w.str(e.Scope.Location)
+	w.strs(e.Scope.Audience)
+	w.time(e.ValidFrom)
+	w.time(e.ValidTo)
+}
+
+func (w *msgpackWriter) contextState(cs *ContextState) {
+	w.body = msgp.AppendMapHeader(w.body, 4)
+	w.key("dim")
+	w.body = msgp.AppendInt(w.body, cs.Dim)
+	w.key("norm")
+	w.body = msgp.AppendFloat64(w.body, cs.Norm)
+	w.key("top")
+	w.list(len(cs.Top), cs.Top == nil, func(i int) {
+		w.body = msgp.AppendArrayHeader(w.body, 2)
+		w.body = msgp.AppendInt(w.body, cs.Top[i].Dim)
+		w.body = msgp.AppendFloat32(w.body, cs.Top[i].Value)
+	})
+	w.key("vector")
+	w.list(len(cs.Vector), cs.Vector == nil, func(i int) { w.body = msgp.AppendFloat32(w.body, cs.Vector[i]) })
+}
+
+func (w *msgpackWriter) timings(t *Timings) {
+	n := uint32(6)
+	if t.KeywordUS != 0 {
+		n++
+	}
+	w.body = msgp.AppendMapHeader(w.body, n)
+	put := func(k string, v int64) {
+		w.key(k)
+		w.body = msgp.AppendInt64(w.body, v)
+	}
+	put("embed", t.EmbedUS)
+	put("prefilter", t.PrefilterUS)
+	if t.KeywordUS != 0 {
+		put("keyword", t.KeywordUS)
+	}
+	put("expand", t.ExpandUS)
+	put("rerank", t.RerankUS)
+	put("stitch", t.StitchUS)
+	put("total", t.TotalUS)
+}
+
+// DecodeMsgpackAnswer reads an answer in the msgpack format (the
+// layout above, version MsgpackLayoutVersion). It refuses malformed
+// input with an error that says where; it allocates at most in
+// proportion to len(b).
+func DecodeMsgpackAnswer(b []byte) (*Answer, error) {
+	r := msgpackReader{b: b}
+	a, err := r.answer()
+	if err != nil {
+		return nil, fmt.Errorf("decode msgpack answer: %w", err)
+	}
+	return a, nil
+}
+
+// msgpackReader reads the msgpack format from b; the first error
+// sticks and every later read returns zero values.
+type msgpackReader struct {
+	b     []byte
+	err   error
+	where string
+	table []string
+}
+
+func (r *msgpackReader) fail(err error) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s: %w", r.where, err)
+	}
+}
+
+func (r *msgpackReader) answer() (*Answer, error) {
+	r.where = "answer"
+	n := r.mapHeader()
+	a := &Answer{}
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		k := r.plainStr()
+		r.where = k
+		switch {
+		case i == 0 && k != "v", i == 1 && k != "strings":
+			r.fail(fmt.Errorf(`map key %d is %q: "v" and "strings" come first`, i, k))
+		case k == "v":
+			if v := r.int(); r.err == nil && v != MsgpackLayoutVersion {
+				r.fail(fmt.Errorf("layout version %d (this reader knows %d)", v, MsgpackLayoutVersion))
+			}
+		case k == "strings":
+			r.table = make([]string, r.arrayHeader())
+			for j := range r.table {
+				r.table[j] = r.plainStr()
+			}
+		case k == "nodes":
+			a.Nodes = readList(r, (*msgpackReader).node)
+		case k == "edges":
+			a.Edges = readList(r, (*msgpackReader).edge)
+		case k == "unknowns":
+			a.Unknowns = readList(r, func(r *msgpackReader) Unknown {
+				r.fields(2)
+				return Unknown{Kind: r.str(), Name: r.str()}
+			})
+		case k == "hypotheses":
+			a.Hypotheses = readList(r, (*msgpackReader).str)
+		case k == "contradictions":
+			a.Contradictions = readList(r, func(r *msgpackReader) Contradiction {
+				r.fields(6)
+				return Contradiction{Subject: r.str(), Predicate: r.str(), EdgeA: r.str(), EdgeB: r.str(),
+					ConfidenceA: r.float64(), ConfidenceB: r.float64()}
+			})
+		case k == "context_state":
+			a.ContextState = r.contextState()
+		case k == "timings_us":
+			r.timings(&a.Timings)
+		case k == "strategy":
+			a.Strategy = r.plainStr()
+		case k == "strategy_reason":
+			a.StrategyReason = r.plainStr()
+		case k == "truncated":
+			a.Truncated = r.bool()
+		default:
+			r.skip()
+		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.where = "answer"
+		r.fail(fmt.Errorf("%d bytes after the answer", len(r.b)))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return a, nil
+}
+
+// readList reads an array (nil for nil) of elements read by elem.
+func readList[T any](r *msgpackReader, elem func(*msgpackReader) T) []T {
+	if r.isNil() {
+		return nil
+	}
+	n := r.arrayHeader()
+	out := make([]T, n)
+	for i := range out {
+		out[i] = elem(r)
+	}
+	return out
+}
+
+// read reads one value with a msgp reader; on an error it records it
+// and returns the zero value (as it does once an error is recorded).
+func read[T any](r *msgpackReader, readFrom func([]byte) (T, []byte, error)) T {
+	var v T
+	if r.err != nil {
+		return v
+	}
+	v, rest, err := readFrom(r.b)
+	if err != nil {
+		r.fail(err)
+		var zero T
+		return zero
+	}
+	r.b = rest
+	return v
+}
+
+// count checks an array or map length against the bytes left (every
+// element takes at least one), so a damaged length cannot allocate
+// beyond the input's size.
+func (r *msgpackReader) count(n uint32) uint32 {
+	if r.err == nil && int64(n) > int64(len(r.b)) {
+		r.fail(fmt.Errorf("length %d exceeds the %d bytes left", n, len(r.b)))
+	}
+	if r.err != nil {
+		return 0
+	}
+	return n
+}
+
+func (r *msgpackReader) arrayHeader() uint32 { return r.count(read(r, msgp.ReadArrayHeaderBytes)) }
+func (r *msgpackReader) mapHeader() uint32   { return r.count(read(r, msgp.ReadMapHeaderBytes)) }
+
+// fields reads a record's array header and checks its length.
+func (r *msgpackReader) fields(want uint32) {
+	if n := r.arrayHeader(); r.err == nil && n != want {
+		r.fail(fmt.Errorf("a record of %d fields, want %d", n, want))
+	}
+}
+
+func (r *msgpackReader) isNil() bool {
+	if r.err != nil || len(r.b) == 0 || msgp.NextType(r.b) != msgp.NilType {
+		return false
+	}
+	r.b = r.b[1:]
+	return true
+}
+
+func (r *msgpackReader) skip() {
+	if r.err != nil {
+		return
+	}
+	rest, err := msgp.Skip(r.b)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.b = rest
+}
+
+// plainStr reads a string written in place (not a table index).
+func (r *msgpackReader) plainStr() string { return read(r, msgp.ReadStringBytes) }
+
+// str reads a string table index and returns its string.
+func (r *msgpackReader) str() string {
+	i := read(r, msgp.ReadUint32Bytes)
+	if r.err != nil {
+		return ""
+	}
+	if int(i) >= len(r.table) {
+		r.fail(fmt.Errorf("string index %d outside a table of %d", i, len(r.table)))
+		return ""
+	}
+	return r.table[i]
+}
+
+// strs reads an array of string indices; none is nil.
+func (r *msgpackReader) strs() []string {
+	n := r.arrayHeader()
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = r.str()
+	}
+	return out
+}
+
+func (r *msgpackReader) int() int         { return read(r, msgp.ReadIntBytes) }
+func (r *msgpackReader) int64() int64     { return read(r, msgp.ReadInt64Bytes) }
+func (r *msgpackReader) float64() float64 { return read(r, msgp.ReadFloat64Bytes) }
+func (r *msgpackReader) float32() float32 { return read(r, msgp.ReadFloat32Bytes) }
+func (r *msgpackReader) bool() bool       { return read(r, msgp.ReadBoolBytes) }
+
+// time reads a timestamp (nil is the zero time) as UTC.
+func (r *msgpackReader) time() time.Time {
+	if r.isNil() {
+		return time.Time{}
+	}
+	return read(r, msgp.ReadTimeUTCBytes)
+}
+
+func (r *msgpackReader) node() NodeOut {
+	r.fields(11)
+	return NodeOut{
+		ID: r.str(), Type: r.str(), Name: r.str(), Aliases: r.strs(), Tags: r.strs(),
+		Score: r.float64(), Belief: r.float64(), Seed: r.bool(), Hop: r.int(),
+		Episodes: r.strs(), Spans: r.strs(),
+	}
+}
+
+func (r *msgpackReader) edge() EdgeOut {
+	r.fields(18)
+	e := EdgeOut{
+		ID: r.str(), Source: r.str(), Target: r.str(), SourceName: r.str(), TargetName: r.str(),
+		Type: r.str(), Predicate: r.str(), Value: r.str(),
+		Confidence: r.float64(), Salience: r.float64(), Score: r.float64(),
+		Status: r.str(), Hypothesis: r.bool(), Evidence: r.int(),
+	}
+	e.Provenance = readList(r, (*msgpackReader).provenance)
+	r.fields(4)
+	e.Scope.TimeRange.From = r.time()
+	e.Scope.TimeRange.To = r.time()
+	e.Scope.Location = r.str()
+	e.Scope.Audience = r.strs()
+	e.ValidFrom = r.time()
+	e.ValidTo = r.time()
+	return e
+}
+
+func (r *msgpackReader) provenance() particle.Provenance {
+	r.fields(5)
+	p := particle.Provenance{EpisodeID: r.str()}
+	if !r.isNil() {
+		step := r.int()
+		p.StepIndex = &step
+	}
+	p.CMSSpanID = r.str()
+	p.Agent = r.str()
+	p.ObservedAt = r.time()
+	return p
+}
+
+func (r *msgpackReader) contextState() *ContextState {
+	if r.isNil() {
+		return nil
+	}
+	cs := &ContextState{}
+	n := r.mapHeader()
+	for range n {
+		switch r.plainStr() {
+		case "dim":
+			cs.Dim = r.int()
+		case "norm":
+			cs.Norm = r.float64()
+		case "top":
+			cs.Top = readList(r, func(r *msgpackReader) DimWeight {
+				r.fields(2)
+				return DimWeight{Dim: r.int(), Value: r.float32()}
+			})
+		case "vector":
+			cs.Vector = readList(r, (*msgpackReader).float32)
+		default:
+			r.skip()
+		}
+	}
+	return cs
+}
+
+func (r *msgpackReader) timings(t *Timings) {
+	n := r.mapHeader()
+	for range n {
+		k := r.plainStr()
+		var dst *int64
+		switch k {
+		case "embed":
+			dst = &t.EmbedUS
+		case "prefilter":
+			dst = &t.PrefilterUS
+		case "keyword":
+			dst = &t.KeywordUS
+		case "expand":
+			dst = &t.ExpandUS
+		case "rerank":
+			dst = &t.RerankUS
+		case "stitch":
+			dst = &t.StitchUS
+		case "total":
+			dst = &t.TotalUS
+		default:
+			r.skip()
+			continue
+		}
+		*dst = r.int64()
+	}
+}
