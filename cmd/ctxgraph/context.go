@@ -50,6 +50,10 @@ func contextCmd() *cobra.Command {
 				}
 				return fmt.Errorf("planner: %s", reply.Data)
 			}
+			if req.Format == "msgpack" { // binary: the bytes as they came, for a file or a pipe
+				_, err := cmd.OutOrStdout().Write(reply.Data)
+				return err
+			}
 			if asJSON || (req.Format != "" && req.Format != "json") {
 				_, err := cmd.OutOrStdout().Write(append(reply.Data, '\n'))
 				return err
@@ -78,7 +82,7 @@ func contextCmd() *cobra.Command {
 	f.IntVar(&req.K, "k", 10, "seeds from the vector prefilter")
 	f.IntVar(&req.Hops, "hops", 1, "graph expansion depth")
 	f.IntVar(&req.Budget, "budget", 256, "max nodes plus edges in the answer")
-	f.StringVar(&req.Format, "format", "", "answer format: json (default), triples, cypher, turtle, text")
+	f.StringVar(&req.Format, "format", "", "answer format: json (default), msgpack (binary, see planner/answer_msgpack.go), triples, cypher, turtle, text")
 	f.StringVar(&req.Strategy, "strategy", "", "retrieval strategy: auto (default), semantic, keyword, graph, temporal, hybrid")
 	f.BoolVar(&asJSON, "json", false, "print the raw JSON answer")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "request timeout")

@@ -149,14 +149,22 @@ func (d *Daemon) respond(m *nats.Msg, v any, err error) {
 	_ = m.Respond(body)
 }
 
-// replyBufs holds JSON reply buffers between planner requests: an
-// answer is ~130 KB, and m.Respond copies the body into the
+// replyBufs holds reply buffers between planner requests: a JSON answer
+// is ~130 KB (msgpack ~45 KB), and m.Respond copies the body into the
 // connection's write buffer, so the buffer is free once it returns.
 var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 	ans, format, err := d.planAnswer(ctx, natsCallerOf(ctx), m.Data)
-	if err != nil || (format != "" && format != "json") {
+	var appendTo func([]byte) ([]byte, error)
+	switch {
+	case err != nil:
+	case format == "" || format == "json":
+		appendTo = ans.AppendJSON
+	case format == "msgpack":
+		appendTo = ans.AppendMsgpack
+	}
+	if appendTo == nil {
 		var body []byte
 		if err == nil {
 			body, _, err = planner.Render(ans, format)
@@ -166,7 +174,7 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 	}
 	buf := replyBufs.Get().(*[]byte)
 	defer replyBufs.Put(buf)
-	body, err := ans.AppendJSON((*buf)[:0])
+	body, err := appendTo((*buf)[:0])
 	if err == nil {
 		*buf = body
 	}
