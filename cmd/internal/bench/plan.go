@@ -456,14 +456,33 @@ func (r *runner) truthSeqs(store *particle.Store, truth []Truth, k int) []uint64
 	return out
 }
 
+// natsFormats are the answer formats measured over NATS, with the
+// figure names' mode for each: the JSON (planner.nats.*) and the
+// msgpack format a control loop would ask for (planner.nats_msgpack.*).
+var natsFormats = []struct{ format, mode string }{{"", "nats"}, {"msgpack", "nats_msgpack"}}
+
 // overNATS measures planner requests over NATS request/reply on
-// loopback TCP, one connection per client thread.
+// loopback TCP, one connection per client thread, in each of
+// natsFormats.
 func (r *runner) overNATS(ctx context.Context) error {
+	for _, f := range natsFormats {
+		if err := r.overNATSIn(ctx, f.format, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overNATSIn measures planner requests asking for answers in format
+// and stores the figures under planner.<mode>. The first reply of each
+// run is checked to be an answer in that format (outside the timing).
+func (r *runner) overNATSIn(ctx context.Context, format, mode string) error {
 	subj := r.prefix + ".planner.context"
 	for _, hops := range []int{1, 2} {
 		reqs := r.requests(hops)
 		bodies := make([][]byte, len(reqs))
 		for i := range reqs {
+			reqs[i].Format = format
 			b, err := json.Marshal(&reqs[i])
 			if err != nil {
 				return err
@@ -490,20 +509,39 @@ func (r *runner) overNATS(ctx context.Context) error {
 					if st := m.Header.Get("Status"); st != "" {
 						return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
 					}
+					if i == 0 {
+						return checkAnswer(m.Data, format)
+					}
 					return nil
 				}, nc.Close, nil
 			})
 			if err != nil {
 				return err
 			}
-			prefix := key("nats", hops, threads)
+			prefix := key(mode, hops, threads)
 			r.putResult(prefix, res, false)
 			if in, ok := r.fig[key("in_process", hops, threads)+"p99_us"]; ok {
 				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
 			}
-			r.say("planner over NATS    hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts",
-				hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
+			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts",
+				map[string]string{"": "", "msgpack": " msgpack"}[format], hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
 		}
+	}
+	return nil
+}
+
+// checkAnswer decodes a reply in format, so that a run over NATS
+// measures answers and not errors or another format.
+func checkAnswer(data []byte, format string) error {
+	var err error
+	if format == "msgpack" {
+		_, err = planner.DecodeMsgpackAnswer(data)
+	} else {
+		var a planner.Answer
+		err = json.Unmarshal(data, &a)
+	}
+	if err != nil {
+		return fmt.Errorf("a reply over NATS is not an answer: %w", err)
 	}
 	return nil
 }
