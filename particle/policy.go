@@ -360,6 +360,29 @@ func plainEdge(e *Edge) bool {
 // EpisodeVisible is [Reader.EpisodeVisible] for the guard's principal.
 func (g *Guard) EpisodeVisible(ep *Episode) bool { return g.j.episode(ep, &g.p, nil) }
 
+// EpisodesVisible reports whether the guard's principal sees every
+// episode of namespace ns, because no rule can hide a node of ns from
+// it (an episode is judged by its node). When false, ask
+// EpisodeIDVisible.
+func (g *Guard) EpisodesVisible(ns string) bool {
+	rs := g.j.pol
+	if rs == nil || !rs.nodeRules {
+		return true
+	}
+	return !rs.closed && g.j.clear.of(rs, ns, &g.p).nodes
+}
+
+// EpisodeIDVisible is EpisodeVisible for the episode id of namespace
+// ns, as an edge's provenance or a node's episode list names it. An
+// episode the store does not hold is judged by a stand-in episode node
+// (rules on its namespace and type still apply).
+func (g *Guard) EpisodeIDVisible(ns, id string) bool {
+	if ep := g.j.episodeOf(ns, id); ep != nil {
+		return g.j.episode(ep, &g.p, nil)
+	}
+	return g.j.node(&Node{Namespace: ns, Type: NodeEpisode, Name: id}, &g.p, nil)
+}
+
 // Principal is the principal the guard judges for.
 func (g *Guard) Principal() Principal { return g.p }
 

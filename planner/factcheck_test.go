@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,4 +166,80 @@ func keyCollision(key func(string) uint32, pattern string) (string, string) {
 
 func plainPolicy(p particle.Policy) bool {
 	return len(p.AllowRoles) == 0 && len(p.DenyRoles) == 0 && p.Sensitivity == "" && p.Portable == nil
+}
+
+// An answer names no episode its caller may not see: a rule that hides
+// an episode from visitors takes it out of every edge's provenance and
+// every node's episode list (the facts stay, by their own policy), and
+// leaves it for everyone else.
+func TestAnswersHideEpisodesTheCallerCannotSee(t *testing.T) {
+	f := lab(t, false)
+	_, err := f.store.Update(context.Background(), func(b *particle.Batch) error {
+		n, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEpisode, "ep-1")
+		if err != nil {
+			return err
+		}
+		if err := b.PutEpisode(&particle.Episode{ID: "ep-1", Namespace: particle.DefaultNamespace, NodeID: n.ID, Agent: "ur5-alpha"}); err != nil {
+			return err
+		}
+		// The block was seen in ep-1 and in ep-2, which the store does
+		// not hold (judged by the rules on episodes at large: visible).
+		block, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, "red block")
+		if err != nil {
+			return err
+		}
+		c := *block
+		c.Attributes.RLDSEpisodeIDs = []string{"ep-1", "ep-2"}
+		return b.PutNode(&c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := f.store.Episode(particle.DefaultNamespace, "ep-1")
+	if err != nil || ep == nil {
+		t.Fatalf("episode: %v %v", ep, err)
+	}
+	if _, err := f.store.EditPolicy(context.Background(), particle.Edit{Op: particle.OpCreate, Who: "test", Why: "test",
+		Rule: &particle.Rule{Effect: particle.EffectDeny, Roles: []string{"visitor"}, Target: particle.Target{Node: ep.NodeID}}}); err != nil {
+		t.Fatal(err)
+	}
+	names := func(a *Answer) (prov, lists int) {
+		for _, e := range a.Edges {
+			for _, p := range e.Provenance {
+				if p.EpisodeID == "ep-1" {
+					prov++
+				}
+			}
+		}
+		for _, n := range a.Nodes {
+			if slices.Contains(n.Episodes, "ep-1") {
+				lists++
+			}
+		}
+		return prov, lists
+	}
+	req := Request{Query: "where is the red block", Hops: 2}
+	req.Roles = []string{"operator"}
+	op := f.plan(req)
+	if prov, lists := names(op); prov == 0 || lists == 0 {
+		t.Fatalf("an operator's answer names ep-1 in %d provenance records and %d episode lists", prov, lists)
+	}
+	req.Roles = []string{"visitor"}
+	vis := f.plan(req)
+	if prov, lists := names(vis); prov != 0 || lists != 0 {
+		t.Errorf("a visitor's answer names the hidden ep-1 in %d provenance records and %d episode lists", prov, lists)
+	}
+	for _, n := range vis.Nodes {
+		if n.Name == "red block" && !slices.Equal(n.Episodes, []string{"ep-2"}) {
+			t.Errorf("the visitor's red block lists episodes %v, want [ep-2]", n.Episodes)
+		}
+	}
+	if len(vis.Edges) != len(op.Edges) {
+		t.Errorf("the visitor sees %d edges, the operator %d: hiding an episode hid facts", len(vis.Edges), len(op.Edges))
+	}
+	for _, e := range vis.Edges {
+		if e.Provenance == nil {
+			t.Errorf("edge %s: provenance null, want a list", e.ID)
+		}
+	}
 }
