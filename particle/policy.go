@@ -383,6 +383,53 @@ func (g *Guard) EpisodeIDVisible(ns, id string) bool {
 	return g.j.node(&Node{Namespace: ns, Type: NodeEpisode, Name: id}, &g.p, nil)
 }
 
+// VisibleProvenance is prov without the records of episodes the
+// guard's principal may not see, so that what is read names no episode
+// its reader could not read (the edge itself stands by its own policy,
+// and its evidence count is the edge's). It is prov itself when
+// nothing is hidden; in the common case, no rule that can hide a node
+// of ns, that costs one check per namespace.
+func (g *Guard) VisibleProvenance(ns string, prov []Provenance) []Provenance {
+	if len(prov) == 0 || g.EpisodesVisible(ns) {
+		return prov
+	}
+	var out []Provenance
+	for i, p := range prov {
+		if p.EpisodeID == "" || g.EpisodeIDVisible(ns, p.EpisodeID) {
+			if out != nil {
+				out = append(out, p)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]Provenance, 0, len(prov)-1), prov[:i]...)
+		}
+	}
+	if out == nil {
+		return prov
+	}
+	return out
+}
+
+// VisibleEpisodeIDs is ids (a node's episode list) without the
+// episodes the guard's principal may not see; ids itself when nothing
+// is hidden.
+func (g *Guard) VisibleEpisodeIDs(ns string, ids []string) []string {
+	if len(ids) == 0 || g.EpisodesVisible(ns) {
+		return ids
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if g.EpisodeIDVisible(ns, id) {
+			out = append(out, id)
+		}
+	}
+	if len(out) == len(ids) {
+		return ids
+	}
+	return out
+}
+
 // Principal is the principal the guard judges for.
 func (g *Guard) Principal() Principal { return g.p }
 

@@ -670,7 +670,7 @@ func (run *run) stitch() *Answer {
 			ID: e.ID, Source: e.Source, Target: e.Target, SourceName: name(re.src, e.Source), TargetName: name(re.dst, e.Target),
 			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: run.salience(e),
 			Score: re.score, Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
-			Provenance: run.visibleProvenance(e.Namespace, e.Provenance), Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
+			Provenance: run.policy().VisibleProvenance(e.Namespace, e.Provenance), Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
 		})
 		if e.Assertion != nil {
 			ans.Edges[len(ans.Edges)-1].Value = e.Assertion.Value
@@ -690,55 +690,11 @@ func (run *run) stitch() *Answer {
 		ans.Nodes = append(ans.Nodes, NodeOut{
 			ID: n.ID, Type: string(n.Type), Name: n.Name, Aliases: n.Aliases, Tags: n.Attributes.Tags,
 			Score: rn.score, Belief: n.Belief.Score, Seed: rn.seed, Hop: rn.hop,
-			Episodes: run.visibleEpisodes(n.Namespace, n.Attributes.RLDSEpisodeIDs), Spans: n.Attributes.CMSSpanIDs,
+			Episodes: run.policy().VisibleEpisodeIDs(n.Namespace, n.Attributes.RLDSEpisodeIDs), Spans: n.Attributes.CMSSpanIDs,
 		})
 	}
 	ans.Contradictions = contradictions(ans.Edges)
 	return ans
-}
-
-// visibleProvenance is prov without the records of episodes the
-// caller may not see: an answer names no episode its caller could not
-// read (the edge itself stands by its own policy, and its evidence
-// count is the edge's). It is prov itself when the caller sees every
-// episode of ns, the common case, which costs one check per namespace.
-func (run *run) visibleProvenance(ns string, prov []particle.Provenance) []particle.Provenance {
-	g := run.policy()
-	if len(prov) == 0 || g.EpisodesVisible(ns) {
-		return prov
-	}
-	var out []particle.Provenance
-	for i, p := range prov {
-		if p.EpisodeID == "" || g.EpisodeIDVisible(ns, p.EpisodeID) {
-			if out != nil {
-				out = append(out, p)
-			}
-			continue
-		}
-		if out == nil {
-			out = append(make([]particle.Provenance, 0, len(prov)-1), prov[:i]...)
-		}
-	}
-	if out == nil {
-		return prov
-	}
-	return out
-}
-
-// visibleEpisodes is ids without the episodes the caller may not see
-// (ids itself when it sees them all).
-func (run *run) visibleEpisodes(ns string, ids []string) []string {
-	g := run.policy()
-	if len(ids) == 0 || g.EpisodesVisible(ns) {
-		return ids
-	}
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if g.EpisodeIDVisible(ns, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // contradictions pairs edges of the answer marked contradicted that share

@@ -499,3 +499,69 @@ func reasons(dls []DeadLetter) []string {
 	}
 	return out
 }
+
+// A caller never reads the id of an episode the policy hides from it:
+// not in a planner answer's provenance or episode lists, not in GET
+// /v1/edges/{id} or /v1/nodes/{id}; another caller still does (and
+// the edge and node themselves stay visible to both).
+func TestHiddenEpisodesAreNotNamed(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	var edge *particle.Edge
+	var node *particle.Node
+	var ep *particle.Episode
+	// An assertion between entities observed in an episode, whose
+	// subject lists that episode.
+	d.Store().Read(func(r particle.Reader) {
+		r.Edges(func(e *particle.Edge) bool {
+			if e.Type != particle.EdgeAssertion || len(e.Provenance) == 0 || e.Provenance[0].EpisodeID == "" {
+				return true
+			}
+			src, dst := r.Node(e.Source), r.Node(e.Target)
+			cand := r.Episode(e.Namespace, e.Provenance[0].EpisodeID)
+			if cand != nil && src != nil && dst != nil && src.Type == particle.NodeEntity && dst.Type != particle.NodeEpisode &&
+				slices.Contains(src.Attributes.RLDSEpisodeIDs, cand.ID) {
+				edge, node, ep = e, src, cand
+			}
+			return edge == nil
+		})
+	})
+	if edge == nil {
+		t.Fatal("no assertion between entities names a stored episode")
+	}
+	if _, err := d.Store().EditPolicy(context.Background(), particle.Edit{Op: particle.OpCreate, Who: "test", Why: "test",
+		Rule: &particle.Rule{Effect: particle.EffectDeny, Roles: []string{"guest"}, Target: particle.Target{Node: ep.NodeID}}}); err != nil {
+		t.Fatal(err)
+	}
+	names := func(role string) (inAnswer, inEdge, inNode bool) {
+		a := c.ask(planner.Request{Query: node.Name, Entities: []string{node.Name}, Hops: 1, Budget: 500, Roles: []string{role}})
+		for _, e := range a.Edges {
+			for _, p := range e.Provenance {
+				inAnswer = inAnswer || p.EpisodeID == ep.ID
+			}
+		}
+		for _, n := range a.Nodes {
+			inAnswer = inAnswer || slices.Contains(n.Episodes, ep.ID)
+		}
+		var e particle.Edge
+		if err := getJSONURL("http://"+d.HTTPAddr()+"/v1/edges/"+edge.ID+"?role="+role, &e); err != nil {
+			t.Fatalf("GET edge %s as %s: %v", edge.ID, role, err)
+		}
+		for _, p := range e.Provenance {
+			inEdge = inEdge || p.EpisodeID == ep.ID
+		}
+		var n particle.Node
+		if err := getJSONURL("http://"+d.HTTPAddr()+"/v1/nodes/"+node.ID+"?role="+role, &n); err != nil {
+			t.Fatal(err)
+		}
+		return inAnswer, inEdge, slices.Contains(n.Attributes.RLDSEpisodeIDs, ep.ID)
+	}
+	if a, e, n := names("operator"); !a || !e || !n {
+		t.Errorf("an operator reads episode %s in the answer %v, the edge %v, the node %v; want all", ep.ID, a, e, n)
+	}
+	if a, e, n := names("guest"); a || e || n {
+		t.Errorf("a guest reads the hidden episode %s in the answer %v, the edge %v, the node %v", ep.ID, a, e, n)
+	}
+}

@@ -91,6 +91,14 @@ func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	d.store.Read(func(rd particle.Reader) {
+		g := rd.Guard(principalOf(r))
+		if ids := g.VisibleEpisodeIDs(n.Namespace, n.Attributes.RLDSEpisodeIDs); len(ids) != len(n.Attributes.RLDSEpisodeIDs) {
+			c := *n
+			c.Attributes.RLDSEpisodeIDs = ids
+			n = &c
+		}
+	})
 	writeJSON(w, http.StatusOK, n)
 }
 
@@ -103,6 +111,13 @@ func (d *Daemon) httpEdge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	d.store.Read(func(rd particle.Reader) {
+		if prov := rd.Guard(principalOf(r)).VisibleProvenance(e.Namespace, e.Provenance); len(prov) != len(e.Provenance) {
+			c := *e
+			c.Provenance = prov
+			e = &c
+		}
+	})
 	writeJSON(w, http.StatusOK, e)
 }
 
