@@ -62,9 +62,9 @@ const MsgpackLayoutVersion = 1
 const MsgpackMediaType = "application/vnd.msgpack"
 
 func init() {
-	formatters["msgpack"] = func(a *Answer) ([]byte, string, error) {
-		b, err := a.AppendMsgpack(nil)
-		return b, MsgpackMediaType, err
+	formatters["msgpack"] = func(b []byte, a *Answer) ([]byte, string, error) {
+		out, err := a.AppendMsgpack(b)
+		return out, MsgpackMediaType, err
 	}
 }
 
@@ -72,8 +72,10 @@ func init() {
 // body, collecting the table as it goes; AppendMsgpack then writes the
 // table and copies body after it.
 type msgpackWriter struct {
-	body  []byte
-	table []string
+	body []byte
+	// fields counts the answer map's keys written into body.
+	fields uint32
+	table  []string
 	// seen finds a string's index by where its bytes are: an answer's
 	// ids, names and types mostly share their bytes with the graph's
 	// view (an edge's end with its node's id), so this dedups without
@@ -108,7 +110,7 @@ func (w *msgpackWriter) reset() {
 		clear(w.seen[:])
 		w.gen = 1
 	}
-	w.body = w.body[:0]
+	w.body, w.fields = w.body[:0], 0
 	w.lastTime, w.lastEnc = time.Time{}, w.lastEnc[:0]
 }
 
@@ -120,19 +122,19 @@ func (a *Answer) AppendMsgpack(b []byte) ([]byte, error) {
 	defer msgpackWriters.Put(w)
 	w.reset()
 
-	w.key("nodes")
+	w.field("nodes")
 	w.list(len(a.Nodes), a.Nodes == nil, func(i int) { w.node(&a.Nodes[i]) })
-	w.key("edges")
+	w.field("edges")
 	w.list(len(a.Edges), a.Edges == nil, func(i int) { w.edge(&a.Edges[i]) })
-	w.key("unknowns")
+	w.field("unknowns")
 	w.list(len(a.Unknowns), a.Unknowns == nil, func(i int) {
 		w.body = msgp.AppendArrayHeader(w.body, 2)
 		w.str(a.Unknowns[i].Kind)
 		w.str(a.Unknowns[i].Name)
 	})
-	w.key("hypotheses")
+	w.field("hypotheses")
 	w.list(len(a.Hypotheses), a.Hypotheses == nil, func(i int) { w.str(a.Hypotheses[i]) })
-	w.key("contradictions")
+	w.field("contradictions")
 	w.list(len(a.Contradictions), a.Contradictions == nil, func(i int) {
 		c := &a.Contradictions[i]
 		w.body = msgp.AppendArrayHeader(w.body, 6)
@@ -143,22 +145,19 @@ func (a *Answer) AppendMsgpack(b []byte) ([]byte, error) {
 		w.body = msgp.AppendFloat64(w.body, c.ConfidenceA)
 		w.body = msgp.AppendFloat64(w.body, c.ConfidenceB)
 	})
-	fields := uint32(10) // v, strings, the five sections above, timings, strategy, truncated
 	if a.ContextState != nil {
-		fields++
-		w.key("context_state")
+		w.field("context_state")
 		w.contextState(a.ContextState)
 	}
-	w.key("timings_us")
+	w.field("timings_us")
 	w.timings(&a.Timings)
-	w.key("strategy")
+	w.field("strategy")
 	w.body = appendValidUTF8String(w.body, a.Strategy)
 	if a.StrategyReason != "" {
-		fields++
-		w.key("strategy_reason")
+		w.field("strategy_reason")
 		w.body = appendValidUTF8String(w.body, a.StrategyReason)
 	}
-	w.key("truncated")
+	w.field("truncated")
 	w.body = msgp.AppendBool(w.body, a.Truncated)
 
 	if b == nil {
@@ -168,7 +167,7 @@ func (a *Answer) AppendMsgpack(b []byte) ([]byte, error) {
 		}
 		b = make([]byte, 0, n)
 	}
-	b = msgp.AppendMapHeader(b, fields)
+	b = msgp.AppendMapHeader(b, 2+w.fields) // v and strings, then body's
 	b = msgp.AppendString(b, "v")
 	b = msgp.AppendInt(b, MsgpackLayoutVersion)
 	b = msgp.AppendString(b, "strings")
@@ -180,25 +179,22 @@ func (a *Answer) AppendMsgpack(b []byte) ([]byte, error) {
 }
 
 // appendValidUTF8String appends s as a MessagePack string with each
-// byte of invalid UTF-8 replaced by U+FFFD, as the JSON does.
+// byte of invalid UTF-8 replaced by U+FFFD, as the JSON does (the
+// conversion to runes does exactly that).
 func appendValidUTF8String(b []byte, s string) []byte {
-	if utf8.ValidString(s) {
-		return msgp.AppendString(b, s)
+	if !utf8.ValidString(s) {
+		s = string([]rune(s))
 	}
-	v := make([]byte, 0, len(s)+8)
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			v = utf8.AppendRune(v, utf8.RuneError)
-		} else {
-			v = append(v, s[i:i+n]...)
-		}
-		i += n
-	}
-	return msgp.AppendStringFromBytes(b, v)
+	return msgp.AppendString(b, s)
 }
 
 func (w *msgpackWriter) key(k string) { w.body = msgp.AppendString(w.body, k) }
+
+// field writes a key of the answer map itself.
+func (w *msgpackWriter) field(k string) {
+	w.key(k)
+	w.fields++
+}
 
 // str writes s as its index in the string table, adding it when its
 // bytes are new.
@@ -444,15 +440,13 @@ func readList[T any](r *msgpackReader, elem func(*msgpackReader) T) []T {
 
 // read reads one value with a msgp reader; on an error it records it
 // and returns the zero value (as it does once an error is recorded).
-func read[T any](r *msgpackReader, readFrom func([]byte) (T, []byte, error)) T {
-	var v T
+func read[T any](r *msgpackReader, readFrom func([]byte) (T, []byte, error)) (zero T) {
 	if r.err != nil {
-		return v
+		return zero
 	}
 	v, rest, err := readFrom(r.b)
 	if err != nil {
 		r.fail(err)
-		var zero T
 		return zero
 	}
 	r.b = rest

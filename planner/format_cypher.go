@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func init() { formatters["cypher"] = renderCypher }
+func init() { formatters["cypher"] = rendered(renderCypher) }
 
 // renderCypher writes the answer as one openCypher statement that
 // recreates the subgraph idempotently:

@@ -8,7 +8,7 @@ import (
 	"unicode"
 )
 
-func init() { formatters["text"] = renderText }
+func init() { formatters["text"] = rendered(renderText) }
 
 // renderText writes short sentences a person or a language model reads
 // directly: one per node, one per edge, one per contradiction, then

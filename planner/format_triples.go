@@ -8,7 +8,7 @@ import (
 	"unicode"
 )
 
-func init() { formatters["triples"] = renderTriples }
+func init() { formatters["triples"] = rendered(renderTriples) }
 
 // renderTriples writes one line per fact:
 //

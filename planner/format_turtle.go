@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-func init() { formatters["turtle"] = renderTurtle }
+func init() { formatters["turtle"] = rendered(renderTurtle) }
 
 // IRI bases of the Turtle format.
 const (

@@ -120,12 +120,8 @@ func (r *Request) normalize(dims int) error {
 	if r.Strategy != "" && !slices.Contains(Strategies, r.Strategy) {
 		return fmt.Errorf("%w: unknown strategy %q (want one of %s)", ErrInvalid, r.Strategy, strings.Join(Strategies, ", "))
 	}
-	switch r.Format {
-	case "", "json":
-	default:
-		if _, ok := formatters[r.Format]; !ok {
-			return fmt.Errorf("%w: unknown format %q", ErrInvalid, r.Format)
-		}
+	if _, ok := formatters[r.Format]; !ok && r.Format != "" {
+		return fmt.Errorf("%w: unknown format %q", ErrInvalid, r.Format)
 	}
 	return nil
 }

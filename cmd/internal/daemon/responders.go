@@ -156,25 +156,13 @@ var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 	ans, format, err := d.planAnswer(ctx, natsCallerOf(ctx), m.Data)
-	var appendTo func([]byte) ([]byte, error)
-	switch {
-	case err != nil:
-	case format == "" || format == "json":
-		appendTo = ans.AppendJSON
-	case format == "msgpack":
-		appendTo = ans.AppendMsgpack
-	}
-	if appendTo == nil {
-		var body []byte
-		if err == nil {
-			body, _, err = planner.Render(ans, format)
-		}
-		d.respond(m, body, err)
+	if err != nil {
+		d.respond(m, nil, err)
 		return
 	}
 	buf := replyBufs.Get().(*[]byte)
 	defer replyBufs.Put(buf)
-	body, err := appendTo((*buf)[:0])
+	body, _, err := planner.Append((*buf)[:0], ans, format)
 	if err == nil {
 		*buf = body
 	}
