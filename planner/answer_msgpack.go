@@ -82,13 +82,29 @@ type msgpackWriter struct {
 	// reading the strings. In the daemon their bytes are rarely in the
 	// cache, and hashing each (a map by content) cost more than it
 	// saved; equal strings at two places are in the table twice.
+	// It is an open-addressed table (linear probing) at most half
+	// full: past that, new strings are not remembered. So the output
+	// depends on which strings share bytes, never on their addresses.
 	// A slot is current when its gen is the writer's.
-	seen [4096]seenString
-	gen  uint32
+	seen  [seenSlots]seenString
+	nSeen int
+	gen   uint32
 	// The last time written and its encoding: an edge's scope,
 	// validity and provenance often hold the same instant.
 	lastTime time.Time
 	lastEnc  []byte
+}
+
+// seenSlots is the size of msgpackWriter.seen.
+const (
+	seenBits  = 12
+	seenSlots = 1 << seenBits
+)
+
+// seenSlot is where the probe for the string whose bytes are at p
+// starts (Fibonacci hashing of the address).
+func seenSlot(p *byte) uintptr {
+	return uintptr(unsafe.Pointer(p)) * 0x9E3779B97F4A7C15 >> (64 - seenBits)
 }
 
 // seenString is a string's bytes (pointer and length) and its index.
@@ -110,7 +126,7 @@ func (w *msgpackWriter) reset() {
 		clear(w.seen[:])
 		w.gen = 1
 	}
-	w.body, w.fields = w.body[:0], 0
+	w.body, w.fields, w.nSeen = w.body[:0], 0, 0
 	w.lastTime, w.lastEnc = time.Time{}, w.lastEnc[:0]
 }
 
@@ -204,12 +220,23 @@ func (w *msgpackWriter) str(s string) {
 		return
 	}
 	p := unsafe.StringData(s)
-	slot := &w.seen[uintptr(unsafe.Pointer(p))*0x9E3779B97F4A7C15>>(64-12)]
-	if slot.gen != w.gen || slot.p != p || slot.n != len(s) {
-		*slot = seenString{p: p, n: len(s), i: uint32(len(w.table)), gen: w.gen}
-		w.table = append(w.table, s)
+	for h := seenSlot(p); ; h = (h + 1) & (seenSlots - 1) {
+		slot := &w.seen[h]
+		if slot.gen == w.gen && slot.p == p && slot.n == len(s) {
+			w.body = msgp.AppendUint32(w.body, slot.i)
+			return
+		}
+		if slot.gen != w.gen { // a free slot: s is new
+			i := uint32(len(w.table))
+			w.table = append(w.table, s)
+			if w.nSeen < seenSlots/2 {
+				*slot = seenString{p: p, n: len(s), i: i, gen: w.gen}
+				w.nSeen++
+			}
+			w.body = msgp.AppendUint32(w.body, i)
+			return
+		}
 	}
-	w.body = msgp.AppendUint32(w.body, slot.i)
 }
 
 // strs writes ss as an array of indices (empty for none).

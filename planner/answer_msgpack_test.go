@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -200,6 +202,49 @@ func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
 	}
 	if got := roundTripMsgpack(t, a); !reflect.DeepEqual(jsonValue(t, got), jsonValue(t, a)) {
 		t.Error("the answer changed on the way")
+	}
+}
+
+// The table's dedup depends on which strings share bytes, not on where
+// they are: two strings whose addresses start their probe at the same
+// slot are each sent once however they alternate, and past the
+// remembered limit a new string is sent per use.
+func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
+	tableOf := func(a *Answer) []any {
+		b, err := a.AppendMsgpack(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, err := msgp.ReadIntfBytes(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(map[string]any)["strings"].([]any)
+	}
+	// Two 8-byte strings of one backing array whose slots collide.
+	backing := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 4096)
+	at := func(i int) string { return backing[i : i+8] }
+	first := seenSlot(unsafe.StringData(at(0)))
+	other := 1
+	for seenSlot(unsafe.StringData(at(other))) != first || at(other) == at(0) {
+		other++
+	}
+	a := &Answer{Hypotheses: []string{at(0), at(other), at(0), at(other)}}
+	if got := tableOf(a); len(got) != 3 {
+		t.Errorf("two colliding strings, each held twice: a table of %d (%v), want 3", len(got), got)
+	}
+	for _, distinct := range []int{1500, 3000} {
+		a := &Answer{}
+		for i := range distinct {
+			id := strconv.Itoa(i) + strings.Repeat("x", 30)
+			a.Hypotheses = append(a.Hypotheses, id, id)
+		}
+		// "" and each string once, up to seenSlots/2 remembered; the
+		// rest twice.
+		want := 1 + min(distinct, seenSlots/2) + 2*max(0, distinct-seenSlots/2)
+		if got := len(tableOf(a)); got != want {
+			t.Errorf("%d strings held twice: a table of %d, want %d", distinct, got, want)
+		}
 	}
 }
 
