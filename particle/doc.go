@@ -45,8 +45,10 @@
 //
 // Every read path filters with one evaluation function: inside
 // [Store.Read] call [Reader.EdgeVisible], [Reader.NodeVisible] or
-// [Reader.EpisodeVisible] (or [Reader.VisibleEpisode] for an episode
-// whose node and edge lists must drop what the caller may not see);
+// [Reader.EpisodeVisible] (or [Reader.VisibleEpisode],
+// [Reader.VisibleNode] and [Reader.VisibleEdge] for an item returned
+// whole, whose lists and provenance must drop what the caller may not
+// see);
 // over a [Snapshot] (export) call [Snapshot.EdgeVisible] and friends;
 // elsewhere (an HTTP handler) [Store.EdgeVisible] and friends, never
 // inside Store.Read. There is no package-level check: evaluation needs

@@ -2,6 +2,7 @@ package particle
 
 import (
 	"errors"
+	"slices"
 	"unicode"
 	"unicode/utf8"
 )
@@ -197,6 +198,40 @@ func (r Reader) VisibleEpisode(ep *Episode, p Principal) *Episode {
 	return &c
 }
 
+// VisibleNode returns n as p may see it: nil if the node is not
+// visible, else n, or a copy whose episode list names only episodes p
+// may see.
+func (r Reader) VisibleNode(n *Node, p Principal) *Node {
+	g := r.Guard(p)
+	if !g.NodeVisible(n) {
+		return nil
+	}
+	ids := g.VisibleEpisodeIDs(n.Namespace, n.Attributes.RLDSEpisodeIDs)
+	if len(ids) == len(n.Attributes.RLDSEpisodeIDs) {
+		return n
+	}
+	c := *n
+	c.Attributes.RLDSEpisodeIDs = ids
+	return &c
+}
+
+// VisibleEdge returns e as p may see it: nil if the edge is not
+// visible, else e, or a copy whose provenance names only episodes p
+// may see.
+func (r Reader) VisibleEdge(e *Edge, p Principal) *Edge {
+	g := r.Guard(p)
+	if !g.EdgeVisible(e) {
+		return nil
+	}
+	prov := g.VisibleProvenance(e.Namespace, e.Provenance)
+	if len(prov) == len(e.Provenance) {
+		return e
+	}
+	c := *e
+	c.Provenance = prov
+	return &c
+}
+
 // EdgeVisible is [Reader.EdgeVisible] over a snapshot (an export): the
 // policy is the one in force when the snapshot began, and the endpoint
 // nodes are read from the snapshot.
@@ -364,23 +399,18 @@ func (g *Guard) EpisodeVisible(ep *Episode) bool { return g.j.episode(ep, &g.p, 
 // episode of namespace ns, because no rule can hide a node of ns from
 // it (an episode is judged by its node). When false, ask
 // EpisodeIDVisible.
-func (g *Guard) EpisodesVisible(ns string) bool {
-	rs := g.j.pol
-	if rs == nil || !rs.nodeRules {
-		return true
-	}
-	return !rs.closed && g.j.clear.of(rs, ns, &g.p).nodes
-}
+func (g *Guard) EpisodesVisible(ns string) bool { return g.j.nodesClear(ns, &g.p) }
 
 // EpisodeIDVisible is EpisodeVisible for the episode id of namespace
 // ns, as an edge's provenance or a node's episode list names it. An
-// episode the store does not hold is judged by a stand-in episode node
-// (rules on its namespace and type still apply).
+// episode the store does not hold is judged as one whose node is gone
+// (by a stand-in node: rules on its namespace and type still apply).
 func (g *Guard) EpisodeIDVisible(ns, id string) bool {
-	if ep := g.j.episodeOf(ns, id); ep != nil {
-		return g.j.episode(ep, &g.p, nil)
+	ep := g.j.episodeOf(ns, id)
+	if ep == nil {
+		ep = &Episode{ID: id, Namespace: ns}
 	}
-	return g.j.node(&Node{Namespace: ns, Type: NodeEpisode, Name: id}, &g.p, nil)
+	return g.j.episode(ep, &g.p, nil)
 }
 
 // VisibleProvenance is prov without the records of episodes the
@@ -393,22 +423,7 @@ func (g *Guard) VisibleProvenance(ns string, prov []Provenance) []Provenance {
 	if len(prov) == 0 || g.EpisodesVisible(ns) {
 		return prov
 	}
-	var out []Provenance
-	for i, p := range prov {
-		if p.EpisodeID == "" || g.EpisodeIDVisible(ns, p.EpisodeID) {
-			if out != nil {
-				out = append(out, p)
-			}
-			continue
-		}
-		if out == nil {
-			out = append(make([]Provenance, 0, len(prov)-1), prov[:i]...)
-		}
-	}
-	if out == nil {
-		return prov
-	}
-	return out
+	return without(prov, func(p Provenance) bool { return p.EpisodeID != "" && !g.EpisodeIDVisible(ns, p.EpisodeID) })
 }
 
 // VisibleEpisodeIDs is ids (a node's episode list) without the
@@ -418,14 +433,21 @@ func (g *Guard) VisibleEpisodeIDs(ns string, ids []string) []string {
 	if len(ids) == 0 || g.EpisodesVisible(ns) {
 		return ids
 	}
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if g.EpisodeIDVisible(ns, id) {
-			out = append(out, id)
-		}
+	return without(ids, func(id string) bool { return !g.EpisodeIDVisible(ns, id) })
+}
+
+// without returns s without the elements hide reports: s itself when
+// there are none, else a copy (hide is asked once per element).
+func without[T any](s []T, hide func(T) bool) []T {
+	i := slices.IndexFunc(s, hide)
+	if i < 0 {
+		return s
 	}
-	if len(out) == len(ids) {
-		return ids
+	out := append(make([]T, 0, len(s)-1), s[:i]...)
+	for _, v := range s[i+1:] {
+		if !hide(v) {
+			out = append(out, v)
+		}
 	}
 	return out
 }
@@ -449,7 +471,7 @@ func (j *judge) nodeMemo(n *Node, p *Principal) bool {
 	if j.memo == nil || n == nil || j.pol == nil || (!j.pol.nodeRules && n.Type != NodePolicy) {
 		return j.node(n, p, nil)
 	}
-	if n.Type != NodePolicy && !j.pol.closed && j.clear.of(j.pol, n.Namespace, p).nodes {
+	if n.Type != NodePolicy && j.nodesClear(n.Namespace, p) {
 		return true // no rule can hide a node of this namespace from p
 	}
 	if v, ok := j.memo[n]; ok {
@@ -458,6 +480,17 @@ func (j *judge) nodeMemo(n *Node, p *Principal) bool {
 	v := j.node(n, p, nil)
 	j.memo[n] = v
 	return v
+}
+
+// nodesClear reports whether no rule can hide a node of namespace ns
+// (other than a policy node) from p; only a Guard's judge, which has a
+// clearance, can tell.
+func (j *judge) nodesClear(ns string, p *Principal) bool {
+	rs := j.pol
+	if rs == nil || !rs.nodeRules {
+		return true
+	}
+	return j.clear != nil && !rs.closed && j.clear.of(rs, ns, p).nodes
 }
 
 func (j *judge) nodeOf(ns, id string) *Node {

@@ -125,7 +125,7 @@ func (d *Daemon) httpDiff(w http.ResponseWriter, r *http.Request) {
 			writeError(w, fmt.Errorf("subject %q: %w", req.Subject, particle.ErrNotFound))
 			return
 		}
-		if err := d.hideNode(r.Context(), callerOf(r), p, n); err != nil {
+		if _, err := d.visibleNode(r.Context(), callerOf(r), p, n); err != nil {
 			writeError(w, fmt.Errorf("subject %q: %w", req.Subject, particle.ErrNotFound))
 			return
 		}

@@ -85,39 +85,24 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) httpNode(w http.ResponseWriter, r *http.Request) {
 	n, err := d.store.ResolveNode(r.PathValue("id"))
 	if err == nil {
-		err = d.hideNode(r.Context(), callerOf(r), principalOf(r), n)
+		n, err = d.visibleNode(r.Context(), callerOf(r), principalOf(r), n)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	d.store.Read(func(rd particle.Reader) {
-		g := rd.Guard(principalOf(r))
-		if ids := g.VisibleEpisodeIDs(n.Namespace, n.Attributes.RLDSEpisodeIDs); len(ids) != len(n.Attributes.RLDSEpisodeIDs) {
-			c := *n
-			c.Attributes.RLDSEpisodeIDs = ids
-			n = &c
-		}
-	})
 	writeJSON(w, http.StatusOK, n)
 }
 
 func (d *Daemon) httpEdge(w http.ResponseWriter, r *http.Request) {
 	e, err := d.store.Edge(r.PathValue("id"))
 	if err == nil {
-		err = d.hideEdge(r.Context(), callerOf(r), principalOf(r), e)
+		e, err = d.visibleEdge(r.Context(), callerOf(r), principalOf(r), e)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	d.store.Read(func(rd particle.Reader) {
-		if prov := rd.Guard(principalOf(r)).VisibleProvenance(e.Namespace, e.Provenance); len(prov) != len(e.Provenance) {
-			c := *e
-			c.Provenance = prov
-			e = &c
-		}
-	})
 	writeJSON(w, http.StatusOK, e)
 }
 

@@ -15,47 +15,52 @@ import (
 // an explicit read of it is recorded as a denial, which feeds policy
 // tightening.
 
-// hideNode returns n, or a not-found error (recording the denial) when
-// the caller may not see it.
-func (d *Daemon) hideNode(ctx context.Context, c caller, p particle.Principal, n *particle.Node) error {
+// visibleItem returns the item as see gives it for the caller (nil:
+// hidden, with the decision that hid it), or a not-found error
+// recording the denial of kind:id.
+func visibleItem[T any](d *Daemon, ctx context.Context, c caller, kind, id, ns string, see func(particle.Reader) (*T, particle.Decision)) (*T, error) {
+	var out *T
 	var dec particle.Decision
-	d.store.Read(func(r particle.Reader) { dec = r.ExplainNode(n, p) })
-	if dec.Visible {
-		return nil
+	d.store.Read(func(r particle.Reader) { out, dec = see(r) })
+	if out != nil {
+		return out, nil
 	}
-	d.sec.deny(ctx, c, particle.Denial{Action: "read", Item: "node:" + n.ID, Namespace: n.Namespace,
+	d.sec.deny(ctx, c, particle.Denial{Action: "read", Item: kind + ":" + id, Namespace: ns,
 		Status: http.StatusNotFound, Reason: string(dec.Reason), Rule: dec.Rule, Scope: dec.Scope})
-	return fmt.Errorf("node %s: %w", n.ID, particle.ErrNotFound)
+	return nil, fmt.Errorf("%s %s: %w", kind, id, particle.ErrNotFound)
 }
 
-// hideEdge is hideNode for an edge.
-func (d *Daemon) hideEdge(ctx context.Context, c caller, p particle.Principal, e *particle.Edge) error {
-	var dec particle.Decision
-	d.store.Read(func(r particle.Reader) { dec = r.ExplainEdge(e, p) })
-	if dec.Visible {
-		return nil
-	}
-	d.sec.deny(ctx, c, particle.Denial{Action: "read", Item: "edge:" + e.ID, Namespace: e.Namespace,
-		Status: http.StatusNotFound, Reason: string(dec.Reason), Rule: dec.Rule, Scope: dec.Scope})
-	return fmt.Errorf("edge %s: %w", e.ID, particle.ErrNotFound)
+// visibleNode is n as the caller may see it (its episode list without
+// hidden episodes), or a not-found error recording the denial.
+func (d *Daemon) visibleNode(ctx context.Context, c caller, p particle.Principal, n *particle.Node) (*particle.Node, error) {
+	return visibleItem(d, ctx, c, "node", n.ID, n.Namespace, func(r particle.Reader) (*particle.Node, particle.Decision) {
+		if v := r.VisibleNode(n, p); v != nil {
+			return v, particle.Decision{}
+		}
+		return nil, r.ExplainNode(n, p)
+	})
+}
+
+// visibleEdge is e as the caller may see it (its provenance without
+// hidden episodes), or a not-found error recording the denial.
+func (d *Daemon) visibleEdge(ctx context.Context, c caller, p particle.Principal, e *particle.Edge) (*particle.Edge, error) {
+	return visibleItem(d, ctx, c, "edge", e.ID, e.Namespace, func(r particle.Reader) (*particle.Edge, particle.Decision) {
+		if v := r.VisibleEdge(e, p); v != nil {
+			return v, particle.Decision{}
+		}
+		return nil, r.ExplainEdge(e, p)
+	})
 }
 
 // visibleEpisode is ep as the caller may see it (its node and edge lists
 // without hidden items), or a not-found error recording the denial.
 func (d *Daemon) visibleEpisode(ctx context.Context, c caller, p particle.Principal, ep *particle.Episode) (*particle.Episode, error) {
-	var out *particle.Episode
-	var dec particle.Decision
-	d.store.Read(func(r particle.Reader) {
-		if out = r.VisibleEpisode(ep, p); out == nil {
-			dec = r.ExplainEpisode(ep, p)
+	return visibleItem(d, ctx, c, "episode", ep.ID, ep.Namespace, func(r particle.Reader) (*particle.Episode, particle.Decision) {
+		if v := r.VisibleEpisode(ep, p); v != nil {
+			return v, particle.Decision{}
 		}
+		return nil, r.ExplainEpisode(ep, p)
 	})
-	if out != nil {
-		return out, nil
-	}
-	d.sec.deny(ctx, c, particle.Denial{Action: "read", Item: "episode:" + ep.ID, Namespace: ep.Namespace,
-		Status: http.StatusNotFound, Reason: string(dec.Reason), Rule: dec.Rule, Scope: dec.Scope})
-	return nil, fmt.Errorf("episode %s: %w", ep.ID, particle.ErrNotFound)
 }
 
 // visibleCounts are the store's counts over what p may see: nodes,
