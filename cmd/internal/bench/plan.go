@@ -459,14 +459,14 @@ func (r *runner) truthSeqs(store *particle.Store, truth []Truth, k int) []uint64
 // natsFormats are the answer formats measured over NATS, with the
 // figure names' mode for each: the JSON (planner.nats.*) and the
 // msgpack format a control loop would ask for (planner.nats_msgpack.*).
-var natsFormats = []struct{ format, mode string }{{"", "nats"}, {"msgpack", "nats_msgpack"}}
+var natsFormats = []struct{ format, mode, label string }{{"", "nats", ""}, {"msgpack", "nats_msgpack", " msgpack"}}
 
 // overNATS measures planner requests over NATS request/reply on
 // loopback TCP, one connection per client thread, in each of
 // natsFormats.
 func (r *runner) overNATS(ctx context.Context) error {
 	for _, f := range natsFormats {
-		if err := r.overNATSIn(ctx, f.format, f.mode); err != nil {
+		if err := r.overNATSIn(ctx, f.format, f.mode, f.label); err != nil {
 			return err
 		}
 	}
@@ -474,9 +474,10 @@ func (r *runner) overNATS(ctx context.Context) error {
 }
 
 // overNATSIn measures planner requests asking for answers in format
-// and stores the figures under planner.<mode>. The first reply of each
-// run is checked to be an answer in that format (outside the timing).
-func (r *runner) overNATSIn(ctx context.Context, format, mode string) error {
+// and stores the figures under planner.<mode> (label names the format
+// in the progress lines). The first reply of each run is checked to be
+// an answer in that format (outside the timing).
+func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) error {
 	subj := r.prefix + ".planner.context"
 	for _, hops := range []int{1, 2} {
 		reqs := r.requests(hops)
@@ -524,7 +525,7 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode string) error {
 				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
 			}
 			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts",
-				map[string]string{"": "", "msgpack": " msgpack"}[format], hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
+				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
 		}
 	}
 	return nil
