@@ -653,6 +653,7 @@ func (run *run) stitch() *Answer {
 		return strings.Compare(ea.e.ID, eb.e.ID)
 	})
 	st.edgeOrder = order
+	guard := run.policy() // provenance and episode lists name only episodes the caller may see
 	name := func(n *particle.Node, id string) string {
 		if n == nil {
 			n = r.Node(id)
@@ -670,7 +671,7 @@ func (run *run) stitch() *Answer {
 			ID: e.ID, Source: e.Source, Target: e.Target, SourceName: name(re.src, e.Source), TargetName: name(re.dst, e.Target),
 			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: run.salience(e),
 			Score: re.score, Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
-			Provenance: run.policy().VisibleProvenance(e.Namespace, e.Provenance), Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
+			Provenance: guard.VisibleProvenance(e.Namespace, e.Provenance), Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
 		})
 		if e.Assertion != nil {
 			ans.Edges[len(ans.Edges)-1].Value = e.Assertion.Value
@@ -690,7 +691,7 @@ func (run *run) stitch() *Answer {
 		ans.Nodes = append(ans.Nodes, NodeOut{
 			ID: n.ID, Type: string(n.Type), Name: n.Name, Aliases: n.Aliases, Tags: n.Attributes.Tags,
 			Score: rn.score, Belief: n.Belief.Score, Seed: rn.seed, Hop: rn.hop,
-			Episodes: run.policy().VisibleEpisodeIDs(n.Namespace, n.Attributes.RLDSEpisodeIDs), Spans: n.Attributes.CMSSpanIDs,
+			Episodes: guard.VisibleEpisodeIDs(n.Namespace, n.Attributes.RLDSEpisodeIDs), Spans: n.Attributes.CMSSpanIDs,
 		})
 	}
 	ans.Contradictions = contradictions(ans.Edges)
