@@ -201,8 +201,10 @@ func (r Reader) VisibleEpisode(ep *Episode, p Principal) *Episode {
 // VisibleNode returns n as p may see it: nil if the node is not
 // visible, else n, or a copy whose episode list names only episodes p
 // may see.
-func (r Reader) VisibleNode(n *Node, p Principal) *Node {
-	g := r.Guard(p)
+func (r Reader) VisibleNode(n *Node, p Principal) *Node { return r.Guard(p).VisibleNode(n) }
+
+// VisibleNode is [Reader.VisibleNode] for the guard's principal.
+func (g *Guard) VisibleNode(n *Node) *Node {
 	if !g.NodeVisible(n) {
 		return nil
 	}
@@ -218,8 +220,10 @@ func (r Reader) VisibleNode(n *Node, p Principal) *Node {
 // VisibleEdge returns e as p may see it: nil if the edge is not
 // visible, else e, or a copy whose provenance names only episodes p
 // may see.
-func (r Reader) VisibleEdge(e *Edge, p Principal) *Edge {
-	g := r.Guard(p)
+func (r Reader) VisibleEdge(e *Edge, p Principal) *Edge { return r.Guard(p).VisibleEdge(e) }
+
+// VisibleEdge is [Reader.VisibleEdge] for the guard's principal.
+func (g *Guard) VisibleEdge(e *Edge) *Edge {
 	if !g.EdgeVisible(e) {
 		return nil
 	}
@@ -268,11 +272,22 @@ func (sn *Snapshot) EpisodeVisible(ep *Episode, p Principal) bool {
 type Guard struct {
 	j judge
 	p Principal
+	// episodes remembers EpisodeIDVisible's verdicts, by namespace and
+	// id: provenance names the same few episodes over and over.
+	episodes map[string]bool
 }
 
 // Guard returns the evaluation function bound to p for this read.
 func (r Reader) Guard(p Principal) *Guard {
 	return &Guard{j: judge{pol: r.pol, v: r.v, memo: map[*Node]bool{}, clear: &clearance{}}, p: p}
+}
+
+// Guard returns the evaluation function bound to p over the snapshot,
+// valid while the snapshot is. It remembers no node verdicts (a
+// snapshot decodes a new node at every read, and an export reads
+// millions of them); it does remember episode verdicts, a few thousand.
+func (sn *Snapshot) Guard(p Principal) *Guard {
+	return &Guard{j: judge{pol: sn.pol, sn: sn, clear: &clearance{}}, p: p}
 }
 
 // clearance remembers, for one namespace, whether any rule can hide an
@@ -406,11 +421,20 @@ func (g *Guard) EpisodesVisible(ns string) bool { return g.j.nodesClear(ns, &g.p
 // episode the store does not hold is judged as one whose node is gone
 // (by a stand-in node: rules on its namespace and type still apply).
 func (g *Guard) EpisodeIDVisible(ns, id string) bool {
+	k := ns + "\x00" + id
+	if v, ok := g.episodes[k]; ok {
+		return v
+	}
 	ep := g.j.episodeOf(ns, id)
 	if ep == nil {
 		ep = &Episode{ID: id, Namespace: ns}
 	}
-	return g.j.episode(ep, &g.p, nil)
+	v := g.j.episode(ep, &g.p, nil)
+	if g.episodes == nil {
+		g.episodes = map[string]bool{}
+	}
+	g.episodes[k] = v
+	return v
 }
 
 // VisibleProvenance is prov without the records of episodes the

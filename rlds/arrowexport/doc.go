@@ -16,7 +16,8 @@
 // evaluation (Snapshot.EdgeVisible, NodeVisible, EpisodeVisible, with
 // Principal.Export set): an export never holds a record its principal
 // may not see, nor an id of one in another record's lists (episode
-// nodes and edges, a step's graph context).
+// nodes and edges, a step's graph context, an edge's provenance, a
+// node's episodes: Guard.VisibleEdge and VisibleNode over the snapshot).
 //
 // Every schema carries the metadata ctxgraph.table, ctxgraph.schema_version
 // ([SchemaVersion]), ctxgraph.exported_at (RFC 3339, the time salience is

@@ -41,7 +41,7 @@ func Run(ctx context.Context, st *particle.Store, o Options, w RecordWriter) (St
 	defer cancel(nil)
 	p := &pipe{ctx: ctx, cancel: cancel, opts: &o, w: w, recs: make(chan arrow.Record, 1), done: make(chan struct{})}
 	err := st.Snapshot(ctx, func(sn *particle.Snapshot) error {
-		x := &exporter{sn: sn, o: &o, p: p}
+		x := &exporter{sn: sn, o: &o, p: p, g: sn.Guard(o.Filter.Principal)}
 		switch o.Table {
 		case TableSteps:
 			return x.steps()
@@ -128,6 +128,7 @@ type exporter struct {
 	sn *particle.Snapshot
 	o  *Options
 	p  *pipe
+	g  *particle.Guard // the principal's, over sn
 }
 
 // episodeMatches applies the agent, episode and time filters to an
@@ -161,14 +162,15 @@ func (x *exporter) matchingEpisodes() (ids []string, steps int64, err error) {
 	return ids, steps, err
 }
 
-// visibleEdge reports whether the principal may see e and it is salient
-// enough.
-func (x *exporter) visibleEdge(e *particle.Edge) (decayed float64, ok bool) {
-	if !x.sn.EdgeVisible(e, x.o.Filter.Principal) {
-		return 0, false
+// visibleEdge returns e as the principal may see it (its provenance
+// naming no episode the principal may not see), and reports whether it
+// is visible at all and salient enough.
+func (x *exporter) visibleEdge(e *particle.Edge) (seen *particle.Edge, decayed float64, ok bool) {
+	if seen = x.g.VisibleEdge(e); seen == nil {
+		return nil, 0, false
 	}
-	decayed = DecayedSalience(e, x.o.Now)
-	return decayed, decayed >= x.o.Filter.MinSalience
+	decayed = DecayedSalience(seen, x.o.Now)
+	return seen, decayed, decayed >= x.o.Filter.MinSalience
 }
 
 func (x *exporter) steps() error {
@@ -413,7 +415,7 @@ func (x *exporter) stepContexts(ep *particle.Episode) (map[int]*stepContext, err
 		if err != nil {
 			return nil, err
 		}
-		sal, ok := x.visibleEdge(e)
+		e, sal, ok := x.visibleEdge(e)
 		if !ok {
 			continue
 		}
@@ -520,7 +522,7 @@ func (x *exporter) filterEpisodeRefs(ep *particle.Episode) error {
 			}
 			return true
 		}
-		_, ok := x.visibleEdge(e)
+		_, _, ok := x.visibleEdge(e)
 		return !ok
 	})
 	ep.Nodes = slices.DeleteFunc(ep.Nodes, func(id string) bool {
@@ -569,8 +571,8 @@ func (x *exporter) nodes() error {
 	}
 	return graphTable(x, particle.KindNode, TableNodes, nodeColumns, func(add func(*particle.Node) error) error {
 		return x.sn.Nodes(f.Namespace, func(n *particle.Node) error {
-			if !x.sn.NodeVisible(n, f.Principal) {
-				return nil
+			if n = x.g.VisibleNode(n); n == nil {
+				return nil // (else n names only the episodes the principal may see)
 			}
 			if eps != nil && !slices.ContainsFunc(n.Attributes.RLDSEpisodeIDs, func(id string) bool { return eps[id] }) {
 				return nil
@@ -600,11 +602,10 @@ func (x *exporter) edges() error {
 	f := &x.o.Filter
 	return graphTable(x, particle.KindEdge, TableEdges, edgeColumns, func(add func(*EdgeRow) error) error {
 		return x.sn.Edges(f.Namespace, func(e *particle.Edge) error {
-			if !x.edgeMatches(e) {
-				return nil
-			}
-			sal, ok := x.visibleEdge(e)
-			if !ok {
+			// Visibility first: the agent and episode filters match
+			// only the provenance the principal may see.
+			e, sal, ok := x.visibleEdge(e)
+			if !ok || !x.edgeMatches(e) {
 				return nil
 			}
 			return add(&EdgeRow{Edge: *e, SalienceDecayed: sal})

@@ -23,6 +23,8 @@ import (
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/rlds"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport"
+	"github.com/ctxgraph/ctxgraph/rlds/arrowexport/arrowexporttest"
 )
 
 func testdataDir() string {
@@ -535,7 +537,7 @@ func TestHiddenEpisodesAreNotNamed(t *testing.T) {
 		Rule: &particle.Rule{Effect: particle.EffectDeny, Roles: []string{"guest"}, Target: particle.Target{Node: ep.NodeID}}}); err != nil {
 		t.Fatal(err)
 	}
-	names := func(role string) (inAnswer, inEdge, inNode bool) {
+	names := func(role string) (inAnswer, inEdge, inNode, inExport bool) {
 		a := c.ask(planner.Request{Query: node.Name, Entities: []string{node.Name}, Hops: 1, Budget: 500, Roles: []string{role}})
 		for _, e := range a.Edges {
 			for _, p := range e.Provenance {
@@ -556,12 +558,24 @@ func TestHiddenEpisodesAreNotNamed(t *testing.T) {
 		if err := getJSONURL("http://"+d.HTTPAddr()+"/v1/nodes/"+node.ID+"?role="+role, &n); err != nil {
 			t.Fatal(err)
 		}
-		return inAnswer, inEdge, slices.Contains(n.Attributes.RLDSEpisodeIDs, ep.ID)
+		// The Arrow export of the edges and nodes tables.
+		f := arrowexport.FormatArrowStream
+		_, recs := arrowexporttest.Read(t, f, getExport(t, d, exportQuery(arrowexport.TableEdges, f, "role", role)))
+		for _, e := range arrowexporttest.Decode(t, recs, arrowexport.DecodeEdges) {
+			for _, p := range e.Provenance {
+				inExport = inExport || (e.ID == edge.ID && p.EpisodeID == ep.ID)
+			}
+		}
+		_, recs = arrowexporttest.Read(t, f, getExport(t, d, exportQuery(arrowexport.TableNodes, f, "role", role)))
+		for _, n := range arrowexporttest.Decode(t, recs, arrowexport.DecodeNodes) {
+			inExport = inExport || (n.ID == node.ID && slices.Contains(n.Attributes.RLDSEpisodeIDs, ep.ID))
+		}
+		return inAnswer, inEdge, slices.Contains(n.Attributes.RLDSEpisodeIDs, ep.ID), inExport
 	}
-	if a, e, n := names("operator"); !a || !e || !n {
-		t.Errorf("an operator reads episode %s in the answer %v, the edge %v, the node %v; want all", ep.ID, a, e, n)
+	if a, e, n, x := names("operator"); !a || !e || !n || !x {
+		t.Errorf("an operator reads episode %s in the answer %v, the edge %v, the node %v, the export %v; want all", ep.ID, a, e, n, x)
 	}
-	if a, e, n := names("guest"); a || e || n {
-		t.Errorf("a guest reads the hidden episode %s in the answer %v, the edge %v, the node %v", ep.ID, a, e, n)
+	if a, e, n, x := names("guest"); a || e || n || x {
+		t.Errorf("a guest reads the hidden episode %s in the answer %v, the edge %v, the node %v, the export %v", ep.ID, a, e, n, x)
 	}
 }
