@@ -36,6 +36,7 @@ const (
 
 var benchStore struct {
 	st    *particle.Store
+	dir   string
 	steps int64
 }
 
@@ -51,6 +52,7 @@ func mediumStore(b *testing.B) *particle.Store {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchStore.dir = dir
 	o := particle.DefaultOptions(dir)
 	o.SyncWrites = false
 	st, err := particle.Open(o)
@@ -145,11 +147,14 @@ func containsStr(ss []string, s string) bool {
 	return false
 }
 
-// TestMain removes the benchmark store.
+// TestMain closes and removes the benchmark store.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if benchStore.st != nil {
 		benchStore.st.Close()
+	}
+	if benchStore.dir != "" {
+		os.RemoveAll(benchStore.dir)
 	}
 	os.Exit(code)
 }
