@@ -280,6 +280,8 @@ func (r *runner) inProcess(ctx context.Context) error {
 	if err := r.recall(ctx, store, flat, emb, popts()); err != nil {
 		return err
 	}
+	r.fig["memory.huge_pages_mb"] = float64(hugeBytes()) / 1e6
+	r.say("memory: %.0f of %.0f MB resident in huge pages (memory.huge_pages)", r.fig["memory.huge_pages_mb"], float64(rss())/1e6)
 	exact := planner.New(store, flat, emb, nil, popts())
 	nExact := len(r.requests(1))
 	if r.o.ExactQueries > 0 {

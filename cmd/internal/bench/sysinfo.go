@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
 )
 
 // Machine describes where a run ran.
@@ -24,11 +26,15 @@ type Machine struct {
 	// other work on the machine moves the figures.
 	LoadStart string `json:"load_start"`
 	LoadEnd   string `json:"load_end"`
+	// THP is the kernel's transparent huge page mode (always, madvise,
+	// never): with "always" the heap gets 2 MiB pages and the planner's
+	// cold reads miss the TLB far less (BENCHMARKS.md).
+	THP string `json:"thp,omitempty"`
 }
 
 func machine() Machine {
 	m := Machine{NProc: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		OS: runtime.GOOS + "/" + runtime.GOARCH, LoadStart: loadavg()}
+		OS: runtime.GOOS + "/" + runtime.GOARCH, LoadStart: loadavg(), THP: hugepage.Mode()}
 	m.CPU = procField("/proc/cpuinfo", "model name")
 	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
 		n, _ := strconv.ParseInt(strings.Fields(kb)[0], 10, 64)
@@ -64,8 +70,14 @@ func loadavg() string {
 }
 
 // rss is the resident set size of this process in bytes (0 if unknown).
-func rss() int64 {
-	v := procField("/proc/self/status", "VmRSS")
+func rss() int64 { return procKB("/proc/self/status", "VmRSS") }
+
+// hugeBytes is the process's anonymous memory in transparent huge pages.
+func hugeBytes() int64 { return procKB("/proc/self/smaps_rollup", "AnonHugePages") }
+
+// procKB is a "name: N kB" field of a /proc file, in bytes (0 if absent).
+func procKB(path, name string) int64 {
+	v := procField(path, name)
 	if v == "" {
 		return 0
 	}

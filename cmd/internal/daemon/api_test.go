@@ -212,3 +212,27 @@ func writeFakeEmbeddings(w http.ResponseWriter, inputs []string, dims int) {
 	}
 	json.NewEncoder(w).Encode(out)
 }
+
+// TestHugePagesKeeperRuns starts a daemon with memory.huge_pages on: it
+// serves as usual and /metrics counts the heap the keeper collapsed
+// (off Linux, or on a kernel that cannot, the keeper only warns).
+func TestHugePagesKeeperRuns(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Memory.HugePages = true
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	if a := c.ask(redBlockQuery); len(a.Edges) == 0 {
+		t.Error("no answer with the keeper running")
+	}
+	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), "ctxgraph_heap_huge_pages_mib ") {
+		t.Error("/metrics lacks ctxgraph_heap_huge_pages_mib with memory.huge_pages on")
+	}
+}

@@ -116,6 +116,14 @@ type Config struct {
 		EfConstruction int `yaml:"ef_construction"`
 		EfSearch       int `yaml:"ef_search"`
 	} `yaml:"vectors"`
+	Memory struct {
+		// HugePages collapses the heap into transparent huge pages on
+		// Linux (package hugepage), for hosts whose THP mode is madvise:
+		// the planner's random reads over gigabytes miss the TLB far
+		// less, at a cost to ingest while the heap grows. Off by
+		// default; a host in THP mode "always" needs none of it.
+		HugePages bool `yaml:"huge_pages"`
+	} `yaml:"memory"`
 	// Security is auth, rate_limit and policy (security.go).
 	Security SecurityConfig `yaml:",inline"`
 }

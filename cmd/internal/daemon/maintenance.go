@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
 	"github.com/ctxgraph/ctxgraph/particle"
 )
 
@@ -73,7 +74,8 @@ func (d *Daemon) replayFrom(ctx context.Context, stream string, pos StreamPositi
 }
 
 // startMaintenance starts the background work the store needs: value-log
-// garbage collection and the retention pass, on their schedules. It
+// garbage collection and the retention pass, on their schedules, and the
+// huge-page keeper (memory.huge_pages). It
 // clears the restore marker, whose positions the consumers now hold.
 func (d *Daemon) startMaintenance(ctx context.Context) {
 	if err := os.Remove(restoreMarkerPath(d.cfg.Data)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -107,12 +109,35 @@ func (d *Daemon) startMaintenance(ctx context.Context) {
 			return err
 		})
 	}
+	switch mode := hugepage.Mode(); {
+	case d.cfg.Memory.HugePages:
+		d.keepHugePages(ctx)
+	case mode == "madvise" || mode == "never":
+		d.log.Info("the heap keeps 4 KiB pages: transparent huge pages are not 'always' here and memory.huge_pages is off; "+
+			"either lowers the planner's tail latency on a large store (BENCHMARKS.md)", "thp", mode)
+	}
 	if d.cfg.Retention.Enabled && len(d.cfg.Retention.Rules) > 0 {
 		d.every(ctx, d.cfg.Retention.Interval, "retention", func(ctx context.Context) error {
 			_, err := d.RunRetention(ctx, time.Now())
 			return err
 		})
 	}
+}
+
+// keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages),
+// and counts what it collapsed in ctxgraph_heap_huge_pages_mib.
+func (d *Daemon) keepHugePages(ctx context.Context) {
+	k := hugepage.New(hugepage.Options{Logger: d.log})
+	d.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_heap_huge_pages_mib", Help: "MiB of heap the huge-page keeper collapsed into 2 MiB pages (memory.huge_pages).",
+	}, func() float64 { return float64(2 * k.Stats().Collapsed) }))
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := k.Run(ctx); err != nil {
+			d.log.Warn("huge pages unavailable; the heap keeps 4 KiB pages", "err", err)
+		}
+	}()
 }
 
 // maintenanceMetrics are the series of the background work.

@@ -1,0 +1,192 @@
+//go:build linux
+
+package hugepage
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// madvCollapse is MADV_COLLAPSE (Linux 6.1): collapse the resident
+// pages of a range into huge pages now, whatever the THP mode.
+const madvCollapse = unix.MADV_COLLAPSE
+
+// Run makes passes until ctx ends, on an OS thread of its own at the
+// lowest priority (a collapse copies 2 MiB; it takes CPU only when
+// nothing else wants it). It returns when ctx ends, or at once with an
+// error if the kernel cannot collapse memory at all.
+func (k *Keeper) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread dies with the goroutine (it stays locked), so its
+		// priority does not pass to other goroutines.
+		runtime.LockOSThread()
+		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
+			k.o.Logger.Debug("huge pages: cannot lower the keeper's priority", "err", err)
+		}
+		errc <- k.loop(ctx)
+	}()
+	return <-errc
+}
+
+func (k *Keeper) loop(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		before := k.Stats().Collapsed
+		if err := k.Pass(ctx); err != nil {
+			return err
+		}
+		if now := k.Stats().Collapsed; now > before {
+			k.o.Logger.Info("huge pages: heap collapsed", "mib", 2*(now-before), "total_mib", 2*now)
+		}
+		t.Reset(k.o.Interval)
+	}
+}
+
+// errUnsupported is a kernel that cannot collapse anything.
+var errUnsupported = errors.New("hugepage: the kernel cannot collapse memory into huge pages (needs Linux 6.1 and transparent huge pages)")
+
+// Pass advises and collapses the mappings once. It stops early if ctx
+// ends. Passes must not run concurrently.
+func (k *Keeper) Pass(ctx context.Context) error {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return fmt.Errorf("hugepage: %w", err)
+	}
+	ranges, err := anonMappings(strings.NewReader(string(maps)), k.o.MinMapping)
+	if err != nil {
+		return err
+	}
+	var advised int64
+	collapsed, refused := 0, 0
+	var lastErr error
+	defer func() {
+		k.mu.Lock()
+		k.stats.Passes++
+		k.stats.Advised = advised
+		k.stats.Collapsed += collapsed
+		k.stats.Failed += refused
+		k.mu.Unlock()
+	}()
+	for _, r := range ranges {
+		lo, hi := alignUp(r.lo), alignDown(r.hi)
+		if hi <= lo {
+			continue
+		}
+		// Later faults in the range get huge pages (in "madvise" mode).
+		if err := madvise(lo, hi-lo, unix.MADV_HUGEPAGE); err == nil {
+			advised += int64(hi - lo)
+		}
+		for a := lo; a < hi; a += hugeSize {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if _, ok := k.done[a]; ok {
+				continue
+			}
+			if err := madvise(a, hugeSize, madvCollapse); err != nil {
+				// EINVAL: not resident (or no THP at all); EAGAIN,
+				// ENOMEM: no huge page free now. Tried again next pass.
+				refused++
+				lastErr = err
+				continue
+			}
+			k.done[a] = struct{}{}
+			collapsed++
+			time.Sleep(k.o.Pause)
+		}
+	}
+	k.forgetUnmapped(ranges)
+	if collapsed == 0 && len(k.done) == 0 && refused > 0 && errors.Is(lastErr, unix.EINVAL) {
+		// Nothing ever collapsed, and the kernel says it cannot: with a
+		// resident heap of at least MinMapping, that is no support.
+		return fmt.Errorf("%w: %v", errUnsupported, lastErr)
+	}
+	return nil
+}
+
+// forgetUnmapped drops remembered ranges no mapping covers any more (the
+// runtime released them), so that memory mapped there again is
+// collapsed too.
+func (k *Keeper) forgetUnmapped(ranges []mapping) {
+	for a := range k.done {
+		if !covered(ranges, a) {
+			delete(k.done, a)
+		}
+	}
+}
+
+func covered(ranges []mapping, a uintptr) bool {
+	for _, r := range ranges {
+		if r.lo <= a && a+hugeSize <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// mapping is one line of /proc/self/maps: [lo, hi).
+type mapping struct{ lo, hi uintptr }
+
+// anonMappings returns the private, anonymous, read-write mappings of at
+// least min bytes listed in a /proc/<pid>/maps text: unnamed ones, and
+// those named "[anon:...]" (the Go runtime names its heap so on kernels
+// that allow it) or "[heap]".
+func anonMappings(r io.Reader, min int64) ([]mapping, error) {
+	var out []mapping
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[1] != "rw-p" || f[4] != "0" {
+			continue
+		}
+		if len(f) > 5 {
+			name := strings.Join(f[5:], " ")
+			if !strings.HasPrefix(name, "[anon:") && name != "[heap]" {
+				continue
+			}
+		}
+		los, his, ok := strings.Cut(f[0], "-")
+		if !ok {
+			return nil, fmt.Errorf("hugepage: maps line %q: no range", sc.Text())
+		}
+		lo, err1 := strconv.ParseUint(los, 16, 64)
+		hi, err2 := strconv.ParseUint(his, 16, 64)
+		if err := errors.Join(err1, err2); err != nil || hi < lo {
+			return nil, fmt.Errorf("hugepage: maps line %q: bad range: %v", sc.Text(), err)
+		}
+		if int64(hi-lo) >= min {
+			out = append(out, mapping{uintptr(lo), uintptr(hi)})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("hugepage: read maps: %w", err)
+	}
+	return out, nil
+}
+
+func alignUp(a uintptr) uintptr   { return (a + hugeSize - 1) &^ (hugeSize - 1) }
+func alignDown(a uintptr) uintptr { return a &^ (hugeSize - 1) }
+
+func madvise(addr, n uintptr, advice int) error {
+	if _, _, e := unix.Syscall(unix.SYS_MADVISE, addr, n, uintptr(advice)); e != 0 {
+		return e
+	}
+	return nil
+}

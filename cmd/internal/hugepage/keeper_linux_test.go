@@ -1,0 +1,125 @@
+//go:build linux
+
+package hugepage
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestAnonMappings(t *testing.T) {
+	maps := `00400000-0059b000 r-xp 00000000 fe:00 9979660      /usr/bin/ctxgraph
+0059b000-005a6000 rw-p 0019b000 fe:00 9979660      /usr/bin/ctxgraph
+c000000000-c010000000 rw-p 00000000 00:00 0
+c010000000-c014000000 ---p 00000000 00:00 0
+7f0c88e00000-7f0c8ae00000 rw-p 00000000 00:00 0    [anon: Go: heap]
+7f0c8ae00000-7f0c8ae40000 rw-p 00000000 00:00 0
+7f0c90000000-7f0c98000000 rw-s 00000000 00:05 1234  /dev/shm/x
+7f0c98000000-7f0ca0000000 rw-p 00000000 fe:00 5678  /data/vlog/000001.vlog
+7ffe5a000000-7ffe5c000000 rw-p 00000000 00:00 0    [stack]
+`
+	got, err := anonMappings(strings.NewReader(maps), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mapping{{0xc000000000, 0xc010000000}, {0x7f0c88e00000, 0x7f0c8ae00000}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mappings %x, want %x (the heap's only: not files, shared memory, stacks, reservations or small ones)", got, want)
+	}
+	if _, err := anonMappings(strings.NewReader("zz rw-p 00000000 00:00 0\n"), 0); err == nil {
+		t.Error("a line without a range was accepted")
+	}
+	if _, err := anonMappings(strings.NewReader("20-10 rw-p 00000000 00:00 0\n"), 0); err == nil {
+		t.Error("a backwards range was accepted")
+	}
+}
+
+// collapseWorks reports whether this kernel collapses anonymous memory
+// (MADV_COLLAPSE), tried on a mapping of its own.
+func collapseWorks(t *testing.T) bool {
+	b, err := unix.Mmap(-1, 0, 2*hugeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	a := alignUp(uintptr(unsafe.Pointer(&b[0])))
+	return unix.Madvise(b[a-uintptr(unsafe.Pointer(&b[0])):][:hugeSize], unix.MADV_COLLAPSE) == nil
+}
+
+// hugeBytesAt is the AnonHugePages of the mapping holding addr, from
+// /proc/self/smaps.
+func hugeBytesAt(t *testing.T, addr uintptr) int64 {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(sc.Text(), "%x-%x", &lo, &hi); n == 2 && strings.Contains(sc.Text(), " ") {
+			in = lo <= addr && addr < hi
+			continue
+		}
+		var kb int64
+		if in {
+			if n, _ := fmt.Sscanf(sc.Text(), "AnonHugePages: %d kB", &kb); n == 1 {
+				return kb << 10
+			}
+		}
+	}
+	t.Fatalf("no mapping holds %x", addr)
+	return 0
+}
+
+// TestKeeperCollapsesTheHeap fills 64 MiB of Go heap with 4 KiB pages
+// and runs one pass: where the kernel can collapse, the buffer's
+// mapping then holds huge pages, and a second pass collapses nothing
+// new; where it cannot, Run says so.
+func TestKeeperCollapsesTheHeap(t *testing.T) {
+	buf := make([]byte, 64<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	addr := uintptr(unsafe.Pointer(&buf[len(buf)/2]))
+	k := New(Options{MinMapping: 8 << 20, Interval: 10 * time.Millisecond})
+	if !collapseWorks(t) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := k.Run(ctx); !errors.Is(err, errUnsupported) {
+			t.Fatalf("this kernel cannot collapse, and Run says %v", err)
+		}
+		return
+	}
+	before := hugeBytesAt(t, addr)
+	if err := k.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := k.Stats()
+	if st.Passes != 1 || st.Collapsed < 16 || st.Advised < 64<<20 {
+		t.Errorf("one pass over a 64 MiB heap: %+v", st)
+	}
+	if after := hugeBytesAt(t, addr); after < before+32<<20 {
+		t.Errorf("the buffer's mapping holds %d bytes of huge pages after the pass, %d before", after, before)
+	}
+	if err := k.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := k.Stats(); again.Collapsed-st.Collapsed > 4 {
+		t.Errorf("a second pass collapsed %d ranges again", again.Collapsed-st.Collapsed)
+	}
+	buf[0] = 2 // (keep buf alive to here)
+}
