@@ -117,11 +117,11 @@ type Config struct {
 		EfSearch       int `yaml:"ef_search"`
 	} `yaml:"vectors"`
 	Memory struct {
-		// HugePages collapses the heap into transparent huge pages on
-		// Linux (package hugepage), for hosts whose THP mode is madvise:
-		// the planner's random reads over gigabytes miss the TLB far
-		// less, at a cost to ingest while the heap grows. Off by
-		// default; a host in THP mode "always" needs none of it.
+		// HugePages keeps the heap in transparent huge pages on Linux
+		// (package hugepage), for hosts whose THP mode is madvise: the
+		// planner's random reads over gigabytes miss the TLB far less;
+		// a reply can stall while a pass collapses. Off by default; a
+		// host in THP mode "always" needs none of it.
 		HugePages bool `yaml:"huge_pages"`
 	} `yaml:"memory"`
 	// Security is auth, rate_limit and policy (security.go).

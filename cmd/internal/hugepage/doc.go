@@ -10,12 +10,14 @@
 //
 // Linux gives huge pages to anonymous memory either always or, in the
 // common "madvise" mode, only where a program asks (MADV_HUGEPAGE); the
-// Go runtime does not ask for its heap. A [Keeper] asks: it finds the
-// process's large private anonymous mappings in /proc/self/maps, marks
-// them MADV_HUGEPAGE (later faults there get huge pages) and collapses
-// what is already resident, 2 MiB at a time (MADV_COLLAPSE, Linux 6.1+).
-// A collapse copies the pages, so the keeper runs on its own OS thread
-// at the lowest CPU priority, and each pass only visits ranges it has
-// not collapsed before. Where the kernel cannot (another OS, THP
-// disabled, an old kernel) it reports so once and stops.
+// Go runtime does not ask for its heap. A [Keeper] asks. Every 20 ms it
+// looks in /proc/self/maps for large private anonymous mappings it has
+// not marked and marks them MADV_HUGEPAGE: the runtime maps its heap in
+// 64 MiB arenas and fills them as it allocates, so the pages of a
+// mapping marked soon after it appears fault in as huge pages, at no
+// cost. Every 30 s, on an OS thread of its own at the lowest CPU
+// priority, it collapses what was resident before (MADV_COLLAPSE, Linux
+// 6.1+: a copy of 2 MiB each), skipping what it collapsed before. Where
+// the kernel cannot (another OS, THP disabled, an old kernel) Run says
+// so and stops.
 package hugepage

@@ -10,27 +10,36 @@ import (
 
 // Stats are what a keeper has done so far.
 type Stats struct {
-	// Passes is the number of passes over the process's mappings.
+	// Passes is the number of collapse passes over the process's
+	// mappings.
 	Passes int
 	// Collapsed is the number of 2 MiB ranges collapsed into huge pages.
 	Collapsed int
 	// Failed counts ranges the kernel refused (not resident yet, or no
 	// huge page free); they are tried again on the next pass.
 	Failed int
-	// Advised is the bytes marked MADV_HUGEPAGE by the last pass.
+	// Advised is the bytes of the mappings marked MADV_HUGEPAGE.
 	Advised int64
 }
 
 // Options configure a keeper.
 type Options struct {
-	// Interval is the time between passes (default 5s): the heap grows
-	// with ingest, and each pass collapses what grew since (a pass
-	// with nothing new costs a read of /proc/self/maps).
-	Interval time.Duration
+	// AdviseEvery is the time between looks for new mappings to mark
+	// MADV_HUGEPAGE (default 20ms): the runtime maps heap in 64 MiB
+	// arenas and fills them as it allocates, so a mapping marked soon
+	// after it appears gets most of its pages huge as they fault in,
+	// with no copy. A look reads /proc/self/maps (tens of µs).
+	AdviseEvery time.Duration
+	// CollapseEvery is the time between collapse passes (default 30s),
+	// the first one after it too: they collapse what was resident before
+	// its mapping was marked (a store loaded before the keeper started,
+	// pages faulted in before the look), and ranges the runtime released
+	// and refilled. A pass over ranges collapsed before costs nothing.
+	CollapseEvery time.Duration
 	// Pause is the rest after each collapse (default 2ms). A collapse
-	// briefly stops the process's page faults and flushes the TLBs of
-	// its other threads; resting between them spreads that out, so that
-	// ingest and the planner hardly notice a pass.
+	// copies 2 MiB, briefly stops the process's page faults and flushes
+	// the TLBs of its other threads; resting between them spreads that
+	// out.
 	Pause time.Duration
 	// MinMapping is the smallest mapping considered (default 32 MiB):
 	// the Go heap's, not thread stacks or small runtime structures.
@@ -41,8 +50,11 @@ type Options struct {
 }
 
 func (o *Options) ensureDefaults() {
-	if o.Interval <= 0 {
-		o.Interval = 5 * time.Second
+	if o.AdviseEvery <= 0 {
+		o.AdviseEvery = 20 * time.Millisecond
+	}
+	if o.CollapseEvery <= 0 {
+		o.CollapseEvery = 30 * time.Second
 	}
 	if o.Pause <= 0 {
 		o.Pause = 2 * time.Millisecond
@@ -55,15 +67,24 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// Keeper collapses the process's heap into huge pages, pass after pass.
+// Keeper keeps the process's heap in huge pages.
 type Keeper struct {
 	o Options
+	// advised holds the mappings marked, as last seen; only the
+	// goroutine running Advise uses it.
+	advised map[mapping]struct{}
 	// done holds the 2 MiB ranges collapsed, by start address; only
-	// the goroutine running passes uses it.
+	// the goroutine running Collapse uses it.
 	done map[uintptr]struct{}
 
 	mu    sync.Mutex // guards stats
 	stats Stats
+}
+
+// New returns a keeper; Run starts it.
+func New(o Options) *Keeper {
+	o.ensureDefaults()
+	return &Keeper{o: o, advised: map[mapping]struct{}{}, done: map[uintptr]struct{}{}}
 }
 
 // Stats returns what the keeper has done so far.
@@ -71,12 +92,6 @@ func (k *Keeper) Stats() Stats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.stats
-}
-
-// New returns a keeper; Run starts it.
-func New(o Options) *Keeper {
-	o.ensureDefaults()
-	return &Keeper{o: o, done: map[uintptr]struct{}{}}
 }
 
 // Mode is the kernel's transparent huge page mode for anonymous memory:
@@ -93,6 +108,9 @@ func Mode() string {
 	}
 	return ""
 }
+
+// mapping is one line of /proc/self/maps: [lo, hi).
+type mapping struct{ lo, hi uintptr }
 
 // hugeSize is the size of a transparent huge page on the platforms the
 // keeper supports (x86-64 and arm64 with 4 KiB base pages).

@@ -21,12 +21,34 @@ import (
 // pages of a range into huge pages now, whatever the THP mode.
 const madvCollapse = unix.MADV_COLLAPSE
 
-// Run makes passes until ctx ends, on an OS thread of its own at the
-// lowest priority (a collapse copies 2 MiB; it takes CPU only when
-// nothing else wants it). It returns when ctx ends, or at once with an
-// error if the kernel cannot collapse memory at all.
+// Run keeps the heap in huge pages until ctx ends. Two goroutines do
+// it: one advises new mappings every AdviseEvery, at normal priority
+// (a madvise is cheap, and it must come before the runtime touches the
+// pages); the other collapses what is resident every CollapseEvery, on
+// an OS thread of its own at the lowest priority (a collapse copies 2
+// MiB). Run returns when ctx ends, or with an error if the kernel cannot
+// collapse memory at all.
 func (k *Keeper) Run(ctx context.Context) error {
-	errc := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	advised := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(k.o.AdviseEvery)
+		defer t.Stop()
+		for {
+			if err := k.Advise(); err != nil {
+				advised <- err
+				return
+			}
+			select {
+			case <-ctx.Done():
+				advised <- nil
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	collapsed := make(chan error, 1)
 	go func() {
 		// The thread dies with the goroutine (it stays locked), so its
 		// priority does not pass to other goroutines.
@@ -34,13 +56,23 @@ func (k *Keeper) Run(ctx context.Context) error {
 		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
 			k.o.Logger.Debug("huge pages: cannot lower the keeper's priority", "err", err)
 		}
-		errc <- k.loop(ctx)
+		collapsed <- k.collapseLoop(ctx)
 	}()
-	return <-errc
+	// The first to end (ctx, or an error) ends the other.
+	var err error
+	select {
+	case err = <-advised:
+		cancel()
+		err = errors.Join(err, <-collapsed)
+	case err = <-collapsed:
+		cancel()
+		err = errors.Join(err, <-advised)
+	}
+	return err
 }
 
-func (k *Keeper) loop(ctx context.Context) error {
-	t := time.NewTimer(0)
+func (k *Keeper) collapseLoop(ctx context.Context) error {
+	t := time.NewTimer(k.o.CollapseEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -49,51 +81,77 @@ func (k *Keeper) loop(ctx context.Context) error {
 		case <-t.C:
 		}
 		before := k.Stats().Collapsed
-		if err := k.Pass(ctx); err != nil {
+		if err := k.Collapse(ctx); err != nil {
 			return err
 		}
 		if now := k.Stats().Collapsed; now > before {
 			k.o.Logger.Info("huge pages: heap collapsed", "mib", 2*(now-before), "total_mib", 2*now)
 		}
-		t.Reset(k.o.Interval)
+		t.Reset(k.o.CollapseEvery)
 	}
 }
 
 // errUnsupported is a kernel that cannot collapse anything.
 var errUnsupported = errors.New("hugepage: the kernel cannot collapse memory into huge pages (needs Linux 6.1 and transparent huge pages)")
 
-// Pass advises and collapses the mappings once. It stops early if ctx
-// ends. Passes must not run concurrently.
-func (k *Keeper) Pass(ctx context.Context) error {
+// mappings reads the large anonymous mappings of the process.
+func (k *Keeper) mappings() ([]mapping, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return fmt.Errorf("hugepage: %w", err)
+		return nil, fmt.Errorf("hugepage: %w", err)
 	}
-	ranges, err := anonMappings(strings.NewReader(string(maps)), k.o.MinMapping)
+	return anonMappings(strings.NewReader(string(maps)), k.o.MinMapping)
+}
+
+// Advise marks MADV_HUGEPAGE the mappings not marked yet: pages the
+// process touches there from now on fault in as huge pages, with no
+// copy. Calls must not run concurrently.
+func (k *Keeper) Advise() error {
+	ranges, err := k.mappings()
 	if err != nil {
 		return err
 	}
-	var advised int64
-	collapsed, refused := 0, 0
-	var lastErr error
-	defer func() {
-		k.mu.Lock()
-		k.stats.Passes++
-		k.stats.Advised = advised
-		k.stats.Collapsed += collapsed
-		k.stats.Failed += refused
-		k.mu.Unlock()
-	}()
+	var bytes int64
+	seen := make(map[mapping]struct{}, len(ranges))
 	for _, r := range ranges {
 		lo, hi := alignUp(r.lo), alignDown(r.hi)
 		if hi <= lo {
 			continue
 		}
-		// Later faults in the range get huge pages (in "madvise" mode).
-		if err := madvise(lo, hi-lo, unix.MADV_HUGEPAGE); err == nil {
-			advised += int64(hi - lo)
+		seen[r] = struct{}{}
+		if _, ok := k.advised[r]; !ok {
+			// (A mapping that cannot be advised is left to the
+			// collapse, which reports a kernel that cannot.)
+			_ = madvise(lo, hi-lo, unix.MADV_HUGEPAGE)
 		}
-		for a := lo; a < hi; a += hugeSize {
+		bytes += int64(hi - lo)
+	}
+	k.advised = seen
+	k.mu.Lock()
+	k.stats.Advised = bytes
+	k.mu.Unlock()
+	return nil
+}
+
+// Collapse collapses the resident pages of the mappings into huge pages,
+// 2 MiB at a time, resting Pause after each, skipping what it collapsed
+// before. It stops early if ctx ends. Calls must not run concurrently.
+func (k *Keeper) Collapse(ctx context.Context) error {
+	ranges, err := k.mappings()
+	if err != nil {
+		return err
+	}
+	collapsed, refused := 0, 0
+	var lastErr error
+	defer func() {
+		k.mu.Lock()
+		k.stats.Passes++
+		k.stats.Collapsed += collapsed
+		k.stats.Failed += refused
+		k.mu.Unlock()
+	}()
+	for _, r := range ranges {
+		for a := alignUp(r.lo); a+hugeSize <= r.hi; a += hugeSize {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -140,9 +198,6 @@ func covered(ranges []mapping, a uintptr) bool {
 	}
 	return false
 }
-
-// mapping is one line of /proc/self/maps: [lo, hi).
-type mapping struct{ lo, hi uintptr }
 
 // anonMappings returns the private, anonymous, read-write mappings of at
 // least min bytes listed in a /proc/<pid>/maps text: unnamed ones, and

@@ -85,17 +85,21 @@ func hugeBytesAt(t *testing.T, addr uintptr) int64 {
 	return 0
 }
 
-// TestKeeperCollapsesTheHeap fills 64 MiB of Go heap with 4 KiB pages
-// and runs one pass: where the kernel can collapse, the buffer's
-// mapping then holds huge pages, and a second pass collapses nothing
-// new; where it cannot, Run says so.
+// TestKeeperCollapsesTheHeap fills a 64 MiB anonymous mapping (as the
+// runtime maps its heap) with 4 KiB pages and runs one collapse pass:
+// where the kernel can collapse, the mapping then holds huge pages, and
+// a second pass collapses nothing new; where it cannot, Run says so.
 func TestKeeperCollapsesTheHeap(t *testing.T) {
-	buf := make([]byte, 64<<20)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = 1
+	b, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
 	}
-	addr := uintptr(unsafe.Pointer(&buf[len(buf)/2]))
-	k := New(Options{MinMapping: 8 << 20, Interval: 10 * time.Millisecond})
+	defer unix.Munmap(b)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	addr := uintptr(unsafe.Pointer(&b[0]))
+	k := New(Options{MinMapping: 8 << 20, CollapseEvery: 10 * time.Millisecond, Pause: time.Microsecond})
 	if !collapseWorks(t) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -105,21 +109,72 @@ func TestKeeperCollapsesTheHeap(t *testing.T) {
 		return
 	}
 	before := hugeBytesAt(t, addr)
-	if err := k.Pass(context.Background()); err != nil {
+	if err := k.Collapse(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	st := k.Stats()
-	if st.Passes != 1 || st.Collapsed < 16 || st.Advised < 64<<20 {
-		t.Errorf("one pass over a 64 MiB heap: %+v", st)
+	if st.Passes != 1 || st.Collapsed < 31 {
+		t.Errorf("one pass over a 64 MiB mapping: %+v", st)
 	}
-	if after := hugeBytesAt(t, addr); after < before+32<<20 {
-		t.Errorf("the buffer's mapping holds %d bytes of huge pages after the pass, %d before", after, before)
+	if after := hugeBytesAt(t, addr); after < 62<<20 {
+		t.Errorf("the mapping holds %d bytes of huge pages after the pass (%d before)", after, before)
 	}
-	if err := k.Pass(context.Background()); err != nil {
+	if err := k.Collapse(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if again := k.Stats(); again.Collapsed-st.Collapsed > 4 {
 		t.Errorf("a second pass collapsed %d ranges again", again.Collapsed-st.Collapsed)
 	}
-	buf[0] = 2 // (keep buf alive to here)
+}
+
+// TestKeeperAdvisesNewMappings maps 64 MiB without touching it, lets
+// Advise mark it, then touches it: its pages fault in huge, with no
+// collapse (where the kernel gives huge pages to marked memory).
+func TestKeeperAdvisesNewMappings(t *testing.T) {
+	if Mode() == "never" || Mode() == "" || !collapseWorks(t) {
+		// Marked memory gets huge pages only in madvise or always mode.
+		k := New(Options{MinMapping: 8 << 20})
+		if err := k.Advise(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	b, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	addr := uintptr(unsafe.Pointer(&b[0]))
+	k := New(Options{MinMapping: 8 << 20})
+	if err := k.Advise(); err != nil {
+		t.Fatal(err)
+	}
+	if st := k.Stats(); st.Advised < 60<<20 || st.Passes != 0 {
+		t.Errorf("after one look: %+v, want the 64 MiB mapping marked and no collapse", st)
+	}
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	if got := hugeBytesAt(t, addr); got < 32<<20 {
+		t.Errorf("a marked mapping touched afterwards holds %d bytes of huge pages", got)
+	}
+}
+
+// TestKeeperRunEndsWithItsContext runs a keeper for a few looks and
+// passes and cancels it: Run returns (both of its goroutines end).
+func TestKeeperRunEndsWithItsContext(t *testing.T) {
+	k := New(Options{MinMapping: 8 << 20, AdviseEvery: time.Millisecond, CollapseEvery: 5 * time.Millisecond, Pause: time.Microsecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, errUnsupported) {
+			t.Errorf("Run ended with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
 }

@@ -12,5 +12,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 	return errors.New("hugepage: transparent huge pages are managed only on Linux")
 }
 
-// Pass does nothing off Linux.
-func (k *Keeper) Pass(ctx context.Context) error { return nil }
+// Advise does nothing off Linux.
+func (k *Keeper) Advise() error { return nil }
+
+// Collapse does nothing off Linux.
+func (k *Keeper) Collapse(ctx context.Context) error { return nil }
