@@ -19,6 +19,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
+	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
 )
 
 // RunOptions configures [Run].
@@ -279,7 +280,8 @@ func (r *runner) start(ctx context.Context) error {
 		}
 		r.d = d
 		r.natsURL, r.httpURL = d.NATSURL(), "http://"+d.HTTPAddr()
-		r.say("daemon up: data %s, nats %s, index %s", data, r.natsURL, r.indexName())
+		r.say("daemon up: data %s, nats %s, index %s; THP mode %q, memory.huge_pages %v",
+			data, r.natsURL, r.indexName(), hugepage.Mode(), r.cfg.Memory.HugePages)
 	}
 	nc, js, err := client.Connect(r.natsURL, "ctxgraph-bench")
 	if err != nil {
