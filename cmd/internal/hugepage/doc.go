@@ -6,7 +6,8 @@
 // and under virtualisation a miss walks two sets of page tables. With
 // 2 MiB pages the heap of a medium store needs about a thousand TLB
 // entries instead of half a million. Measured on the medium bench (see
-// BENCHMARKS.md), the planner's 1-hop p99 falls by about a third.
+// BENCHMARKS.md), huge pages lower the planner's p99 by 10-16% on
+// average, with wide run-to-run spread.
 //
 // Linux gives huge pages to anonymous memory either always or, in the
 // common "madvise" mode, only where a program asks (MADV_HUGEPAGE); the
