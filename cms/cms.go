@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -76,6 +77,9 @@ func Decode(b []byte, dims int) (*Span, error) {
 
 // Validate reports the first field of s that is wrong.
 func (s *Span) Validate(dims int) error {
+	if err := particle.CheckScope(s.Tenant, s.Project); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	switch {
 	case strings.TrimSpace(s.ID) == "":
 		return fmt.Errorf("%w: id is required", ErrInvalid)

@@ -24,6 +24,9 @@ func TestDecodeRejectsBadSpans(t *testing.T) {
 		{`{"id":"s1","level":0,"update_size":-0.5}`, "update_size"},
 		{`{"id":"s1","level":0,"embedding":[1,2,3]}`, "3 dimensions, want 4"},
 		{`{"id":"s1","level":0,"period":"often"}`, "period"},
+		{`{"id":"s1","level":0,"tenant":"lab-a","project":"arm.2"}`, ""},
+		{`{"id":"s1","level":0,"tenant":"lab/a"}`, "tenant"},
+		{`{"id":"s1","level":0,"project":"a b"}`, "project"},
 		{`{"id":"s1","level":0,"concepts":["ok"," "]}`, "concept 1 is empty"},
 		{`{"id":"s1",`, "malformed"},
 	} {

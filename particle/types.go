@@ -1,6 +1,7 @@
 package particle
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -70,7 +71,34 @@ const (
 // DefaultNamespace is the tenant/project of records written without one.
 const DefaultNamespace = "default/default"
 
+// MaxScopeName is the longest tenant or project name.
+const MaxScopeName = 64
+
+// CheckScope reports, wrapping ErrInvalid, a tenant or project name that
+// cannot name a namespace: each is empty (the default) or 1 to
+// MaxScopeName letters, digits, '.', '_' and '-'. Anything else could
+// make two scopes one namespace ("a/b" + "c" and "a" + "b/c") or break
+// the store's keys (which join names with NUL bytes).
+func CheckScope(tenant, project string) error {
+	for _, f := range [2]struct{ what, name string }{{"tenant", tenant}, {"project", project}} {
+		if len(f.name) > MaxScopeName {
+			return fmt.Errorf("%w: %s of %d bytes, longer than %d", ErrInvalid, f.what, len(f.name), MaxScopeName)
+		}
+		for _, c := range []byte(f.name) {
+			if !scopeByte(c) {
+				return fmt.Errorf("%w: %s %q: only letters, digits, '.', '_' and '-' are allowed", ErrInvalid, f.what, f.name)
+			}
+		}
+	}
+	return nil
+}
+
+func scopeByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
 // Namespace joins a tenant and a project; empty parts become "default".
+// Check them with CheckScope where they come from outside.
 func Namespace(tenant, project string) string {
 	if tenant == "" {
 		tenant = "default"

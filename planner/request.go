@@ -93,6 +93,9 @@ func (r *Request) normalize(dims int) error {
 	if r.Budget == 0 {
 		r.Budget = 256
 	}
+	if err := particle.CheckScope(r.Tenant, r.Project); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	switch {
 	case r.K < 0 || r.K > MaxK:
 		return fmt.Errorf("%w: k %d outside 1..%d", ErrInvalid, r.K, MaxK)

@@ -378,6 +378,9 @@ func (m *Message) Validate() error {
 	if strings.ContainsAny(m.EpisodeID, ". *>\t\r\n") {
 		return fmt.Errorf("%w: episode_id %q may not contain '.', '*', '>' or spaces", ErrInvalid, m.EpisodeID)
 	}
+	if err := particle.CheckScope(m.Tenant, m.Project); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	set := 0
 	for _, p := range []bool{m.Start != nil, m.Step != nil, m.End != nil} {
 		if p {

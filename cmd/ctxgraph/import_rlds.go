@@ -43,8 +43,8 @@ version, split, shard and record, so importing the same dataset twice stores
 it once, and an interrupted import run again finishes the rest: episodes the
 daemon already holds in full are skipped (--skip-stored), and any other is
 published whole again, which dedupe makes harmless. --tenant and --project
-write the episodes into that namespace (neither may hold '/', white space or
-control characters); message IDs outside the default
+write the episodes into that namespace (each at most 64 letters, digits, '.',
+'_' and '-'); message IDs outside the default
 namespace carry it, so one dataset can be imported into several.
 
 A bad record (bad CRC, truncated file, wrong dtype) or an episode with a

@@ -546,15 +546,15 @@ func TestImportRLDSIntoNamespaces(t *testing.T) {
 	}
 }
 
-// TestImportRLDSRefusesBadNamespaces: a tenant or project with a '/'
-// (ambiguous with the namespace's own separator), white space or a
-// control character is refused with an error naming it, before anything
-// is sent.
+// TestImportRLDSRefusesBadNamespaces: a tenant or project the daemon
+// would refuse (particle.CheckScope: a '/', ambiguous with the
+// namespace's own separator, white space, a control character) is
+// refused with an error naming it, before anything is sent.
 func TestImportRLDSRefusesBadNamespaces(t *testing.T) {
 	d := testDaemon(t)
 	for _, args := range [][]string{{"--tenant", "lab/b"}, {"--project", "arm one"}, {"--tenant", "lab\x00"}, {"--project", "a\nb"}} {
 		out, err := importRLDSInto(t, d, append(args, "--split", "train", sample("bridge_dataset"))...)
-		if err == nil || !strings.Contains(err.Error()+out, "may not contain") || !strings.Contains(err.Error()+out, args[0][2:]) {
+		if err == nil || !strings.Contains(err.Error()+out, "only letters, digits") || !strings.Contains(err.Error()+out, args[0][2:]) {
 			t.Errorf("import with %s %q: err %v\n%s", args[0], args[1], err, out)
 		}
 	}

@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
 )
 
@@ -66,19 +66,6 @@ type ImportOptions struct {
 // ErrNamespace is the error of a tenant or project an import cannot
 // write to.
 var ErrNamespace = errors.New("client: bad namespace")
-
-// checkNamespacePart refuses a tenant or project with a '/' (the
-// namespace's own separator: "a/b" + "c" would be "a" + "b/c"), white
-// space or a control character (it goes into message ids, which travel
-// in a NATS header).
-func checkNamespacePart(name, value string) error {
-	for _, r := range value {
-		if r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("%w: %s %q may not contain '/', white space or control characters (found %q)", ErrNamespace, name, value, r)
-		}
-	}
-	return nil
-}
 
 // ImportStats counts what an import did.
 type ImportStats struct {
@@ -231,10 +218,9 @@ type wireMsg struct {
 // VerifyStored), with the stats so far even on error.
 func ImportRLDS(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, datasets []*rlds.Dataset, o ImportOptions) (ImportStats, error) {
 	start := time.Now()
-	for _, part := range []struct{ name, value string }{{"tenant", o.Tenant}, {"project", o.Project}} {
-		if err := checkNamespacePart(part.name, part.value); err != nil {
-			return ImportStats{}, err
-		}
+	// The daemon's rule, checked before anything is sent.
+	if err := particle.CheckScope(o.Tenant, o.Project); err != nil {
+		return ImportStats{}, fmt.Errorf("%w: %w", ErrNamespace, err)
 	}
 	if o.Prefix == "" {
 		o.Prefix = "ctxgraph"

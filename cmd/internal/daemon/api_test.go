@@ -116,6 +116,21 @@ func TestSessionsOverHTTPAndNATSWithPush(t *testing.T) {
 	if reply.Header.Get("Status") != "404" {
 		t.Errorf("unknown session over NATS: status %q", reply.Header.Get("Status"))
 	}
+	// A tenant or project that cannot name a namespace (here one that
+	// would share "lab/a/x" with tenant "lab", project "a/x") is a bad
+	// request on every route that takes one.
+	reply, _ = c.nc.Request("ctxgraph.session.kitchen-shift.get", []byte(`{"tenant":"lab/a","project":"x"}`), 5*time.Second)
+	if reply.Header.Get("Status") != "400" || !strings.Contains(string(reply.Data), "tenant") {
+		t.Errorf("session read with tenant lab/a over NATS: status %q %s", reply.Header.Get("Status"), reply.Data)
+	}
+	for _, path := range []string{"/v1/sessions?tenant=lab/a", "/v1/sessions/kitchen-shift?project=a%00b", "/v1/export?table=edges&tenant=a+b"} {
+		if code := httpDo(t, d, "GET", path, nil, nil); code != 400 {
+			t.Errorf("GET %s: %d, want 400", path, code)
+		}
+	}
+	if code := httpDo(t, d, "POST", "/v1/context", planner.Request{Query: "red block", Tenant: "lab", Project: "a/x"}, nil); code != 400 {
+		t.Errorf("planner request with project a/x: %d, want 400", code)
+	}
 	// Sessions persist across a restart.
 	dir := d.cfg.Data
 	d.Shutdown(context.Background())

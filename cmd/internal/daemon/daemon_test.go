@@ -418,6 +418,10 @@ func TestBadInputIsDeadLetteredAndNothingIsLost(t *testing.T) {
 		{"subject mismatch", "ctxgraph.rlds.other-bot.e7", step("e7", 0, ``), "does not match"},
 		{"CMS wrong dimension", "ctxgraph.cms.0", []byte(`{"id":"s-bad","level":0,"embedding":[0.1,0.2,0.3]}`), "dimensions"},
 		{"CMS negative update size", "ctxgraph.cms.0", []byte(`{"id":"s-bad2","level":0,"update_size":-1}`), "update_size"},
+		// A tenant that would share a namespace with another scope
+		// ("lab/a" + "x" is "lab" + "a/x").
+		{"tenant with a slash", "ctxgraph.rlds.bad-bot.e9", []byte(`{"kind":"step","agent":"bad-bot","episode_id":"e9","tenant":"lab/a","project":"x","step":{"index":0}}`), "tenant"},
+		{"CMS project with a NUL", "ctxgraph.cms.0", []byte(`{"id":"s-bad3","level":0,"project":"a\u0000b"}`), "project"},
 	}
 	for _, b := range bad {
 		c.publishRaw(b.subject, b.body)

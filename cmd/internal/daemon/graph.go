@@ -110,6 +110,10 @@ func (d *Daemon) httpDiff(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: to must be after from", errBadRequest))
 		return
 	}
+	if err := checkScope(req.Tenant, req.Project); err != nil {
+		writeError(w, err)
+		return
+	}
 	ns := particle.Namespace(req.Tenant, req.Project)
 	p := requestPrincipal(r, req.Roles)
 	var subjects []string
@@ -189,6 +193,10 @@ type MergeRequest struct {
 func (d *Daemon) httpMerge(w http.ResponseWriter, r *http.Request) {
 	var m MergeRequest
 	if err := readJSON(r, &m); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := checkScope(m.Tenant, m.Project); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -33,7 +33,29 @@ func (d *Daemon) routes() http.Handler {
 	for _, add := range extraRoutes {
 		add(d, mux)
 	}
-	return d.secureHTTP(mux)
+	return d.secureHTTP(checkScopeParams(mux))
+}
+
+// checkScopeParams refuses, with a 400, a request whose tenant or
+// project query parameter cannot name a namespace (particle.CheckScope),
+// before any handler reads them (namespaceOf).
+func checkScopeParams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if err := checkScope(q.Get("tenant"), q.Get("project")); err != nil {
+			writeError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkScope is particle.CheckScope as a bad request.
+func checkScope(tenant, project string) error {
+	if err := particle.CheckScope(tenant, project); err != nil {
+		return fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	return nil
 }
 
 // extraRoutes are route groups that files of this package register in
@@ -63,6 +85,8 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, err
 }
 
+// namespaceOf is the namespace of r's tenant and project query
+// parameters, which checkScopeParams has checked.
 func namespaceOf(r *http.Request) string {
 	return particle.Namespace(r.URL.Query().Get("tenant"), r.URL.Query().Get("project"))
 }

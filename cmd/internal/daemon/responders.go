@@ -245,6 +245,10 @@ func (d *Daemon) onSession(ctx context.Context, m *nats.Msg) {
 			return
 		}
 	}
+	if err := checkScope(req.Tenant, req.Project); err != nil {
+		d.respond(m, nil, err)
+		return
+	}
 	ns := particle.Namespace(req.Tenant, req.Project)
 	var s *session.Session
 	var err error
