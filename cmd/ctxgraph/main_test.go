@@ -5,9 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 )
@@ -38,10 +40,33 @@ func TestHelpDescribesEveryCommand(t *testing.T) {
 		}
 	}
 	serve, _, _ := runCLI(t, "serve", "--help")
-	for _, flag := range []string{"--data", "--nats-addr", "--http-addr", "--config"} {
+	for _, flag := range []string{"--data", "--nats-addr", "--http-addr", "--config", "--cpuprofile"} {
 		if !strings.Contains(serve, flag) {
 			t.Errorf("serve --help lacks %s", flag)
 		}
+	}
+}
+
+// TestServeWritesACPUProfile runs serve with --cpuprofile until it is
+// interrupted: the file then holds a gzipped pprof profile.
+func TestServeWritesACPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.pprof")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve", "--cpuprofile", prof, "--data", filepath.Join(dir, "data"),
+			"--nats-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errb)
+	}()
+	time.Sleep(time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v\n%s", err, errb.String())
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes (%v), want a gzipped profile", len(b), err)
 	}
 }
 

@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/bench"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 )
 
 func serveCmd(stderr io.Writer) *cobra.Command {
 	var configPath string
-	var data, natsAddr, httpAddr, logLevel string
+	var data, natsAddr, httpAddr, logLevel, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: embedded NATS + JetStream, the graph, the planner, the HTTP API",
@@ -21,7 +22,9 @@ vector index, the planner on <prefix>.planner.context and POST /v1/context,
 sessions, and the HTTP API with /metrics, /healthz and /readyz.
 
 Defaults come from --config (see configs/ctxgraph.yaml); flags override it.
-SIGINT or SIGTERM shuts it down gracefully.`,
+SIGINT or SIGTERM shuts it down gracefully. --cpuprofile writes a CPU
+profile of the whole run, start-up (the store's load) included, for
+go tool pprof.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := daemon.LoadConfig(configPath)
@@ -45,6 +48,13 @@ SIGINT or SIGTERM shuts it down gracefully.`,
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				stop, err := bench.StartCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			d, err := daemon.Start(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
@@ -59,5 +69,6 @@ SIGINT or SIGTERM shuts it down gracefully.`,
 	f.StringVar(&natsAddr, "nats-addr", "127.0.0.1:4222", "NATS listen address (port 0: random)")
 	f.StringVar(&httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (start-up included) to this file")
 	return cmd
 }

@@ -355,13 +355,18 @@ func (r *runner) profile(phase string) (stop func(), err error) {
 	if err := os.MkdirAll(r.o.ProfileDir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(filepath.Join(r.o.ProfileDir, phase+".pprof"))
+	return StartCPUProfile(filepath.Join(r.o.ProfileDir, phase+".pprof"))
+}
+
+// StartCPUProfile profiles the process into path until stop is called.
+func StartCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
