@@ -14,8 +14,10 @@ import (
 //	pull (NATS client) → in → collect+decode → batches → commit → acks → ack
 //
 // collect takes whatever has arrived, up to ingest.batch_size, without
-// waiting for more: under load a batch grows while the previous one
-// commits, and a lone message is committed at once (low visibility lag).
+// waiting for more, and a decoded batch keeps taking (and decoding) what
+// arrives until the committer takes it: under load a batch grows while
+// the previous one commits, and a lone message is committed at once (low
+// visibility lag).
 // Every channel is bounded, so a slow commit (or storage held by a
 // fault) stops the pulls: back-pressure, not an unbounded queue.
 // Acks are sent only after the batch's commit, by the ack goroutine.
@@ -46,7 +48,7 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	defer cc.Stop()
 
-	batches := make(chan pulled, 1) // one decoded while one commits
+	batches := make(chan pulled) // one decoded (and growing) while one commits
 	acks := make(chan []*decoded, 4)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -67,7 +69,13 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 	return nil
 }
 
-// collect forms batches from in and decodes them until ctx ends.
+// collect forms batches from in and decodes them until ctx ends. A
+// decoded batch waits for the committer (out is unbuffered) and, while
+// it waits, takes in what arrives, up to size: a message that arrives
+// during a commit is in the very next one. (Handing over a batch at
+// once and starting the next left the waiting batch as small as what
+// was there when it formed, often one message, and everything arriving
+// during the commit went to the batch after it: two commits of delay.)
 func (c *consumer) collect(ctx context.Context, in <-chan jetstream.Msg, size int, out chan<- pulled) {
 	for {
 		var first jetstream.Msg
@@ -76,27 +84,41 @@ func (c *consumer) collect(ctx context.Context, in <-chan jetstream.Msg, size in
 			return
 		case first = <-in:
 		}
-		msgs := make([]jetstream.Msg, 1, size)
-		msgs[0] = first
-	fill:
-		for len(msgs) < size {
-			select {
-			case m := <-in:
-				msgs = append(msgs, m)
-			default:
-				break fill
-			}
-		}
+		msgs := drain(in, append(make([]jetstream.Msg, 0, size), first), size)
 		p := pulled{msgs: msgs, results: c.decodeAll(msgs)}
-		select {
-		case out <- p:
-		case <-ctx.Done():
-			for _, m := range msgs {
-				_ = m.Nak()
+		for sent := false; !sent; {
+			more := in
+			if len(p.msgs) == size {
+				more = nil // full: wait for the committer only
 			}
-			return
+			select {
+			case out <- p:
+				sent = true
+			case m := <-more:
+				n := len(p.msgs)
+				p.msgs = drain(in, append(p.msgs, m), size)
+				p.results = append(p.results, c.decodeAll(p.msgs[n:])...)
+			case <-ctx.Done():
+				for _, m := range p.msgs {
+					_ = m.Nak()
+				}
+				return
+			}
 		}
 	}
+}
+
+// drain appends to msgs what in holds now, without waiting, up to size.
+func drain(in <-chan jetstream.Msg, msgs []jetstream.Msg, size int) []jetstream.Msg {
+	for len(msgs) < size {
+		select {
+		case m := <-in:
+			msgs = append(msgs, m)
+		default:
+			return msgs
+		}
+	}
+	return msgs
 }
 
 // ackLoop acknowledges committed batches until acks is closed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -61,4 +62,51 @@ func TestCollectTakesWhatHasArrived(t *testing.T) {
 	if want := "[m0 m1 bad:err m3 toolong-m4:err m5 m6]"; fmt.Sprint(got) != want {
 		t.Errorf("decoded %v, want %s", got, want)
 	}
+}
+
+// A decoded batch waiting for the committer takes, and decodes, what
+// arrives meanwhile, up to the batch size; the rest starts the next.
+func TestCollectGrowsTheWaitingBatch(t *testing.T) {
+	c := &consumer{d: &Daemon{cfg: DefaultConfig()}}
+	c.decode = func(m jetstream.Msg) (*decoded, error) { return &decoded{msg: m, id: string(m.Data())}, nil }
+	in := make(chan jetstream.Msg, 16)
+	out := make(chan pulled) // the committer is busy until we receive
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.collect(ctx, in, 3, out)
+	}()
+	waitFor := func(left int, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); len(in) > left; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d messages still waiting in the pull channel", what, len(in))
+			}
+		}
+	}
+	in <- &fakeMsg{body: []byte("m0")}
+	waitFor(0, "m0 not taken") // its batch now waits on out
+	for _, body := range []string{"m1", "m2", "m3"} {
+		in <- &fakeMsg{body: []byte(body)}
+	}
+	waitFor(1, "the waiting batch did not take m1 and m2") // m3 cannot join (full)
+	ids := func(p pulled) []string {
+		var s []string
+		for i, r := range p.results {
+			if r.err != nil || r.dm.msg != p.msgs[i] {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+			s = append(s, r.dm.id)
+		}
+		return s
+	}
+	if got := fmt.Sprint(ids(<-out)); got != "[m0 m1 m2]" {
+		t.Errorf("waiting batch: %s, want [m0 m1 m2]", got)
+	}
+	if got := fmt.Sprint(ids(<-out)); got != "[m3]" {
+		t.Errorf("next batch: %s, want [m3]", got)
+	}
+	cancel()
+	<-done
 }
