@@ -102,6 +102,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	d.metrics = newMetrics()
+	applyMemoryConfig(cfg, log)
 
 	d.embedder, err = embed.New(cfg.EmbedOptions())
 	if err != nil {
