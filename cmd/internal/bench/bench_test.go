@@ -206,10 +206,16 @@ func TestRunMicro(t *testing.T) {
 	f := rep.Figures
 	for _, k := range []string{"ingest.steps_per_s", "ingest.visibility_p99_ms", "planner.in_process.p99_us",
 		"planner.in_process.hops2.p99_us", "exact.planner.in_process.p99_us", "planner.nats.p99_us", "planner.nats_msgpack.hops2.p99_us",
-		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge"} {
+		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge",
+		"ingest.gc_cycles", "ingest.gc_cpu_s"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("figure %s missing", k)
 		}
+	}
+	// Ingest allocates: the collector ran, and used less CPU than the
+	// phase did.
+	if f["ingest.gc_cycles"] < 1 || !(f["ingest.gc_cpu_s"] > 0 && f["ingest.gc_cpu_s"] < f["ingest.cpu_s"]) {
+		t.Errorf("ingest: %v GC cycles using %v s of %v s of CPU", f["ingest.gc_cycles"], f["ingest.gc_cpu_s"], f["ingest.cpu_s"])
 	}
 	p := micro(t)
 	if f["graph.steps"] != float64(p.Steps()) || f["ingest.dead_lettered"] != 0 {

@@ -161,7 +161,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		cpu := cpuTime()
+		cpu, gc := cpuTime(), readGC()
 		err = s.fn(ctx)
 		stop()
 		if err != nil {
@@ -171,6 +171,13 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		r.fig[s.name+".cpu_s"] = (cpuTime() - cpu).Seconds()
+		// The collector's share: on a heap mostly made of the long-lived
+		// view, each cycle marks all of it (memory.gc_percent).
+		g := readGC()
+		r.fig[s.name+".gc_cycles"] = float64(g.cycles - gc.cycles)
+		r.fig[s.name+".gc_cpu_s"] = g.cpu - gc.cpu
+		r.say("%s: %.1f s of CPU, of which the garbage collector %.1f s in %d cycles",
+			s.name, r.fig[s.name+".cpu_s"], r.fig[s.name+".gc_cpu_s"], g.cycles-gc.cycles)
 	}
 	if cpu, steps := r.fig["ingest.cpu_s"], r.fig["graph.steps"]; steps > 0 {
 		r.fig["ingest.cpu_us_per_step"] = cpu * 1e6 / steps

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,6 +115,26 @@ func allocated(fi fs.FileInfo) int64 {
 }
 
 // cpuTime is the CPU time this process has used (user and system).
+// gcStats are the process's garbage collections so far: cycles, and
+// the CPU the collector used (runtime/metrics estimates).
+type gcStats struct {
+	cycles uint64
+	cpu    float64 // seconds
+}
+
+func readGC() gcStats {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	var g gcStats
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		g.cycles = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindFloat64 {
+		g.cpu = s[1].Value.Float64()
+	}
+	return g
+}
+
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
