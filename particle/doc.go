@@ -49,7 +49,8 @@
 // [Reader.VisibleNode] and [Reader.VisibleEdge] for an item returned
 // whole, whose lists and provenance must drop what the caller may not
 // see);
-// over a [Snapshot] (export) call [Snapshot.EdgeVisible] and friends;
+// over a [Snapshot] (export) call [Snapshot.EdgeVisible] and friends,
+// or [Snapshot.Guard] for many checks in a row;
 // elsewhere (an HTTP handler) [Store.EdgeVisible] and friends, never
 // inside Store.Read. There is no package-level check: evaluation needs
 // the store's rules. Pass the caller's [Principal] (roles, agent,

@@ -274,7 +274,7 @@ type Guard struct {
 	p Principal
 	// episodes remembers EpisodeIDVisible's verdicts, by namespace and
 	// id: provenance names the same few episodes over and over.
-	episodes map[string]bool
+	episodes map[nsID]bool
 }
 
 // Guard returns the evaluation function bound to p for this read.
@@ -421,7 +421,7 @@ func (g *Guard) EpisodesVisible(ns string) bool { return g.j.nodesClear(ns, &g.p
 // episode the store does not hold is judged as one whose node is gone
 // (by a stand-in node: rules on its namespace and type still apply).
 func (g *Guard) EpisodeIDVisible(ns, id string) bool {
-	k := ns + "\x00" + id
+	k := nsID{ns, id}
 	if v, ok := g.episodes[k]; ok {
 		return v
 	}
@@ -431,7 +431,7 @@ func (g *Guard) EpisodeIDVisible(ns, id string) bool {
 	}
 	v := g.j.episode(ep, &g.p, nil)
 	if g.episodes == nil {
-		g.episodes = map[string]bool{}
+		g.episodes = map[nsID]bool{}
 	}
 	g.episodes[k] = v
 	return v
@@ -459,6 +459,9 @@ func (g *Guard) VisibleEpisodeIDs(ns string, ids []string) []string {
 	}
 	return without(ids, func(id string) bool { return !g.EpisodeIDVisible(ns, id) })
 }
+
+// nsID is an id within a namespace, as a map key.
+type nsID struct{ ns, id string }
 
 // without returns s without the elements hide reports: s itself when
 // there are none, else a copy (hide is asked once per element).

@@ -13,11 +13,11 @@
 // machine's cores.
 //
 // Policy: [Filter.Principal] is judged by the particle package's policy
-// evaluation (Snapshot.EdgeVisible, NodeVisible, EpisodeVisible, with
-// Principal.Export set): an export never holds a record its principal
-// may not see, nor an id of one in another record's lists (episode
-// nodes and edges, a step's graph context, an edge's provenance, a
-// node's episodes: Guard.VisibleEdge and VisibleNode over the snapshot).
+// evaluation, one Snapshot.Guard per export, with Principal.Export set:
+// an export never holds a record its principal may not see, nor an id
+// of one in another record's lists (episode nodes and edges, a step's
+// graph context, an edge's provenance, a node's episodes:
+// Guard.VisibleEdge and VisibleNode).
 //
 // Every schema carries the metadata ctxgraph.table, ctxgraph.schema_version
 // ([SchemaVersion]), ctxgraph.exported_at (RFC 3339, the time salience is

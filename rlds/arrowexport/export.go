@@ -153,7 +153,7 @@ func (x *exporter) episodeMatches(ep *particle.Episode) bool {
 // episode's records at a time.
 func (x *exporter) matchingEpisodes() (ids []string, steps int64, err error) {
 	err = x.sn.Episodes(x.o.Filter.Namespace, func(ep *particle.Episode) error {
-		if x.episodeMatches(ep) && x.sn.EpisodeVisible(ep, x.o.Filter.Principal) {
+		if x.episodeMatches(ep) && x.g.EpisodeVisible(ep) {
 			ids = append(ids, ep.ID)
 			steps += int64(ep.Steps)
 		}
@@ -401,7 +401,7 @@ func (x *exporter) stepContexts(ep *particle.Episode) (map[int]*stepContext, err
 		if errors.Is(err, particle.ErrNotFound) {
 			err = nil
 		}
-		if n != nil && !x.sn.NodeVisible(n, x.o.Filter.Principal) {
+		if n != nil && !x.g.NodeVisible(n) {
 			n = nil
 		}
 		nodes[id] = n
@@ -533,7 +533,7 @@ func (x *exporter) filterEpisodeRefs(ep *particle.Episode) error {
 			}
 			return true
 		}
-		return !x.sn.NodeVisible(n, x.o.Filter.Principal)
+		return !x.g.NodeVisible(n)
 	})
 	if len(ep.Edges) == 0 {
 		ep.Edges = nil
@@ -555,7 +555,7 @@ func (x *exporter) agentEpisodes() (map[string]bool, error) {
 	set := map[string]bool{}
 	err := x.sn.Episodes(f.Namespace, func(ep *particle.Episode) error {
 		if (f.Agent == "" || ep.Agent == f.Agent) && (len(f.Episodes) == 0 || slices.Contains(f.Episodes, ep.ID)) &&
-			x.sn.EpisodeVisible(ep, f.Principal) {
+			x.g.EpisodeVisible(ep) {
 			set[ep.ID] = true
 		}
 		return nil

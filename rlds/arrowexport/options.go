@@ -84,7 +84,7 @@ func (f Format) ContentType() string {
 //	Until      [Since, Until]        overlaps window     the window                     created at or before Until
 //	MinSalience context edges below   edges below it      decayed salience at least it   (nodes carry no salience)
 //	           it are left out       left out of edges
-//	Principal  context edges and     edges and nodes     Snapshot.EdgeVisible           Snapshot.NodeVisible
+//	Principal  context edges and     edges and nodes     Guard.VisibleEdge              Guard.VisibleNode
 //	           nodes it may not see  lists filtered
 //	           are left out
 type Filter struct {
