@@ -137,11 +137,11 @@ func (d *Daemon) httpForgetName(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: give the name and a node type (got %q)", errBadRequest, req.Type))
 		return
 	}
-	if err := checkScope(req.Tenant, req.Project); err != nil {
+	ns, err := requestNamespace(req.Tenant, req.Project)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	ns := particle.Namespace(req.Tenant, req.Project)
 	var n *particle.Node
 	d.store.Read(func(rd particle.Reader) { n = rd.Lookup(ns, t, req.Name) })
 	if n == nil {

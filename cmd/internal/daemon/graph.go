@@ -110,11 +110,11 @@ func (d *Daemon) httpDiff(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: to must be after from", errBadRequest))
 		return
 	}
-	if err := checkScope(req.Tenant, req.Project); err != nil {
+	ns, err := requestNamespace(req.Tenant, req.Project)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	ns := particle.Namespace(req.Tenant, req.Project)
 	p := requestPrincipal(r, req.Roles)
 	var subjects []string
 	switch {
@@ -196,11 +196,11 @@ func (d *Daemon) httpMerge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := checkScope(m.Tenant, m.Project); err != nil {
+	ns, err := requestNamespace(m.Tenant, m.Project)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	ns := particle.Namespace(m.Tenant, m.Project)
 	ids := make([]string, 2)
 	for i, ref := range []string{m.Survivor, m.Merged} {
 		var n *particle.Node

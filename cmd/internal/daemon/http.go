@@ -42,7 +42,7 @@ func (d *Daemon) routes() http.Handler {
 func checkScopeParams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		if err := checkScope(q.Get("tenant"), q.Get("project")); err != nil {
+		if _, err := requestNamespace(q.Get("tenant"), q.Get("project")); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -50,12 +50,13 @@ func checkScopeParams(next http.Handler) http.Handler {
 	})
 }
 
-// checkScope is particle.CheckScope as a bad request.
-func checkScope(tenant, project string) error {
+// requestNamespace is the namespace a request's tenant and project
+// name, or a bad request if they cannot name one (particle.CheckScope).
+func requestNamespace(tenant, project string) (string, error) {
 	if err := particle.CheckScope(tenant, project); err != nil {
-		return fmt.Errorf("%w: %v", errBadRequest, err)
+		return "", fmt.Errorf("%w: %v", errBadRequest, err)
 	}
-	return nil
+	return particle.Namespace(tenant, project), nil
 }
 
 // extraRoutes are route groups that files of this package register in

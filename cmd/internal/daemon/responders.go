@@ -245,13 +245,12 @@ func (d *Daemon) onSession(ctx context.Context, m *nats.Msg) {
 			return
 		}
 	}
-	if err := checkScope(req.Tenant, req.Project); err != nil {
+	ns, err := requestNamespace(req.Tenant, req.Project)
+	if err != nil {
 		d.respond(m, nil, err)
 		return
 	}
-	ns := particle.Namespace(req.Tenant, req.Project)
 	var s *session.Session
-	var err error
 	switch op {
 	case "create":
 		in := session.Session{}

@@ -41,10 +41,10 @@ func (d *Daemon) episodeStatus(data []byte) (*client.StatusReply, error) {
 	if len(req.Episodes) > client.MaxStatusEpisodes {
 		return nil, fmt.Errorf("%w: %d episodes (limit %d)", errBadRequest, len(req.Episodes), client.MaxStatusEpisodes)
 	}
-	if err := checkScope(req.Tenant, req.Project); err != nil {
+	ns, err := requestNamespace(req.Tenant, req.Project)
+	if err != nil {
 		return nil, err
 	}
-	ns := particle.Namespace(req.Tenant, req.Project)
 	out := &client.StatusReply{MaxMessageBytes: d.cfg.Ingest.MaxMessageBytes, Episodes: make([]client.EpisodeStatus, len(req.Episodes))}
 	for i, id := range req.Episodes {
 		st := client.EpisodeStatus{ID: id}
