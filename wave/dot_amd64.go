@@ -21,6 +21,9 @@ func dotI8AVX2(q *float32, c *int8, n int) float32
 func dotQ16AVX2(q *int16, c *int8, n int) int32
 
 //go:noescape
+func dotU4AVX2(q *int8, c *byte, chunks int) int32
+
+//go:noescape
 func prefetch(p *float32)
 
 //go:noescape
@@ -56,4 +59,14 @@ func dotQ16(q []int16, c []int8) int32 {
 		return dotQ16AVX2(&q[0], &c[0], len(q))
 	}
 	return dotQ16Generic(q, c)
+}
+
+// dotU4 returns the dot product of the int8 query q (laid out by
+// quantizeQuery8) with the 4-bit code c: len(q) == 2·len(c), a non-zero
+// multiple of 64.
+func dotU4(q []int8, c []byte) int32 {
+	if useAVX2 {
+		return dotU4AVX2(&q[0], &c[0], len(c)/32)
+	}
+	return dotU4Generic(q, c)
 }

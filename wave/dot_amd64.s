@@ -238,3 +238,76 @@ q16done:
 	VZEROUPPER
 	MOVL AX, ret+24(FP)
 	RET
+
+// func dotU4AVX2(q *int8, c *byte, chunks int) int32
+//
+// The dot product of the int8 query q with a 4-bit code c (see
+// quant4.go), 64 dimensions (32 code bytes) per chunk: a load is split
+// into its low and high nibbles (32 consecutive dimensions each),
+// multiplied by the query's bytes and pair-added into int16
+// (VPMADDUBSW: at most 2·15·127 per lane, no saturation), then widened
+// and pair-added into int32 lanes (VPMADDWD by ones).
+TEXT ·dotU4AVX2(SB), NOSPLIT, $0-28
+	MOVQ         q+0(FP), SI
+	MOVQ         c+8(FP), DI
+	MOVQ         chunks+16(FP), CX
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X7
+	VPBROADCASTD X7, Y7
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X6
+	VPBROADCASTD X6, Y6
+
+u4loop2:
+	CMPQ       CX, $2
+	JL         u4loop1
+	VMOVDQU    (DI), Y2
+	VMOVDQU    32(DI), Y8
+	VPSRLW     $4, Y2, Y3
+	VPSRLW     $4, Y8, Y9
+	VPAND      Y7, Y2, Y2
+	VPAND      Y7, Y3, Y3
+	VPAND      Y7, Y8, Y8
+	VPAND      Y7, Y9, Y9
+	VPMADDUBSW (SI), Y2, Y2
+	VPMADDUBSW 32(SI), Y3, Y3
+	VPMADDUBSW 64(SI), Y8, Y8
+	VPMADDUBSW 96(SI), Y9, Y9
+	VPADDW     Y3, Y2, Y2
+	VPADDW     Y9, Y8, Y8
+	VPMADDWD   Y6, Y2, Y2
+	VPMADDWD   Y6, Y8, Y8
+	VPADDD     Y2, Y0, Y0
+	VPADDD     Y8, Y1, Y1
+	ADDQ       $128, SI
+	ADDQ       $64, DI
+	SUBQ       $2, CX
+	JMP        u4loop2
+
+u4loop1:
+	CMPQ       CX, $0
+	JE         u4reduce
+	VMOVDQU    (DI), Y2
+	VPSRLW     $4, Y2, Y3
+	VPAND      Y7, Y2, Y2
+	VPAND      Y7, Y3, Y3
+	VPMADDUBSW (SI), Y2, Y2
+	VPMADDUBSW 32(SI), Y3, Y3
+	VPADDW     Y3, Y2, Y2
+	VPMADDWD   Y6, Y2, Y2
+	VPADDD     Y2, Y0, Y0
+
+u4reduce:
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4E, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xB1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, AX
+	VZEROUPPER
+	MOVL         AX, ret+24(FP)
+	RET

@@ -18,3 +18,7 @@ func dotI8(q []float32, c []int8) float32 { return dotI8Generic(q, c) }
 // dotQ16 returns the dot product of the quantised query q with the int8
 // codes c (equal, non-zero length).
 func dotQ16(q []int16, c []int8) int32 { return dotQ16Generic(q, c) }
+
+// dotU4 returns the dot product of the int8 query q (laid out by
+// quantizeQuery8) with the 4-bit code c.
+func dotU4(q []int8, c []byte) int32 { return dotU4Generic(q, c) }

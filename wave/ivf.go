@@ -64,8 +64,8 @@ const (
 //
 // A two-level k-means coarse quantiser (see coarse) splits the vectors
 // into inverted lists. Each list holds, contiguously by position, the
-// ids, a compact [Meta], a tombstone flag, int8 codes with a per-vector
-// scale, and a reference to the caller's float32 vector for exact
+// ids, a compact [Meta], a tombstone flag, 4-bit codes with a
+// per-vector offset and step (quant4.go), and a reference to the caller's float32 vector for exact
 // rescoring. IVF does not copy float vectors: [IVF.Add] keeps vec, and
 // the caller must not modify it afterwards (a vector that is not unit
 // length is the exception: IVF keeps a normalised copy).
@@ -84,7 +84,7 @@ const (
 // item that would enter the result heap. When the filter admits few
 // items it keeps probing further lists (up to all of them, which is
 // exact) until it has seen enough admitted ones. The best candidates by
-// int8 score are rescored with the float32 vectors.
+// 4-bit score are rescored with the float32 vectors.
 //
 // # Concurrency
 //
@@ -109,6 +109,7 @@ type IVF struct {
 	// collects the ids changed meanwhile, which it replays.
 	rebuild *sync.WaitGroup
 	touched []uint64
+	scratch coder // the writer's, under mu
 }
 
 // ivfState is one quantiser and its lists; a retraining swaps in a new
@@ -148,7 +149,11 @@ func newIVFState(q *coarse, dim int) *ivfState {
 	}
 	st := &ivfState{q: q, lists: make([]ivfList, n)}
 	for i := range st.lists {
-		st.lists[i].d.Store(newListData(0, dim))
+		d := newListData(0, dim)
+		if q != nil {
+			d.centre = q.leaf(i)
+		}
+		st.lists[i].d.Store(d)
 	}
 	return st
 }
@@ -198,13 +203,12 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 		return err
 	}
 	vec = unit(vec)
-	e := ivfEntry{id: id, meta: packMeta(m), code: make([]int8, x.dim), vec: &vec[0]}
-	e.scale = quantize(vec, e.code)
+	e := ivfEntry{id: id, meta: packMeta(m), vec: &vec[0]}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.removeLocked(id)
 	st := x.st.Load()
-	x.ids[id] = x.place(st, e, vec)
+	x.ids[id] = x.place(st, e, vec, &x.scratch)
 	x.touch(id)
 	x.maybeRebuild()
 	return nil
@@ -221,13 +225,40 @@ func unit(v []float32) []float32 {
 	return c
 }
 
-// place appends e (whose vector is vec) to its list in st.
-func (x *IVF) place(st *ivfState, e ivfEntry, vec []float32) ivfLoc {
+// place appends e (whose vector is vec) to its list in st, coding the
+// residual from the list's centre with scratch.
+func (x *IVF) place(st *ivfState, e ivfEntry, vec []float32, scratch *coder) ivfLoc {
 	l := 0
 	if st.q != nil {
 		l = st.q.assign(vec)
 	}
-	return ivfLoc{uint32(l), uint32(st.lists[l].push(e, x.dim))}
+	list := &st.lists[l]
+	e.code, e.lo, e.step = scratch.residual(vec, list.d.Load().centre)
+	return ivfLoc{uint32(l), uint32(list.push(e, x.dim))}
+}
+
+// coder is the scratch of coding residuals.
+type coder struct {
+	res  []float32
+	code []byte
+}
+
+// residual returns the 4-bit code of vec − centre (vec itself when centre
+// is nil), valid until the next call, with its lo and step.
+func (c *coder) residual(vec, centre []float32) ([]byte, float32, float32) {
+	if len(c.res) != len(vec) {
+		c.res = make([]float32, len(vec))
+		c.code = make([]byte, nibbleBytes(len(vec)))
+	}
+	r := vec
+	if centre != nil {
+		r = c.res
+		for i, v := range vec {
+			r[i] = v - centre[i]
+		}
+	}
+	lo, step := quantize4(r, c.code)
+	return c.code, lo, step
 }
 
 // Remove deletes id and reports whether it was present. Its entry stays
@@ -279,7 +310,7 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		// Fields written once: re-append the entry with the new Meta.
 		e := d.entry(int(loc.pos), x.dim)
 		e.meta = packMeta(m)
-		e.code = append([]int8(nil), e.code...)
+		e.code = append([]byte(nil), e.code...)
 		atomic.StoreUint32(&d.dead[loc.pos], 1)
 		x.deleted++
 		l := &x.st.Load().lists[loc.list]
@@ -294,7 +325,7 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 // Attach gives id (loaded from a snapshot, which holds no float vectors)
 // its float32 vector for exact rescoring, and reports whether id is
 // present. Like Add, IVF keeps vec. Until attached, an item is scored
-// from its int8 code.
+// from its 4-bit code.
 func (x *IVF) Attach(id uint64, vec []float32) bool {
 	return x.attach(id, vec, nil)
 }
@@ -367,7 +398,7 @@ func (x *IVF) Bytes() int {
 	n := 0
 	for i := range st.lists {
 		d := st.lists[i].d.Load()
-		n += cap(d.ids) * (8 + int(unsafe.Sizeof(nodeMeta{})) + 4 + 4 + 8 + x.dim)
+		n += cap(d.ids) * (8 + int(unsafe.Sizeof(nodeMeta{})) + 4 + 4 + 4 + 8 + nibbleBytes(x.dim))
 	}
 	if st.q != nil {
 		n += 4 * (len(st.q.leaves) + len(st.q.top))

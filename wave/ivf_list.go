@@ -16,12 +16,18 @@ type ivfList struct {
 
 // listData holds a list's entries contiguously, by position.
 type listData struct {
-	n      atomic.Int32 // published entries
-	ids    []uint64
-	metas  []nodeMeta // time and end are read and written atomically
-	dead   []uint32   // 1 = tombstone; atomic
-	scales []float32
-	codes  []int8 // dim per entry
+	n     atomic.Int32 // published entries
+	ids   []uint64
+	metas []nodeMeta // time and end are read and written atomically
+	dead  []uint32   // 1 = tombstone; atomic
+	// centre is the list's centroid (nil before training: zero). An
+	// entry's code is of its vector's residual from it.
+	centre []float32
+	// The entries' 4-bit codes (quant4.go) of their residuals,
+	// nibbleBytes(dim) bytes each, and their lo and step.
+	lows  []float32
+	steps []float32
+	codes []byte
 	// vecs references the caller's vectors (nil until attached after a
 	// snapshot load); atomic.
 	vecs []atomic.Pointer[float32]
@@ -31,22 +37,24 @@ type listData struct {
 
 // ivfEntry is one entry's content, as the writer copies it between lists.
 type ivfEntry struct {
-	id    uint64
-	meta  nodeMeta
-	scale float32
-	code  []int8
-	vec   *float32
+	id       uint64
+	meta     nodeMeta
+	lo, step float32
+	code     []byte    // of vec's residual from centre
+	centre   []float32 // the centroid of the list it was read from
+	vec      *float32
 }
 
 func newListData(capacity, dim int) *listData {
 	return &listData{
-		ids:    make([]uint64, capacity),
-		metas:  make([]nodeMeta, capacity),
-		dead:   make([]uint32, capacity),
-		scales: make([]float32, capacity),
-		codes:  make([]int8, capacity*dim),
-		vecs:   make([]atomic.Pointer[float32], capacity),
-		blk:    newBlocks(capacity),
+		ids:   make([]uint64, capacity),
+		metas: make([]nodeMeta, capacity),
+		dead:  make([]uint32, capacity),
+		lows:  make([]float32, capacity),
+		steps: make([]float32, capacity),
+		codes: make([]byte, capacity*nibbleBytes(dim)),
+		vecs:  make([]atomic.Pointer[float32], capacity),
+		blk:   newBlocks(capacity),
 	}
 }
 
@@ -56,12 +64,14 @@ func (d *listData) len() int { return int(d.n.Load()) }
 // entry returns entry i's content (codes aliased).
 func (d *listData) entry(i, dim int) ivfEntry {
 	m := packMeta(d.metas[i].meta())
-	return ivfEntry{id: d.ids[i], meta: m, scale: d.scales[i], code: d.codes[i*dim : (i+1)*dim], vec: d.vecs[i].Load()}
+	cb := nibbleBytes(dim)
+	return ivfEntry{id: d.ids[i], meta: m, lo: d.lows[i], step: d.steps[i], code: d.codes[i*cb : (i+1)*cb], centre: d.centre, vec: d.vecs[i].Load()}
 }
 
 func (d *listData) isDead(i int) bool { return atomic.LoadUint32(&d.dead[i]) != 0 }
 
-// push appends e to list l, growing its storage when full, and returns
+// push appends e to list l (its code of the residual from l's centre),
+// growing its storage when full, and returns
 // the entry's position. Only the writer calls it.
 func (l *ivfList) push(e ivfEntry, dim int) int {
 	d := l.d.Load()
@@ -71,8 +81,9 @@ func (l *ivfList) push(e ivfEntry, dim int) int {
 	}
 	d.ids[n] = e.id
 	d.metas[n] = e.meta
-	d.scales[n] = e.scale
-	copy(d.codes[n*dim:(n+1)*dim], e.code)
+	d.lows[n], d.steps[n] = e.lo, e.step
+	cb := nibbleBytes(dim)
+	copy(d.codes[n*cb:(n+1)*cb], e.code)
 	d.vecs[n].Store(e.vec)
 	d.widenAt(n)
 	d.n.Store(int32(n + 1))
@@ -84,14 +95,16 @@ func (l *ivfList) push(e ivfEntry, dim int) int {
 // caller re-reads their positions), publishes it and returns it.
 func (l *ivfList) grow(d *listData, capacity, dim int, compact bool) *listData {
 	nd := newListData(capacity, dim)
+	nd.centre = d.centre
+	cb := nibbleBytes(dim)
 	j := 0
 	for i := range d.len() {
 		if compact && d.isDead(i) {
 			continue
 		}
 		e := d.entry(i, dim)
-		nd.ids[j], nd.metas[j], nd.scales[j] = e.id, e.meta, e.scale
-		copy(nd.codes[j*dim:(j+1)*dim], e.code)
+		nd.ids[j], nd.metas[j], nd.lows[j], nd.steps[j] = e.id, e.meta, e.lo, e.step
+		copy(nd.codes[j*cb:(j+1)*cb], e.code)
 		nd.vecs[j].Store(e.vec)
 		if d.isDead(i) {
 			nd.dead[j] = 1

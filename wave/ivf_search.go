@@ -11,9 +11,10 @@ type ivfSearcher struct {
 	scores []float32   // list scores by list
 	keys   []uint64    // allLists' sort keys
 	order  topK        // the nearest lists (ID = list), then all of them
-	heap   topK        // the best candidates by int8 score; ID = ref index<<32 | position
+	heap   topK        // the best candidates by 4-bit score; ID = ref index<<32 | position
 	refs   []*listData // the lists' data as probed, by probe order
-	q16    []int16     // the query, quantised for scoring codes
+	q16    []int16     // the query, quantised for ranking the lists
+	q8     []int8      // the query, quantised for scoring the entries' codes
 }
 
 // Admitted items a filtered search wants to have seen, per result-heap
@@ -23,13 +24,13 @@ const ivfSeenPerSlot = 8
 // Search returns up to k live vectors admitted by f, highest cosine
 // similarity first. A query of the wrong dimension or k <= 0 returns nil.
 //
-// It probes the NProbe lists nearest q, keeping the max(4k, 40) best by
-// int8 score among the items f admits; f's Meta fields are checked
+// It probes the NProbe lists nearest q, keeping the max(6k, 60) best by
+// 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary rules
 // out the window or the agent), f.Allow only for an item that would
 // enter that heap.
 // While the heap is not full, or the items seen are estimated to include
-// fewer than 8 admitted ones per heap slot, or (under a filter) one of
+// fewer than 8 admitted ones per slot of a max(4k, 40) heap, or (under a filter) one of
 // the last max(4, NProbe/4) lists improved the heap, it probes on in
 // order of list distance (up to every list: exact). The estimate
 // extrapolates Allow's answers about heap candidates, which overrates a
@@ -45,17 +46,26 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	st := x.st.Load()
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
-	keep := max(4*k, 40)
+	keep := max(6*k, 60)
+	// Probing stops on the admitted items seen per slot of a 4k pool
+	// (as it did with int8 codes): the larger pool makes up for the
+	// 4-bit scores' noise, not for items not yet seen.
+	seenEnough := ivfSeenPerSlot * max(4*k, 40)
 	s.heap = topK{k: keep, h: s.heap.h[:0]}
 	s.refs = s.refs[:0]
 
-	// Codes (of the lists' centroids and of the items) are scored
-	// against the query quantised to int16: exact integer dot products,
-	// twice as fast as converting the codes to float32. Past maxQ16Dim
-	// the float32 query and centroids serve.
+	// The lists' centroids' int8 codes are scored against the query
+	// quantised to int16: exact integer dot products, twice as fast as
+	// converting the codes to float32 (past maxQ16Dim the float32 query
+	// and centroids serve). The entries' 4-bit codes are scored against
+	// the query quantised to int8.
 	s.q16 = slices.Grow(s.q16[:0], x.dim)[:x.dim]
 	qs, q16ok := quantizeQuery(q, s.q16)
 	q16 := s.q16
+	cb := nibbleBytes(x.dim)
+	s.q8 = slices.Grow(s.q8[:0], 2*cb)[:2*cb]
+	qs8, qsum := quantizeQuery8(q, s.q8)
+	q8 := s.q8
 
 	nl := len(st.lists)
 	nprobe := min(int(x.nprobe.Load()), nl)
@@ -98,7 +108,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		if asked > 0 {
 			est = passed * allowed / asked
 		}
-		return est >= ivfSeenPerSlot*keep && (f == nil || li-lastGain > patience)
+		return est >= seenEnough && (f == nil || li-lastGain > patience)
 	}
 	for li := 0; li < nl; li++ {
 		if li >= nprobe && enough(li) {
@@ -111,7 +121,12 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		ref := uint64(len(s.refs)) << 32
 		s.refs = append(s.refs, d)
 		n := d.len()
-		codes := d.codes[:n*x.dim]
+		codes := d.codes[:n*cb]
+		// Codes are of the residuals from the list's centre.
+		base := float32(0)
+		if d.centre != nil && n > 0 {
+			base = dot(q, d.centre)
+		}
 		for b := 0; b < n; b += 1 << blockShift {
 			if blockwise && mc.skips(&d.blk[b>>blockShift]) {
 				continue
@@ -124,13 +139,8 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 					continue
 				}
 				passed++
-				o := i * x.dim
-				var sc float32
-				if q16ok {
-					sc = d.scales[i] * qs * float32(dotQ16(q16, codes[o:o+x.dim:o+x.dim]))
-				} else {
-					sc = CodeDot(q, codes[o:o+x.dim:o+x.dim], d.scales[i])
-				}
+				o := i * cb
+				sc := base + d.steps[i]*qs8*float32(dotU4(q8, codes[o:o+cb:o+cb])) + d.lows[i]*qsum
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
@@ -181,7 +191,7 @@ func orderedBits(f float32) uint32 {
 }
 
 // rerank rescores the heap with the float32 vectors (an entry without
-// one keeps its int8 score) and returns the best k, one hit per id (an
+// one keeps its 4-bit score) and returns the best k, one hit per id (an
 // id being replaced can be seen twice by a search racing the writer).
 func (s *ivfSearcher) rerank(q []float32, k, dim int) []Hit {
 	if len(s.heap.h) == 0 {

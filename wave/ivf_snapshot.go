@@ -8,17 +8,18 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
-	"unsafe"
 )
 
-// An IVF snapshot, format version 2 (ReadIVF also reads version 1, whose
-// metas lack the agent and place keys: they load as 0, admitting every
-// filter, until [IVF.SetMeta] or [IVF.AttachMeta] sets them). Integers are little-endian; the
+// An IVF snapshot, format version 3. ReadIVF also reads versions 1 and
+// 2, which hold int8 codes with a scale instead of 4-bit codes (decoded
+// and coded again as they load); version 1's metas lack the agent and
+// place keys: they load as 0, admitting every filter, until
+// [IVF.SetMeta] or [IVF.AttachMeta] sets them. Integers are little-endian; the
 // CRC-32 (Castagnoli) covers everything after the 8-byte header. It
 // holds no float vectors: the caller re-attaches them ([IVF.Attach]).
 // Tombstones are not written.
 //
-//	header    "wvIVF_" | version u8 = 2 | flags u8 = 0
+//	header    "wvIVF_" | version u8 = 3 | flags u8 = 0
 //	options   dim u32 | nprobe u32 | trainAt u32 | retrainFactor u32 |
 //	          listSize u32 | seed u64 | trained u64 | n u64 (entries)
 //	quantiser k1 u32 (0: none, one list) | nlist u32 | first (k1+1) × u32 |
@@ -27,7 +28,10 @@ import (
 //	          ids count × u64 | metas count × (time i64 | end i64 |
 //	          namespace u32 | kind u8 | type u8 | 0 u16 | agent u32 |
 //	          site << 8 | confidence u32) (version 1: 24 bytes, no keys) |
-//	          scales count × f32 | codes count × dim × i8
+//	          lows count × f32 | steps count × f32 |
+//	          codes count × nibbleBytes(dim) bytes (quant4.go; of the
+//	          residuals from the list's leaf centroid)
+//	          (versions 1, 2: scales count × f32 | codes count × dim × i8)
 //	crc       u32
 //
 // ReadIVF checks every count, centroid and id, so a damaged snapshot
@@ -35,7 +39,7 @@ import (
 // could crash a search. ivf_fuzz_test.go fuzzes it.
 const (
 	ivfMagic   = "wvIVF_"
-	ivfVersion = 2
+	ivfVersion = 3
 )
 
 // A packed meta in a snapshot: metaSizeV1 bytes without the keys (IVF
@@ -77,7 +81,11 @@ func decodeMeta(b []byte) nodeMeta {
 // WriteTo writes a snapshot of the index to w (see the format above) and
 // returns the number of bytes written. It waits for a running retraining;
 // searches go on while it runs, writers wait for it.
-func (x *IVF) WriteTo(w io.Writer) (int64, error) {
+func (x *IVF) WriteTo(w io.Writer) (int64, error) { return x.writeVersion(w, ivfVersion) }
+
+// writeVersion writes a snapshot in the format of the given version, 2
+// (int8 codes, for the tests of reading it) or 3.
+func (x *IVF) writeVersion(w io.Writer, version byte) (int64, error) {
 	for {
 		x.WaitRebuild()
 		x.mu.Lock()
@@ -89,7 +97,7 @@ func (x *IVF) WriteTo(w io.Writer) (int64, error) {
 	defer x.mu.Unlock()
 	e := &encoder{w: bufio.NewWriterSize(w, 1<<20), buf: make([]byte, 0, snapChunk)}
 	e.w.WriteString(ivfMagic)
-	e.w.Write([]byte{ivfVersion, 0})
+	e.w.Write([]byte{version, 0})
 	e.n = int64(len(ivfMagic) + 2)
 
 	st := x.st.Load()
@@ -131,16 +139,36 @@ func (x *IVF) WriteTo(w io.Writer) (int64, error) {
 		for _, i := range live {
 			e.meta(&d.metas[i])
 		}
-		for _, i := range live {
-			e.u32(math.Float32bits(d.scales[i]))
+		if version < 3 {
+			e.int8Codes(d, live, x.dim)
+			continue
 		}
 		for _, i := range live {
-			c := d.codes[i*x.dim : (i+1)*x.dim]
-			e.room(len(c))
-			e.buf = append(e.buf, unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), len(c))...)
+			e.u32(math.Float32bits(d.lows[i]))
+		}
+		for _, i := range live {
+			e.u32(math.Float32bits(d.steps[i]))
+		}
+		cb := nibbleBytes(x.dim)
+		for _, i := range live {
+			e.room(cb)
+			e.buf = append(e.buf, d.codes[i*cb:(i+1)*cb]...)
 		}
 	}
 	return e.finish()
+}
+
+// int8Codes writes the scales and int8 codes of versions 1 and 2 for the
+// entries live of d, coded from their vectors.
+func (e *encoder) int8Codes(d *listData, live []int, dim int) {
+	codes := make([]int8, len(live)*dim)
+	buf := make([]float32, dim)
+	for k, i := range live {
+		e.u32(math.Float32bits(quantize(entryVec(d.entry(i, dim), buf), codes[k*dim:(k+1)*dim])))
+	}
+	for _, c := range codes {
+		e.u8(uint8(c))
+	}
 }
 
 // f32s writes the floats of v.
@@ -166,8 +194,8 @@ func (d *decoder) f32s(n int) []float32 {
 
 // ReadIVF reads a snapshot written by [IVF.WriteTo], reading exactly its
 // bytes from r. A damaged or truncated snapshot gives an error wrapping
-// [ErrCorrupt]. The index scores with int8 codes until the float vectors
-// are attached again ([IVF.Attach]).
+// [ErrCorrupt]. The index scores with its 4-bit codes alone until the
+// float vectors are attached again ([IVF.Attach]).
 func ReadIVF(r io.Reader) (*IVF, error) {
 	d := &decoder{r: r}
 	hdr := d.read(len(ivfMagic) + 2)
@@ -239,7 +267,11 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 			return nil, corrupt("list %d: %d entries, %d left", li, c, left)
 		}
 		left -= c
-		ld, err := readIVFList(d, c, dimN, msize)
+		var centre []float32
+		if q != nil {
+			centre = q.leaf(li)
+		}
+		ld, err := readIVFList(d, c, dimN, msize, v, centre)
 		if err != nil {
 			return nil, err
 		}
@@ -270,14 +302,16 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 // read (a list holds up to a few thousand).
 const maxListPresize = 1 << 14
 
-// readIVFList reads the c entries of one list.
-func readIVFList(d *decoder, c, dim, msize int) (*listData, error) {
+// readIVFList reads the c entries of one list (of centroid centre) from
+// a snapshot of the given version.
+func readIVFList(d *decoder, c, dim, msize int, version byte, centre []float32) (*listData, error) {
 	// Sized for the count the snapshot gives, up to a bound a damaged
 	// count cannot make large: growing as it reads cost a third of a
 	// 1M-vector snapshot's load, in copies and clearing.
 	pre := min(c, maxListPresize)
+	cb := nibbleBytes(dim)
 	ld := &listData{ids: make([]uint64, 0, pre), metas: make([]nodeMeta, 0, pre),
-		scales: make([]float32, 0, pre), codes: make([]int8, 0, pre*dim)}
+		lows: make([]float32, 0, pre), steps: make([]float32, 0, pre), codes: make([]byte, 0, pre*cb), centre: centre}
 	d.each(c, 8, func(b []byte, _ int) {
 		for j := 0; j < len(b); j += 8 {
 			ld.ids = append(ld.ids, binary.LittleEndian.Uint64(b[j:]))
@@ -288,19 +322,28 @@ func readIVFList(d *decoder, c, dim, msize int) (*listData, error) {
 			ld.metas = append(ld.metas, decodeMeta(b[j:j+msize]))
 		}
 	})
-	d.each(c, 4, func(b []byte, _ int) {
-		for j := 0; j < len(b); j += 4 {
-			ld.scales = append(ld.scales, math.Float32frombits(binary.LittleEndian.Uint32(b[j:])))
-		}
-	})
-	d.each(c, dim, func(b []byte, _ int) {
-		ld.codes = append(ld.codes, unsafe.Slice((*int8)(unsafe.Pointer(&b[0])), len(b))...)
-	})
+	f32s := func(dst []float32) []float32 {
+		d.each(c, 4, func(b []byte, _ int) {
+			for j := 0; j < len(b); j += 4 {
+				dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b[j:])))
+			}
+		})
+		return dst
+	}
+	if version < 3 {
+		readInt8Codes(d, ld, c, dim, f32s(nil))
+	} else {
+		ld.lows = f32s(ld.lows)
+		ld.steps = f32s(ld.steps)
+		d.each(c, cb, func(b []byte, _ int) {
+			ld.codes = append(ld.codes, b...)
+		})
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
-	if !finite(ld.scales) {
-		return nil, corrupt("non-finite scale")
+	if !finite(ld.lows) || !finite(ld.steps) {
+		return nil, corrupt("non-finite code offset or step")
 	}
 	ld.dead = make([]uint32, c)
 	ld.vecs = make([]atomic.Pointer[float32], c)
@@ -310,4 +353,35 @@ func readIVFList(d *decoder, c, dim, msize int) (*listData, error) {
 	}
 	ld.n.Store(int32(c))
 	return ld, nil
+}
+
+// readInt8Codes reads the int8 codes of versions 1 and 2 (scales given)
+// into ld as 4-bit codes of the residuals from ld.centre.
+func readInt8Codes(d *decoder, ld *listData, c, dim int, scales []float32) {
+	if d.err != nil {
+		return
+	}
+	if !finite(scales) {
+		d.err = corrupt("non-finite scale")
+		return
+	}
+	cb := nibbleBytes(dim)
+	v := make([]float32, dim)
+	d.each(c, dim, func(b []byte, _ int) {
+		for j := 0; j < len(b); j += dim {
+			scale := scales[len(ld.lows)]
+			for i, x := range b[j : j+dim] {
+				v[i] = scale * float32(int8(x))
+			}
+			Normalize(v)
+			for i, c := range ld.centre {
+				v[i] -= c
+			}
+			n := len(ld.codes)
+			ld.codes = append(ld.codes, make([]byte, cb)...)
+			lo, step := quantize4(v, ld.codes[n:])
+			ld.lows = append(ld.lows, lo)
+			ld.steps = append(ld.steps, step)
+		}
+	})
 }

@@ -163,9 +163,11 @@ func TestIVFSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("loaded Len %d Lists %d Tombstones %d NProbe %d, want %d %d 0 %d",
 			y.Len(), y.Lists(), y.Tombstones(), y.NProbe(), x.Len(), x.Lists(), x.NProbe())
 	}
-	// Without float vectors it scores by int8 codes; recall holds.
+	// Without float vectors it scores by 4-bit codes alone, which rank
+	// this set's near-ties roughly (the daemon's indexer attaches every
+	// vector before the planner serves).
 	for _, f := range []*Filter{nil, {Types: []uint8{77}}, {From: 3000, To: 3050}} {
-		if r := recall(t, y, flat, vecs[:100], 10, f); r < 0.95 {
+		if r := recall(t, y, flat, vecs[:100], 10, f); r < 0.8 {
 			t.Errorf("loaded, filter %+v: recall@10 = %.4f", f, r)
 		}
 	}
@@ -190,6 +192,79 @@ func TestIVFSnapshotRoundTrip(t *testing.T) {
 	}
 	if err := y.Add(1<<40, vecs[3], Meta{}); err != nil || !y.Has(1<<40) {
 		t.Fatalf("Add after load: %v", err)
+	}
+}
+
+// A version-2 snapshot (int8 codes) loads: its codes become 4-bit ones,
+// it answers as the index it was written from, and it is written back
+// as version 3.
+func TestIVFSnapshotVersion2Loads(t *testing.T) {
+	vecs := clustered(32, 6000, 96, 12)
+	x, flat := buildIVF(t, vecs, IVFOptions{TrainAt: 1500, Seed: 5})
+	var v2, v3 bytes.Buffer
+	if _, err := x.writeVersion(&v2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.WriteTo(&v3); err != nil {
+		t.Fatal(err)
+	}
+	if v2.Bytes()[len(ivfMagic)] != 2 || v2.Len() <= v3.Len() {
+		t.Fatalf("version 2 snapshot: version byte %d, %d bytes against %d", v2.Bytes()[len(ivfMagic)], v2.Len(), v3.Len())
+	}
+	y, err := ReadIVF(bytes.NewReader(v2.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Len() != x.Len() || y.Lists() != x.Lists() {
+		t.Fatalf("loaded Len %d Lists %d, want %d %d", y.Len(), y.Lists(), x.Len(), x.Lists())
+	}
+	if r := recall(t, y, flat, vecs[:100], 10, nil); r < 0.8 {
+		t.Errorf("version 2 loaded, codes alone: recall@10 = %.4f", r)
+	}
+	for i, v := range vecs {
+		y.Attach(uint64(i), v)
+	}
+	for _, q := range vecs[:50] {
+		if a, c := x.Search(q, 10, nil), y.Search(q, 10, nil); !slices.Equal(a, c) {
+			t.Fatalf("version 2 loaded and attached answers %v, original %v", c, a)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := y.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Bytes()[len(ivfMagic)] != ivfVersion {
+		t.Fatalf("re-written as version %d", out.Bytes()[len(ivfMagic)])
+	}
+}
+
+// An entry loaded without its float vector decodes from its code (the
+// residual) and its list's centre to about the vector: what a
+// retraining places it by.
+func TestIVFEntryDecodesWithoutItsVector(t *testing.T) {
+	vecs := clustered(33, 4000, 64, 8)
+	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 1000, Seed: 3})
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	y, err := ReadIVF(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Lists() < 2 {
+		t.Fatalf("%d lists: not trained", y.Lists())
+	}
+	buf := make([]float32, 64)
+	for id := 0; id < len(vecs); id += 97 {
+		loc := y.ids[uint64(id)]
+		e := y.st.Load().lists[loc.list].d.Load().entry(int(loc.pos), 64)
+		if e.vec != nil || e.centre == nil {
+			t.Fatalf("entry %d: vector %v, centre %v", id, e.vec != nil, e.centre != nil)
+		}
+		if c := Dot(entryVec(e, buf), vecs[id]); c < 0.98 {
+			t.Fatalf("entry %d decodes to a vector at cosine %v from its own", id, c)
+		}
 	}
 }
 

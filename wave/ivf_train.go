@@ -68,13 +68,14 @@ func (x *IVF) WaitRebuild() {
 }
 
 // entryVec returns e's vector: the referenced float32 one, else its
-// normalised int8 decoding in buf.
+// normalised 4-bit decoding in buf.
 func entryVec(e ivfEntry, buf []float32) []float32 {
 	if e.vec != nil {
 		return unsafe.Slice(e.vec, len(buf))
 	}
-	for i, c := range e.code {
-		buf[i] = e.scale * float32(c)
+	decode4(e.code, e.lo, e.step, buf)
+	for i, c := range e.centre {
+		buf[i] += c
 	}
 	Normalize(buf)
 	return buf
@@ -119,12 +120,13 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 	nst := newIVFState(q, dim)
 	nids := make(map[uint64]ivfLoc, n)
 	buf := make([]float32, dim)
+	var scratch coder
 	for _, r := range live {
 		if r.d.isDead(r.i) {
 			continue
 		}
 		e := r.d.entry(r.i, dim)
-		nids[e.id] = x.place(nst, e, entryVec(e, buf))
+		nids[e.id] = x.place(nst, e, entryVec(e, buf), &scratch)
 	}
 	deleted := 0
 	replay := func(id uint64) { // the caller holds mu
@@ -135,7 +137,7 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 		}
 		if loc, ok := x.ids[id]; ok {
 			e := x.st.Load().lists[loc.list].d.Load().entry(int(loc.pos), dim)
-			nids[id] = x.place(nst, e, entryVec(e, buf))
+			nids[id] = x.place(nst, e, entryVec(e, buf), &scratch)
 		}
 	}
 	for {

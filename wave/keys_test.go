@@ -339,7 +339,11 @@ func TestSnapshotKeys(t *testing.T) {
 		}
 	}
 
-	old, err := ReadIVF(bytes.NewReader(toIVFVersion1(t, xb.Bytes(), dim)))
+	var x2b bytes.Buffer
+	if _, err := x.writeVersion(&x2b, 2); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ReadIVF(bytes.NewReader(toIVFVersion1(t, x2b.Bytes(), dim)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +360,7 @@ func TestSnapshotKeys(t *testing.T) {
 	}
 }
 
-// toIVFVersion1 rewrites a current IVF snapshot as version 1 (24-byte
+// toIVFVersion1 rewrites a version-2 IVF snapshot as version 1 (24-byte
 // metas without the keys).
 func toIVFVersion1(t *testing.T, cur []byte, dim int) []byte {
 	t.Helper()

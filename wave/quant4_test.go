@@ -1,0 +1,135 @@
+package wave
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// dotU4Ref is the dot product dotU4 must equal, from the codes' values
+// by dimension (nibble) rather than their layout.
+func dotU4Ref(q []int8, c []byte, dim int) int64 {
+	var s int64
+	for i := range dim {
+		s += int64(nibble(c, i)) * int64(q[i])
+	}
+	return s
+}
+
+// setNibble sets u[i] of the 4-bit code c.
+func setNibble(c []byte, i int, u byte) {
+	ch, j := i>>6, i&63
+	if j < 32 {
+		c[ch*32+j] = c[ch*32+j]&0xf0 | u
+	} else {
+		c[ch*32+j-32] = c[ch*32+j-32]&0x0f | u<<4
+	}
+}
+
+func TestDotU4MatchesIntegerDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, dim := range []int{1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 192, 384, 385, 1000, 1536} {
+		q, c := make([]int8, 2*nibbleBytes(dim)), make([]byte, nibbleBytes(dim))
+		for trial := range 20 {
+			v := make([]float32, dim)
+			for i := range v {
+				v[i] = r.Float32()*2 - 1
+			}
+			quantize4(v, c)
+			clear(q)
+			for i := range dim {
+				q[i] = int8(r.IntN(255) - 127)
+			}
+			if trial == 0 { // the extremes, all one sign: the largest sums
+				clear(c)
+				for i := range dim {
+					setNibble(c, i, 15)
+					q[i] = -127
+				}
+			}
+			want := dotU4Ref(q, c, dim)
+			for name, fn := range map[string]func([]int8, []byte) int32{"dotU4": dotU4, "generic": dotU4Generic} {
+				if got := fn(q, c); int64(got) != want {
+					t.Fatalf("%s dim=%d trial %d: got %d, want %d", name, dim, trial, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestQuantize4RoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, dim := range []int{1, 2, 50, 64, 100, 384} {
+		v := make([]float32, dim)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		c := make([]byte, nibbleBytes(dim))
+		lo, step := quantize4(v, c)
+		got := make([]float32, dim)
+		decode4(c, lo, step, got)
+		for i := range v {
+			if d := math.Abs(float64(got[i] - v[i])); d > float64(step)/2*1.0001+1e-6 {
+				t.Fatalf("dim=%d: v[%d]=%v decodes to %v (step %v)", dim, i, v[i], got[i], step)
+			}
+		}
+		// The padding past dim stays zero (the kernel reads it).
+		for i := dim; i < 2*len(c); i++ {
+			if nibble(c, i) != 0 {
+				t.Fatalf("dim=%d: padding code %d is %d", dim, i, nibble(c, i))
+			}
+		}
+	}
+	// A constant vector: step 0, every code decodes to the value.
+	c := make([]byte, nibbleBytes(3))
+	lo, step := quantize4([]float32{0.5, 0.5, 0.5}, c)
+	if lo != 0.5 || step != 0 {
+		t.Fatalf("constant vector: lo %v step %v", lo, step)
+	}
+}
+
+// The estimate a search scores with: close to the float32 dot product
+// of unit vectors (its error is what the rescoring pool absorbs).
+func TestCode4EstimatesDotProducts(t *testing.T) {
+	const dim = 384
+	vs := clustered(3, 2000, dim, 20)
+	q := vs[0]
+	q8 := make([]int8, 2*nibbleBytes(dim))
+	qs, qsum := quantizeQuery8(q, q8)
+	c := make([]byte, nibbleBytes(dim))
+	var sq float64
+	for _, v := range vs[1:] {
+		lo, step := quantize4(v, c)
+		est := step*qs*float32(dotU4(q8, c)) + lo*qsum
+		d := float64(est - Dot(q, v))
+		sq += d * d
+		if math.Abs(d) > 0.05 {
+			t.Fatalf("estimate %v, dot %v", est, Dot(q, v))
+		}
+	}
+	if rms := math.Sqrt(sq / float64(len(vs)-1)); rms > 0.012 {
+		t.Fatalf("rms error of the 4-bit estimate %v, want ≤ 0.012", rms)
+	}
+}
+
+func BenchmarkDotU4(b *testing.B) {
+	for _, d := range []int{64, 384} {
+		v := clustered(1, 2, d, 2)
+		c, q := make([]byte, nibbleBytes(d)), make([]int8, 2*nibbleBytes(d))
+		quantize4(v[1], c)
+		quantizeQuery8(v[0], q)
+		for _, k := range []struct {
+			name string
+			fn   func([]int8, []byte) int32
+		}{{"dotU4", dotU4}, {"generic", dotU4Generic}} {
+			b.Run(fmt.Sprintf("%s/dim=%d", k.name, d), func(b *testing.B) {
+				var s int32
+				for b.Loop() {
+					s += k.fn(q, c)
+				}
+				_ = s
+			})
+		}
+	}
+}
