@@ -24,13 +24,13 @@ const ivfSeenPerSlot = 8
 // Search returns up to k live vectors admitted by f, highest cosine
 // similarity first. A query of the wrong dimension or k <= 0 returns nil.
 //
-// It probes the NProbe lists nearest q, keeping the max(6k, 60) best by
+// It probes the NProbe lists nearest q, keeping the max(4k, 40) best by
 // 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary rules
 // out the window or the agent), f.Allow only for an item that would
 // enter that heap.
 // While the heap is not full, or the items seen are estimated to include
-// fewer than 8 admitted ones per slot of a max(4k, 40) heap, or (under a filter) one of
+// fewer than 8 admitted ones per heap slot, or (under a filter) one of
 // the last max(4, NProbe/4) lists improved the heap, it probes on in
 // order of list distance (up to every list: exact). The estimate
 // extrapolates Allow's answers about heap candidates, which overrates a
@@ -46,11 +46,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	st := x.st.Load()
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
-	keep := max(6*k, 60)
-	// Probing stops on the admitted items seen per slot of a 4k pool
-	// (as it did with int8 codes): the larger pool makes up for the
-	// 4-bit scores' noise, not for items not yet seen.
-	seenEnough := ivfSeenPerSlot * max(4*k, 40)
+	keep := max(4*k, 40)
 	s.heap = topK{k: keep, h: s.heap.h[:0]}
 	s.refs = s.refs[:0]
 
@@ -108,7 +104,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		if asked > 0 {
 			est = passed * allowed / asked
 		}
-		return est >= seenEnough && (f == nil || li-lastGain > patience)
+		return est >= ivfSeenPerSlot*keep && (f == nil || li-lastGain > patience)
 	}
 	for li := 0; li < nl; li++ {
 		if li >= nprobe && enough(li) {
@@ -122,11 +118,9 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		s.refs = append(s.refs, d)
 		n := d.len()
 		codes := d.codes[:n*cb]
-		// Codes are of the residuals from the list's centre.
-		base := float32(0)
-		if d.centre != nil && n > 0 {
-			base = dot(q, d.centre)
-		}
+		// Codes are of the residuals from the list's centre, whose
+		// score ranked the list.
+		base := s.scores[order[li].ID]
 		for b := 0; b < n; b += 1 << blockShift {
 			if blockwise && mc.skips(&d.blk[b>>blockShift]) {
 				continue
