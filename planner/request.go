@@ -69,6 +69,15 @@ type Request struct {
 
 // DecodeRequest parses a request; unknown fields are errors.
 func DecodeRequest(b []byte) (*Request, error) {
+	if r, ok := decodeRequestFast(b); ok {
+		return r, nil
+	}
+	return decodeRequestJSON(b)
+}
+
+// decodeRequestJSON is DecodeRequest by encoding/json alone: what the
+// fast decoder leaves to it, and what that decoder is tested against.
+func decodeRequestJSON(b []byte) (*Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var r Request

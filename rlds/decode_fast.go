@@ -1,6 +1,14 @@
 package rlds
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+
+	"github.com/ctxgraph/ctxgraph/rlds/jsonlex"
+)
+
+// lexer is the wire messages' JSON lexer, with the readers of their
+// parts.
+type lexer struct{ jsonlex.Lexer }
 
 // The fast decoder of wire messages. encoding/json spends most of a
 // step's decoding on reflection and on the event embeddings (384 numbers
@@ -13,42 +21,42 @@ import "encoding/base64"
 // decodeFast decodes b into a Message, ok false when b needs
 // encoding/json. It does not validate the message.
 func decodeFast(b []byte) (*Message, bool) {
-	l := &lexer{b: b}
+	l := &lexer{jsonlex.New(b)}
 	m := &Message{}
 	var mask uint32
-	ok := l.object(func(key []byte) bool {
+	ok := l.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "kind":
 			var s string
-			s, ok = l.str()
+			s, ok = l.Str()
 			m.Kind = Kind(s)
-			return ok && seen(&mask, 0)
+			return ok && jsonlex.Seen(&mask, 0)
 		case "agent":
-			m.Agent, ok = l.str()
-			return ok && seen(&mask, 1)
+			m.Agent, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 1)
 		case "episode_id":
-			m.EpisodeID, ok = l.str()
-			return ok && seen(&mask, 2)
+			m.EpisodeID, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 2)
 		case "tenant":
-			m.Tenant, ok = l.str()
-			return ok && seen(&mask, 3)
+			m.Tenant, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 3)
 		case "project":
-			m.Project, ok = l.str()
-			return ok && seen(&mask, 4)
+			m.Project, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 4)
 		case "start":
 			m.Start = &EpisodeStart{}
-			return l.start(m.Start) && seen(&mask, 5)
+			return l.start(m.Start) && jsonlex.Seen(&mask, 5)
 		case "step":
 			m.Step = &Step{}
-			return l.step(m.Step) && seen(&mask, 6)
+			return l.step(m.Step) && jsonlex.Seen(&mask, 6)
 		case "end":
 			m.End = &EpisodeEnd{}
-			return l.end(m.End) && seen(&mask, 7)
+			return l.end(m.End) && jsonlex.Seen(&mask, 7)
 		}
 		return false
 	})
-	if !ok || l.peek() != 0 {
+	if !ok || !l.AtEnd() {
 		return nil, false
 	}
 	return m, true
@@ -56,22 +64,22 @@ func decodeFast(b []byte) (*Message, bool) {
 
 func (l *lexer) start(s *EpisodeStart) bool {
 	var mask uint32
-	return l.object(func(key []byte) bool {
+	return l.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "start_time":
-			return l.time(&s.StartTime) && seen(&mask, 0)
+			return l.Time(&s.StartTime) && jsonlex.Seen(&mask, 0)
 		case "location":
-			s.Location, ok = l.str()
-			return ok && seen(&mask, 1)
+			s.Location, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 1)
 		case "language_instruction":
-			s.LanguageInstruction, ok = l.str()
-			return ok && seen(&mask, 2)
+			s.LanguageInstruction, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 2)
 		case "metadata":
-			return l.metadata(&s.Metadata) && seen(&mask, 3)
+			return l.metadata(&s.Metadata) && jsonlex.Seen(&mask, 3)
 		case "source":
 			s.Source = &Source{}
-			return l.source(s.Source) && seen(&mask, 4)
+			return l.source(s.Source) && jsonlex.Seen(&mask, 4)
 		}
 		return false
 	})
@@ -79,30 +87,30 @@ func (l *lexer) start(s *EpisodeStart) bool {
 
 func (l *lexer) source(s *Source) bool {
 	var mask uint32
-	return l.object(func(key []byte) bool {
+	return l.Object(func(key []byte) bool {
 		var ok bool
 		var n int
 		switch string(key) {
 		case "dataset":
-			s.Dataset, ok = l.str()
-			return ok && seen(&mask, 0)
+			s.Dataset, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 0)
 		case "version":
-			s.Version, ok = l.str()
-			return ok && seen(&mask, 1)
+			s.Version, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 1)
 		case "split":
-			s.Split, ok = l.str()
-			return ok && seen(&mask, 2)
+			s.Split, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 2)
 		case "shard":
-			s.Shard, ok = l.str()
-			return ok && seen(&mask, 3)
+			s.Shard, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 3)
 		case "record":
-			n, ok = l.int()
+			n, ok = l.Int()
 			s.Record = int64(n)
-			return ok && seen(&mask, 4)
+			return ok && jsonlex.Seen(&mask, 4)
 		case "offset":
-			n, ok = l.int()
+			n, ok = l.Int()
 			s.Offset = int64(n)
-			return ok && seen(&mask, 5)
+			return ok && jsonlex.Seen(&mask, 5)
 		}
 		return false
 	})
@@ -110,43 +118,43 @@ func (l *lexer) source(s *Source) bool {
 
 func (l *lexer) step(s *Step) bool {
 	var mask uint32
-	return l.object(func(key []byte) bool {
+	return l.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "index":
-			s.Index, ok = l.int()
-			return ok && seen(&mask, 0)
+			s.Index, ok = l.Int()
+			return ok && jsonlex.Seen(&mask, 0)
 		case "timestamp":
-			return l.time(&s.Timestamp) && seen(&mask, 1)
+			return l.Time(&s.Timestamp) && jsonlex.Seen(&mask, 1)
 		case "observation":
 			s.Observation, ok = l.features()
-			return ok && seen(&mask, 2)
+			return ok && jsonlex.Seen(&mask, 2)
 		case "action":
 			s.Action, ok = l.features()
-			return ok && seen(&mask, 3)
+			return ok && jsonlex.Seen(&mask, 3)
 		case "reward":
-			s.Reward, ok = l.float(64)
-			return ok && seen(&mask, 4)
+			s.Reward, ok = l.Float(64)
+			return ok && jsonlex.Seen(&mask, 4)
 		case "discount":
-			s.Discount, ok = l.float(64)
-			return ok && seen(&mask, 5)
+			s.Discount, ok = l.Float(64)
+			return ok && jsonlex.Seen(&mask, 5)
 		case "is_first":
-			s.IsFirst, ok = l.boolean()
-			return ok && seen(&mask, 6)
+			s.IsFirst, ok = l.Bool()
+			return ok && jsonlex.Seen(&mask, 6)
 		case "is_last":
-			s.IsLast, ok = l.boolean()
-			return ok && seen(&mask, 7)
+			s.IsLast, ok = l.Bool()
+			return ok && jsonlex.Seen(&mask, 7)
 		case "is_terminal":
-			s.IsTerminal, ok = l.boolean()
-			return ok && seen(&mask, 8)
+			s.IsTerminal, ok = l.Bool()
+			return ok && jsonlex.Seen(&mask, 8)
 		case "language_instruction":
-			s.LanguageInstruction, ok = l.str()
-			return ok && seen(&mask, 9)
+			s.LanguageInstruction, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 9)
 		case "metadata":
-			return l.metadata(&s.Metadata) && seen(&mask, 10)
+			return l.metadata(&s.Metadata) && jsonlex.Seen(&mask, 10)
 		case "annotations":
 			s.Annotations = &Annotations{}
-			return l.annotations(s.Annotations) && seen(&mask, 11)
+			return l.annotations(s.Annotations) && jsonlex.Seen(&mask, 11)
 		}
 		return false
 	})
@@ -154,26 +162,26 @@ func (l *lexer) step(s *Step) bool {
 
 func (l *lexer) end(e *EpisodeEnd) bool {
 	var mask uint32
-	return l.object(func(key []byte) bool {
+	return l.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "end_time":
-			return l.time(&e.EndTime) && seen(&mask, 0)
+			return l.Time(&e.EndTime) && jsonlex.Seen(&mask, 0)
 		case "success":
 			var v bool
-			v, ok = l.boolean()
+			v, ok = l.Bool()
 			e.Success = &v
-			return ok && seen(&mask, 1)
+			return ok && jsonlex.Seen(&mask, 1)
 		case "reward_sum":
 			var v float64
-			v, ok = l.float(64)
+			v, ok = l.Float(64)
 			e.RewardSum = &v
-			return ok && seen(&mask, 2)
+			return ok && jsonlex.Seen(&mask, 2)
 		case "steps":
-			e.Steps, ok = l.int()
-			return ok && seen(&mask, 3)
+			e.Steps, ok = l.Int()
+			return ok && jsonlex.Seen(&mask, 3)
 		case "metadata":
-			return l.metadata(&e.Metadata) && seen(&mask, 4)
+			return l.metadata(&e.Metadata) && jsonlex.Seen(&mask, 4)
 		}
 		return false
 	})
@@ -182,38 +190,38 @@ func (l *lexer) end(e *EpisodeEnd) bool {
 // metadata leaves free-form maps to encoding/json; a null does not come
 // here (encoding/json would leave the field as it is).
 func (l *lexer) metadata(m *map[string]any) bool {
-	return l.peek() == '{' && l.unmarshal(m)
+	return l.Peek() == '{' && l.Unmarshal(m)
 }
 
 func (l *lexer) annotations(a *Annotations) bool {
 	var mask uint32
-	return l.object(func(key []byte) bool {
+	return l.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "entities":
-			a.Entities, ok = l.strings()
-			return ok && seen(&mask, 0)
+			a.Entities, ok = l.Strings()
+			return ok && jsonlex.Seen(&mask, 0)
 		case "tool":
-			a.Tool, ok = l.str()
-			return ok && seen(&mask, 1)
+			a.Tool, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 1)
 		case "goal":
-			a.Goal, ok = l.str()
-			return ok && seen(&mask, 2)
+			a.Goal, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 2)
 		case "intent":
-			a.Intent, ok = l.str()
-			return ok && seen(&mask, 3)
+			a.Intent, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 3)
 		case "events":
 			a.Events = []Event{}
-			return seen(&mask, 4) && l.array(func() bool {
+			return jsonlex.Seen(&mask, 4) && l.Array(func() bool {
 				a.Events = append(a.Events, Event{})
 				return l.event(&a.Events[len(a.Events)-1])
 			})
 		case "location":
-			a.Location, ok = l.str()
-			return ok && seen(&mask, 5)
+			a.Location, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 5)
 		case "scene_tags":
-			a.SceneTags, ok = l.strings()
-			return ok && seen(&mask, 6)
+			a.SceneTags, ok = l.Strings()
+			return ok && jsonlex.Seen(&mask, 6)
 		}
 		return false
 	})
@@ -221,41 +229,41 @@ func (l *lexer) annotations(a *Annotations) bool {
 
 func (l *lexer) event(e *Event) bool {
 	var mask uint32
-	return l.object(func(key []byte) bool {
+	return l.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "subject":
-			e.Subject, ok = l.str()
-			return ok && seen(&mask, 0)
+			e.Subject, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 0)
 		case "predicate":
-			e.Predicate, ok = l.str()
-			return ok && seen(&mask, 1)
+			e.Predicate, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 1)
 		case "object":
-			e.Object, ok = l.str()
-			return ok && seen(&mask, 2)
+			e.Object, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 2)
 		case "edge_type":
-			e.EdgeType, ok = l.str()
-			return ok && seen(&mask, 3)
+			e.EdgeType, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 3)
 		case "value":
-			e.Value, ok = l.str()
-			return ok && seen(&mask, 4)
+			e.Value, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 4)
 		case "confidence":
 			var v float64
-			v, ok = l.float(64)
+			v, ok = l.Float(64)
 			e.Confidence = &v
-			return ok && seen(&mask, 5)
+			return ok && jsonlex.Seen(&mask, 5)
 		case "allow_roles":
-			e.AllowRoles, ok = l.strings()
-			return ok && seen(&mask, 6)
+			e.AllowRoles, ok = l.Strings()
+			return ok && jsonlex.Seen(&mask, 6)
 		case "deny_roles":
-			e.DenyRoles, ok = l.strings()
-			return ok && seen(&mask, 7)
+			e.DenyRoles, ok = l.Strings()
+			return ok && jsonlex.Seen(&mask, 7)
 		case "audience":
-			e.Audience, ok = l.strings()
-			return ok && seen(&mask, 8)
+			e.Audience, ok = l.Strings()
+			return ok && jsonlex.Seen(&mask, 8)
 		case "embedding":
-			e.Embedding, ok = l.float32s()
-			return ok && seen(&mask, 9)
+			e.Embedding, ok = l.Float32s()
+			return ok && jsonlex.Seen(&mask, 9)
 		}
 		return false
 	})
@@ -264,12 +272,12 @@ func (l *lexer) event(e *Event) bool {
 // features reads Features: an object of tensors, or a flat array of
 // numbers (the one tensor of a flat feature).
 func (l *lexer) features() (Features, bool) {
-	if l.peek() == '[' {
+	if l.Peek() == '[' {
 		t, ok := l.tensor()
 		return Features{"": t}, ok
 	}
 	f := Features{}
-	ok := l.object(func(key []byte) bool {
+	ok := l.Object(func(key []byte) bool {
 		name := string(key)
 		if _, dup := f[name]; dup {
 			return false
@@ -286,9 +294,9 @@ func (l *lexer) features() (Features, bool) {
 // encoding/json.
 func (l *lexer) tensor() (Tensor, bool) {
 	var t Tensor
-	switch l.peek() {
+	switch l.Peek() {
 	case '[':
-		data, ok := l.float64s()
+		data, ok := l.Float64s()
 		t = Tensor{DType: Float32, Shape: []int{len(data)}, Data: data}
 		return t, ok && t.Validate() == nil
 	case '{':
@@ -296,39 +304,39 @@ func (l *lexer) tensor() (Tensor, bool) {
 		return t, false
 	}
 	var mask uint32
-	ok := l.object(func(key []byte) bool {
+	ok := l.Object(func(key []byte) bool {
 		var ok bool
 		var s string
 		switch string(key) {
 		case "dtype":
-			s, ok = l.str()
+			s, ok = l.Str()
 			t.DType = DType(s)
-			return ok && seen(&mask, 0)
+			return ok && jsonlex.Seen(&mask, 0)
 		case "shape":
-			t.Shape, ok = l.ints()
-			return ok && seen(&mask, 1)
+			t.Shape, ok = l.Ints()
+			return ok && jsonlex.Seen(&mask, 1)
 		case "data":
-			t.Data, ok = l.float64s()
-			return ok && seen(&mask, 2)
+			t.Data, ok = l.Float64s()
+			return ok && jsonlex.Seen(&mask, 2)
 		case "text":
-			t.Text, ok = l.strings()
-			return ok && seen(&mask, 3)
+			t.Text, ok = l.Strings()
+			return ok && jsonlex.Seen(&mask, 3)
 		case "bytes":
 			var b []byte
-			b, ok = l.strBytes()
+			b, ok = l.StrBytes()
 			if !ok {
 				return false
 			}
 			t.Bytes = make([]byte, base64.StdEncoding.DecodedLen(len(b)))
 			n, err := base64.StdEncoding.Decode(t.Bytes, b)
 			t.Bytes = t.Bytes[:n]
-			return err == nil && seen(&mask, 4)
+			return err == nil && jsonlex.Seen(&mask, 4)
 		case "encoding":
-			t.Encoding, ok = l.str()
-			return ok && seen(&mask, 5)
+			t.Encoding, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 5)
 		case "ref":
-			t.Ref, ok = l.str()
-			return ok && seen(&mask, 6)
+			t.Ref, ok = l.Str()
+			return ok && jsonlex.Seen(&mask, 6)
 		}
 		return false
 	})
