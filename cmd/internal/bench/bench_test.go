@@ -217,6 +217,13 @@ func TestRunMicro(t *testing.T) {
 	if f["ingest.gc_cycles"] < 0 || f["ingest.gc_cpu_s"] < 0 || f["ingest.cpu_s"] <= 0 {
 		t.Errorf("ingest: %v GC cycles using %v s of %v s of CPU", f["ingest.gc_cycles"], f["ingest.gc_cpu_s"], f["ingest.cpu_s"])
 	}
+	// The NATS floor echoes replies of the answers' mean size: a
+	// msgpack answer is smaller than its JSON, and not empty.
+	if m, j := f["planner.nats_msgpack.floor.reply_bytes"], f["planner.nats.floor.reply_bytes"]; m <= 0 || m > j ||
+		f["planner.nats_msgpack.floor.calls"] != 15 || f["planner.nats_msgpack.floor.p50_us"] <= 0 {
+		t.Errorf("NATS floor: reply bytes %v (msgpack) and %v (JSON), %v calls, p50 %v µs", m, j,
+			f["planner.nats_msgpack.floor.calls"], f["planner.nats_msgpack.floor.p50_us"])
+	}
 	p := micro(t)
 	if f["graph.steps"] != float64(p.Steps()) || f["ingest.dead_lettered"] != 0 {
 		t.Errorf("graph holds %v steps (want %d), %v dead-lettered", f["graph.steps"], p.Steps(), f["ingest.dead_lettered"])

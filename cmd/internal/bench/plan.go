@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -492,32 +493,19 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 			}
 			bodies[i] = b
 		}
+		var replyBytes, replies atomic.Int64
 		for _, threads := range r.o.Threads {
-			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, func() (func(int, *call) error, func(), error) {
-				nc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-planner"))
-				if err != nil {
-					return nil, nil, err
+			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg) error {
+				if st := m.Header.Get("Status"); st != "" {
+					return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
 				}
-				return func(i int, c *call) error {
-					t := time.Now()
-					m, err := nc.Request(subj, bodies[i], requestTimeout)
-					c.lat = time.Since(t)
-					if errors.Is(err, nats.ErrTimeout) {
-						c.timeout = true
-						return nil
-					}
-					if err != nil {
-						return fmt.Errorf("query %d over NATS: %w", i, err)
-					}
-					if st := m.Header.Get("Status"); st != "" {
-						return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
-					}
-					if i == 0 {
-						return checkAnswer(m.Data, format)
-					}
-					return nil
-				}, nc.Close, nil
-			})
+				replyBytes.Add(int64(len(m.Data)))
+				replies.Add(1)
+				if i == 0 {
+					return checkAnswer(m.Data, format)
+				}
+				return nil
+			}))
 			if err != nil {
 				return err
 			}
@@ -529,7 +517,74 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts",
 				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
 		}
+		if n := replies.Load(); n > 0 {
+			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
+}
+
+// natsCaller is measure's newCaller for requests of bodies to subj,
+// each on its own connection: a request's latency is timed, a timeout
+// counted, and a reply checked by check.
+func (r *runner) natsCaller(subj string, bodies [][]byte, check func(i int, m *nats.Msg) error) func() (func(int, *call) error, func(), error) {
+	return func() (func(int, *call) error, func(), error) {
+		nc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-planner"))
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(i int, c *call) error {
+			t := time.Now()
+			m, err := nc.Request(subj, bodies[i], requestTimeout)
+			c.lat = time.Since(t)
+			if errors.Is(err, nats.ErrTimeout) {
+				c.timeout = true
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("request %d to %s: %w", i, subj, err)
+			}
+			return check(i, m)
+		}, nc.Close, nil
+	}
+}
+
+// natsFloor measures what NATS request/reply alone costs the requests
+// (the same bodies) with replies of the answers' mean size, from a
+// responder that does nothing else: the floor under the planner's NATS
+// figures on this machine and server. One client thread; figures under
+// prefix.
+func (r *runner) natsFloor(ctx context.Context, prefix, label string, hops int, bodies [][]byte, size int) error {
+	rc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-echo"))
+	if err != nil {
+		return fmt.Errorf("NATS floor: %w", err)
+	}
+	defer rc.Close()
+	subj := "_ctxgraph_bench.echo"
+	reply := make([]byte, size)
+	sub, err := rc.Subscribe(subj, func(m *nats.Msg) { _ = m.Respond(reply) })
+	if err != nil {
+		return fmt.Errorf("NATS floor: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := rc.Flush(); err != nil {
+		return fmt.Errorf("NATS floor: %w", err)
+	}
+	res, err := measure(ctx, 1, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg) error {
+		if len(m.Data) != size {
+			return fmt.Errorf("NATS floor, request %d: a reply of %d bytes, want %d", i, len(m.Data), size)
+		}
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	r.putResult(prefix, res, false)
+	r.fig[prefix+"reply_bytes"] = float64(size)
+	r.say("NATS request/reply alone%-8s hops %d (%d-byte replies): p50 %6.0f µs  p99 %6.0f µs",
+		label, hops, size, res.lat.pct(50), res.lat.pct(99))
 	return nil
 }
 
