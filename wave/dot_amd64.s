@@ -2,6 +2,17 @@
 
 #include "textflag.h"
 
+// HSUM_Y0_INT32_TO_AX adds the eight int32 lanes of Y0 into AX (X1 is
+// scratch): the integer kernels' reduction.
+#define HSUM_Y0_INT32_TO_AX \
+	VEXTRACTI128 $1, Y0, X1 \
+	VPADDD       X1, X0, X0 \
+	VPSHUFD      $0x4E, X0, X1 \
+	VPADDD       X1, X0, X0 \
+	VPSHUFD      $0xB1, X0, X1 \
+	VPADDD       X1, X0, X0 \
+	VMOVD        X0, AX
+
 // func dotAVX2(a, b *float32, n int) float32
 //
 // Four 8-wide FMA accumulators over 32 floats per iteration, then 8-wide
@@ -214,13 +225,7 @@ q16reduce:
 	VPADDD       Y1, Y0, Y0
 	VPADDD       Y3, Y2, Y2
 	VPADDD       Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0x4E, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xB1, X0, X1
-	VPADDD       X1, X0, X0
-	VMOVD        X0, AX
+	HSUM_Y0_INT32_TO_AX
 
 q16tail:
 	CMPQ    CX, $0
@@ -301,13 +306,7 @@ u4loop1:
 
 u4reduce:
 	VPADDD       Y1, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0x4E, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xB1, X0, X1
-	VPADDD       X1, X0, X0
-	VMOVD        X0, AX
+	HSUM_Y0_INT32_TO_AX
 	VZEROUPPER
 	MOVL         AX, ret+24(FP)
 	RET

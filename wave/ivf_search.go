@@ -120,7 +120,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		codes := d.codes[:n*cb]
 		// Codes are of the residuals from the list's centre, whose
 		// score ranked the list.
-		base := s.scores[order[li].ID]
+		base := order[li].Score
 		for b := 0; b < n; b += 1 << blockShift {
 			if blockwise && mc.skips(&d.blk[b>>blockShift]) {
 				continue
