@@ -182,13 +182,9 @@ func TestAnswerMsgpackIsStandardMessagePack(t *testing.T) {
 
 // A string held many times (the same bytes, as an answer's ids are) is
 // sent once; an equal string elsewhere in memory may be sent again.
-func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
-	id := strings.Repeat("n", 36)
-	a := &Answer{}
-	for range 100 {
-		a.Nodes = append(a.Nodes, NodeOut{ID: id, Type: "entity", Name: id})
-	}
-	a.Nodes = append(a.Nodes, NodeOut{ID: strings.Clone(id)})
+// msgpackTable is the string table of a's msgpack encoding.
+func msgpackTable(t *testing.T, a *Answer) []any {
+	t.Helper()
 	b, err := a.AppendMsgpack(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +193,17 @@ func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if table := v.(map[string]any)["strings"].([]any); len(table) > 4 {
+	return v.(map[string]any)["strings"].([]any)
+}
+
+func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
+	id := strings.Repeat("n", 36)
+	a := &Answer{}
+	for range 100 {
+		a.Nodes = append(a.Nodes, NodeOut{ID: id, Type: "entity", Name: id})
+	}
+	a.Nodes = append(a.Nodes, NodeOut{ID: strings.Clone(id)})
+	if table := msgpackTable(t, a); len(table) > 4 {
 		t.Errorf("a table of %d strings for 3 distinct ones: %v", len(table), table)
 	}
 	if got := roundTripMsgpack(t, a); !reflect.DeepEqual(jsonValue(t, got), jsonValue(t, a)) {
@@ -210,17 +216,6 @@ func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
 // slot are each sent once however they alternate, and past the
 // remembered limit a new string is sent per use.
 func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
-	tableOf := func(a *Answer) []any {
-		b, err := a.AppendMsgpack(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _, err := msgp.ReadIntfBytes(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(map[string]any)["strings"].([]any)
-	}
 	// Two 8-byte strings of one backing array whose slots collide.
 	backing := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 4096)
 	at := func(i int) string { return backing[i : i+8] }
@@ -230,7 +225,7 @@ func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
 		other++
 	}
 	a := &Answer{Hypotheses: []string{at(0), at(other), at(0), at(other)}}
-	if got := tableOf(a); len(got) != 3 {
+	if got := msgpackTable(t, a); len(got) != 3 {
 		t.Errorf("two colliding strings, each held twice: a table of %d (%v), want 3", len(got), got)
 	}
 	for _, distinct := range []int{1500, 3000} {
@@ -242,7 +237,7 @@ func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
 		// "" and each string once, up to seenSlots/2 remembered; the
 		// rest twice.
 		want := 1 + min(distinct, seenSlots/2) + 2*max(0, distinct-seenSlots/2)
-		if got := len(tableOf(a)); got != want {
+		if got := len(msgpackTable(t, a)); got != want {
 			t.Errorf("%d strings held twice: a table of %d, want %d", distinct, got, want)
 		}
 	}
