@@ -19,11 +19,7 @@ func ivfFuzzSeed(tb testing.TB) []byte {
 	for i := 0; i < 200; i += 5 {
 		x.Remove(uint64(i))
 	}
-	var b bytes.Buffer
-	if _, err := x.WriteTo(&b); err != nil {
-		tb.Fatal(err)
-	}
-	return b.Bytes()
+	return snapshotOf(tb, x)
 }
 
 func FuzzReadIVF(f *testing.F) {

@@ -151,11 +151,8 @@ func TestIVFSnapshotRoundTrip(t *testing.T) {
 	}
 	x.SetMeta(1, Meta{Kind: KindEdge, Type: 77, Time: 5, End: 9})
 	flat.SetMeta(1, Meta{Kind: KindEdge, Type: 77, Time: 5, End: 9})
-	var b bytes.Buffer
-	if _, err := x.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	y, err := ReadIVF(bytes.NewReader(b.Bytes()))
+	snap := snapshotOf(t, x)
+	y, err := ReadIVF(bytes.NewReader(snap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,11 +180,7 @@ func TestIVFSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 	// The copy writes the same bytes, and keeps working.
-	var b2 bytes.Buffer
-	if _, err := y.WriteTo(&b2); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), b2.Bytes()) {
+	if !bytes.Equal(snap, snapshotOf(t, y)) {
 		t.Fatal("re-written snapshot differs")
 	}
 	if err := y.Add(1<<40, vecs[3], Meta{}); err != nil || !y.Has(1<<40) {
@@ -244,14 +237,7 @@ func TestIVFSnapshotVersion2Loads(t *testing.T) {
 func TestIVFEntryDecodesWithoutItsVector(t *testing.T) {
 	vecs := clustered(33, 4000, 64, 8)
 	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 1000, Seed: 3})
-	var b bytes.Buffer
-	if _, err := x.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	y, err := ReadIVF(bytes.NewReader(b.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := reloaded(t, x)
 	if y.Lists() < 2 {
 		t.Fatalf("%d lists: not trained", y.Lists())
 	}
@@ -271,11 +257,7 @@ func TestIVFEntryDecodesWithoutItsVector(t *testing.T) {
 func TestIVFSnapshotCorrupt(t *testing.T) {
 	vecs := clustered(41, 3000, 8, 6)
 	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 1000})
-	var b bytes.Buffer
-	if _, err := x.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	good := b.Bytes()
+	good := snapshotOf(t, x)
 	for _, cut := range []int{0, 5, 8, 40, len(good) / 2, len(good) - 1} {
 		if _, err := ReadIVF(bytes.NewReader(good[:cut])); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("truncated at %d: err %v, want ErrCorrupt", cut, err)
@@ -294,11 +276,7 @@ func TestIVFDeterministic(t *testing.T) {
 	vecs := clustered(51, 5000, 16, 10)
 	snap := func() []byte {
 		x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 600, Seed: 9})
-		var b bytes.Buffer
-		if _, err := x.WriteTo(&b); err != nil {
-			t.Fatal(err)
-		}
-		return b.Bytes()
+		return snapshotOf(t, x)
 	}
 	if !bytes.Equal(snap(), snap()) {
 		t.Fatal("same data and seed built different indexes")
@@ -454,14 +432,7 @@ func TestIVFTimeWindows(t *testing.T) {
 	if h := x.Search(vecs[10], 1, f); len(h) != 1 || h[0].ID != 10 {
 		t.Fatalf("edge 10 grown into the window: %v", h)
 	}
-	var b bytes.Buffer
-	if _, err := x.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	y, err := ReadIVF(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := reloaded(t, x)
 	if h := y.Search(vecs[10], 1, f); len(h) != 1 || h[0].ID != 10 {
 		t.Fatalf("edge 10 after a snapshot round trip: %v", h)
 	}
@@ -519,11 +490,7 @@ func TestIVFSnapshotHugeCountIsBounded(t *testing.T) {
 	const n = 777 // untrained: one list, its count equal to the total
 	vecs := clustered(43, n, 8, 3)
 	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 4096})
-	var b bytes.Buffer
-	if _, err := x.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	bad := b.Bytes()
+	bad := snapshotOf(t, x)
 	count := []byte{n & 0xff, n >> 8, 0, 0}
 	found := 0
 	for i := 0; i+4 <= len(bad); i++ {
@@ -545,4 +512,24 @@ func TestIVFSnapshotHugeCountIsBounded(t *testing.T) {
 	if got := after.TotalAlloc - before.TotalAlloc; got > 256<<20 {
 		t.Fatalf("reading the damaged snapshot allocated %d MB", got>>20)
 	}
+}
+
+// snapshotOf is x's snapshot.
+func snapshotOf(tb testing.TB, x *IVF) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// reloaded is x after a snapshot round trip.
+func reloaded(tb testing.TB, x *IVF) *IVF {
+	tb.Helper()
+	y, err := ReadIVF(bytes.NewReader(snapshotOf(tb, x)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return y
 }
