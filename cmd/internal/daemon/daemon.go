@@ -223,21 +223,29 @@ func (d *Daemon) startNATS() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p := d.cfg.Prefix()
-	for _, sc := range []jetstream.StreamConfig{
-		{Name: StreamRLDS, Subjects: []string{p + ".rlds.>"}},
-		{Name: StreamCMS, Subjects: []string{p + ".cms.>"}},
-		{Name: StreamDLQ, Subjects: []string{p + ".dlq.>"}},
-	} {
-		sc.Storage = jetstream.FileStorage
-		sc.Duplicates = d.cfg.NATS.DedupeWindow
-		sc.MaxBytes = d.cfg.NATS.MaxStreamBytes
-		sc.MaxMsgSize = d.cfg.NATS.MaxPayload
+	for _, sc := range streamConfigs(d.cfg) {
 		if _, err := d.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("stream %s: %w", sc.Name, err)
 		}
 	}
 	return nil
+}
+
+// streamConfigs are the daemon's JetStream streams under cfg.
+func streamConfigs(cfg Config) []jetstream.StreamConfig {
+	p := cfg.Prefix()
+	out := []jetstream.StreamConfig{
+		{Name: StreamRLDS, Subjects: []string{p + ".rlds.>"}},
+		{Name: StreamCMS, Subjects: []string{p + ".cms.>"}},
+		{Name: StreamDLQ, Subjects: []string{p + ".dlq.>"}},
+	}
+	for i := range out {
+		out[i].Storage = jetstream.FileStorage
+		out[i].Duplicates = cfg.NATS.DedupeWindow
+		out[i].MaxBytes = cfg.NATS.MaxStreamBytes
+		out[i].MaxMsgSize = cfg.NATS.MaxPayload
+	}
+	return out
 }
 
 func (d *Daemon) startConsumers(ctx context.Context) error {
