@@ -207,7 +207,7 @@ func TestRunMicro(t *testing.T) {
 	for _, k := range []string{"ingest.steps_per_s", "ingest.visibility_p99_ms", "planner.in_process.p99_us",
 		"planner.in_process.hops2.p99_us", "exact.planner.in_process.p99_us", "planner.nats.p99_us", "planner.nats_msgpack.hops2.p99_us",
 		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge",
-		"ingest.gc_cycles", "ingest.gc_cpu_s"} {
+		"ingest.gc_cycles", "ingest.gc_cpu_s", "ingest.visibility_gc_cycles", "ingest.visibility_seconds"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("figure %s missing", k)
 		}
@@ -216,6 +216,9 @@ func TestRunMicro(t *testing.T) {
 	// heap the earlier tests left: only the figures' sense is checked.)
 	if f["ingest.gc_cycles"] < 0 || f["ingest.gc_cpu_s"] < 0 || f["ingest.cpu_s"] <= 0 {
 		t.Errorf("ingest: %v GC cycles using %v s of %v s of CPU", f["ingest.gc_cycles"], f["ingest.gc_cpu_s"], f["ingest.cpu_s"])
+	}
+	if f["ingest.visibility_gc_cycles"] < 0 || f["ingest.visibility_gc_cycles"] > f["ingest.gc_cycles"] || f["ingest.visibility_seconds"] <= 0 {
+		t.Errorf("paced phase: %v GC cycles (the ingest's %v) in %v s", f["ingest.visibility_gc_cycles"], f["ingest.gc_cycles"], f["ingest.visibility_seconds"])
 	}
 	// The NATS floor echoes replies of the answers' mean size: a
 	// msgpack answer is smaller than its JSON, and not empty.
@@ -241,6 +244,17 @@ func TestRunMicro(t *testing.T) {
 	}
 	if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
 		t.Errorf("JSON report: %v", err)
+	}
+}
+
+// A paced phase of no steps, or of all of them, is refused before
+// anything starts.
+func TestRunRefusesABadVisibilityShare(t *testing.T) {
+	for _, share := range []float64{-0.1, 1, 1.5} {
+		_, err := Run(context.Background(), RunOptions{Preset: "micro", VisibilityShare: share, Dir: t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), "share") {
+			t.Errorf("share %v: %v, want an error naming the share", share, err)
+		}
 	}
 }
 
