@@ -435,13 +435,18 @@ func (w *episodeWriter) event(ev Event) error {
 }
 
 // eventVector checks an event's own embedding against the embedder's
-// dimensions and returns a normalised copy (nil when the event has none).
+// dimensions and returns it at unit length (nil when the event has
+// none): itself when it already is (Message.NormalizeEmbeddings), as
+// embeddings are never changed in place, else a normalised copy.
 func (w *episodeWriter) eventVector(v []float32) ([]float32, error) {
 	if len(v) == 0 {
 		return nil, nil
 	}
 	if w.a.Embedder != nil && len(v) != w.a.Embedder.Dimensions() {
 		return nil, fmt.Errorf("%w: event embedding has %d dimensions, want %d", ErrInvalid, len(v), w.a.Embedder.Dimensions())
+	}
+	if wave.IsUnit(v) {
+		return v, nil
 	}
 	c := slices.Clone(v)
 	if !wave.Normalize(c) {

@@ -154,6 +154,9 @@ func report(b *testing.B, msgs int, cpu0 float64) {
 func BenchmarkApplyFleet(b *testing.B) {
 	const batch, batches = 1024, 16
 	msgs := mediumFleet(batch * batches)
+	for _, m := range msgs {
+		m.NormalizeEmbeddings() // as the daemon's decoders hand them over
+	}
 	ctx := context.Background()
 	open := func(b *testing.B) *particle.Store {
 		o := particle.DefaultOptions(b.TempDir())

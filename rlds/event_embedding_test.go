@@ -38,28 +38,7 @@ func TestEventEmbeddingIsTheEdgeVector(t *testing.T) {
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}
-	s, err := particle.Open(particle.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ap := &rlds.Applier{Embedder: embed.NewHashing(dims)}
-	ctx := context.Background()
-	if _, err := s.Update(ctx, func(b *particle.Batch) error { return ap.Apply(ctx, b, m.MsgID(), m) }); err != nil {
-		t.Fatal(err)
-	}
-	var edge *particle.Edge
-	s.Read(func(r particle.Reader) {
-		r.Edges(func(e *particle.Edge) bool {
-			if e.Predicate() == "located_in" {
-				edge = e
-			}
-			return true
-		})
-	})
-	if edge == nil {
-		t.Fatal("no located_in edge")
-	}
+	s, edge := applyEventStep(t, m, dims)
 	want := []float32{0.6, 0, 0, 0.8, 0, 0, 0, 0}
 	if len(edge.Embedding) != dims {
 		t.Fatalf("edge embedding has %d dims, want %d", len(edge.Embedding), dims)
@@ -93,6 +72,56 @@ func TestEventEmbeddingIsTheEdgeVector(t *testing.T) {
 			return true
 		})
 	})
+}
+
+// A step whose embeddings were normalised when it was decoded (as the
+// daemon's decoders do) gives each vector to its edge without a copy.
+func TestNormalisedEventEmbeddingIsNotCopied(t *testing.T) {
+	m := eventStep([]float32{3, 0, 0, 4, 0, 0, 0, 0})
+	m.NormalizeEmbeddings()
+	v := m.Step.Annotations.Events[0].Embedding
+	if !wave.IsUnit(v) || math.Abs(float64(v[0])-0.6) > 1e-6 || math.Abs(float64(v[3])-0.8) > 1e-6 {
+		t.Fatalf("normalised embedding = %v, want 0.6 and 0.8", v)
+	}
+	_, edge := applyEventStep(t, m, len(v))
+	if &edge.Embedding[0] != &v[0] {
+		t.Error("the edge holds a copy of a vector already at unit length")
+	}
+	// A vector that cannot be scaled is left for Validate to refuse.
+	z := eventStep(make([]float32, 8))
+	z.NormalizeEmbeddings()
+	if err := z.Validate(); !errors.Is(err, rlds.ErrInvalid) {
+		t.Errorf("zero vector after NormalizeEmbeddings: Validate = %v, want ErrInvalid", err)
+	}
+}
+
+// applyEventStep applies m to a new in-memory store and returns the
+// store and the edge of m's located_in event.
+func applyEventStep(t *testing.T, m *rlds.Message, dims int) (*particle.Store, *particle.Edge) {
+	t.Helper()
+	s, err := particle.Open(particle.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ap := &rlds.Applier{Embedder: embed.NewHashing(dims)}
+	ctx := context.Background()
+	if _, err := s.Update(ctx, func(b *particle.Batch) error { return ap.Apply(ctx, b, m.MsgID(), m) }); err != nil {
+		t.Fatal(err)
+	}
+	var edge *particle.Edge
+	s.Read(func(r particle.Reader) {
+		r.Edges(func(e *particle.Edge) bool {
+			if e.Predicate() == "located_in" {
+				edge = e
+			}
+			return true
+		})
+	})
+	if edge == nil {
+		t.Fatal("no located_in edge")
+	}
+	return s, edge
 }
 
 func TestEventEmbeddingRejected(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/ctxgraph/ctxgraph/wave"
 	"math"
 	"strconv"
 	"strings"
@@ -447,6 +448,21 @@ func (s *Step) Validate() error {
 		}
 	}
 	return nil
+}
+
+// NormalizeEmbeddings scales each event embedding of a step to unit
+// length, in place. The graph keeps an embedding's direction only; a
+// consumer that owns the decoded message (the daemon's decoders, which
+// run in parallel ahead of the serial commit) normalises there, and
+// applying then stores each vector without a copy. A vector that cannot
+// be scaled (all zeros) is left for Validate and Apply to refuse.
+func (m *Message) NormalizeEmbeddings() {
+	if m.Step == nil || m.Step.Annotations == nil {
+		return
+	}
+	for i := range m.Step.Annotations.Events {
+		wave.Normalize(m.Step.Annotations.Events[i].Embedding)
+	}
 }
 
 // checkEmbedding rejects a vector with a NaN or infinite element, or

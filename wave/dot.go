@@ -66,6 +66,16 @@ func Normalize(v []float32) bool {
 	return true
 }
 
+// unitTolerance is how far from 1 a squared norm may be for a vector to
+// count as unit length: float32 rounding of a normalised vector, with
+// room to spare.
+const unitTolerance = 1e-4
+
+// IsUnit reports whether v has unit length, within float32 rounding.
+func IsUnit(v []float32) bool {
+	return math.Abs(float64(dot(v, v))-1) < unitTolerance
+}
+
 // finite reports whether every component of v is finite.
 func finite(v []float32) bool {
 	for _, x := range v {

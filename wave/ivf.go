@@ -217,7 +217,7 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 // unit returns v if it is unit length (or zero), else a normalised copy.
 func unit(v []float32) []float32 {
 	ss := dot(v, v) // the SIMD kernel: a reopen asks this of every vector
-	if ss == 0 || math.Abs(float64(ss)-1) < 1e-4 {
+	if ss == 0 || math.Abs(float64(ss)-1) < unitTolerance {
 		return v
 	}
 	c := append([]float32(nil), v...)

@@ -338,6 +338,7 @@ func (d *Daemon) rldsDecoder() decoder {
 		if err != nil {
 			return nil, err
 		}
+		msg.NormalizeEmbeddings() // here, in parallel: the commit then takes them as they are
 		if want := msg.Subject(d.cfg.Prefix()); m.Subject() != want {
 			return nil, permanent(fmt.Errorf("subject %s does not match the message (want %s)", m.Subject(), want))
 		}
