@@ -79,15 +79,18 @@ func (l *ivfList) push(e ivfEntry, dim int) int {
 	if n == len(d.ids) {
 		d = l.grow(d, max(8, 2*n), dim, false)
 	}
-	d.ids[n] = e.id
-	d.metas[n] = e.meta
-	d.lows[n], d.steps[n] = e.lo, e.step
-	cb := nibbleBytes(dim)
-	copy(d.codes[n*cb:(n+1)*cb], e.code)
-	d.vecs[n].Store(e.vec)
-	d.widenAt(n)
+	d.set(n, e, nibbleBytes(dim))
 	d.n.Store(int32(n + 1))
 	return n
+}
+
+// set writes e (whose code is cb bytes) at position i, not yet
+// published, and widens its block's summary.
+func (d *listData) set(i int, e ivfEntry, cb int) {
+	d.ids[i], d.metas[i], d.lows[i], d.steps[i] = e.id, e.meta, e.lo, e.step
+	copy(d.codes[i*cb:(i+1)*cb], e.code)
+	d.vecs[i].Store(e.vec)
+	d.widenAt(i)
 }
 
 // grow copies d's entries into a new listData of the given capacity
@@ -102,14 +105,10 @@ func (l *ivfList) grow(d *listData, capacity, dim int, compact bool) *listData {
 		if compact && d.isDead(i) {
 			continue
 		}
-		e := d.entry(i, dim)
-		nd.ids[j], nd.metas[j], nd.lows[j], nd.steps[j] = e.id, e.meta, e.lo, e.step
-		copy(nd.codes[j*cb:(j+1)*cb], e.code)
-		nd.vecs[j].Store(e.vec)
 		if d.isDead(i) {
 			nd.dead[j] = 1
 		}
-		nd.widenAt(j)
+		nd.set(j, d.entry(i, dim), cb)
 		j++
 	}
 	nd.n.Store(int32(j))

@@ -365,8 +365,8 @@ func readInt8Codes(d *decoder, ld *listData, c, dim int, scales []float32) {
 		d.err = corrupt("non-finite scale")
 		return
 	}
-	cb := nibbleBytes(dim)
 	v := make([]float32, dim)
+	var sc coder
 	d.each(c, dim, func(b []byte, _ int) {
 		for j := 0; j < len(b); j += dim {
 			scale := scales[len(ld.lows)]
@@ -374,12 +374,8 @@ func readInt8Codes(d *decoder, ld *listData, c, dim int, scales []float32) {
 				v[i] = scale * float32(int8(x))
 			}
 			Normalize(v)
-			for i, c := range ld.centre {
-				v[i] -= c
-			}
-			n := len(ld.codes)
-			ld.codes = append(ld.codes, make([]byte, cb)...)
-			lo, step := quantize4(v, ld.codes[n:])
+			code, lo, step := sc.residual(v, ld.centre)
+			ld.codes = append(ld.codes, code...)
 			ld.lows = append(ld.lows, lo)
 			ld.steps = append(ld.steps, step)
 		}
