@@ -227,6 +227,12 @@ func TestRunMicro(t *testing.T) {
 		t.Errorf("NATS floor: reply bytes %v (msgpack) and %v (JSON), %v calls, p50 %v µs", m, j,
 			f["planner.nats_msgpack.floor.calls"], f["planner.nats_msgpack.floor.p50_us"])
 	}
+	for _, mode := range []string{"in_process", "nats", "nats_msgpack"} {
+		k := "planner." + mode + ".gc_cycles"
+		if n, ok := f[k]; !ok || n < 0 || n > f["planner.gc_cycles"] {
+			t.Errorf("%s = %v (present %v), the planner phase's %v", k, n, ok, f["planner.gc_cycles"])
+		}
+	}
 	p := micro(t)
 	if f["graph.steps"] != float64(p.Steps()) || f["ingest.dead_lettered"] != 0 {
 		t.Errorf("graph holds %v steps (want %d), %v dead-lettered", f["graph.steps"], p.Steps(), f["ingest.dead_lettered"])

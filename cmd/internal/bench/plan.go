@@ -90,6 +90,9 @@ type result struct {
 	truncated    int
 	timeouts     int
 	qps          float64
+	// gcCycles counts the garbage collections of this process during
+	// the timed calls (the warm-up excluded).
+	gcCycles uint64
 }
 
 func newResult() *result {
@@ -160,6 +163,7 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 	parts := make([][]call, threads)
 	errs := make([]error, threads)
 	var wg sync.WaitGroup
+	gc0 := readGC()
 	start := time.Now()
 	for t := range threads {
 		wg.Add(1)
@@ -185,6 +189,7 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 	wg.Wait()
 	wall := time.Since(start)
 	res := newResult()
+	res.gcCycles = readGC().cycles - gc0.cycles
 	for t := range threads {
 		if errs[t] != nil {
 			return nil, errs[t]
@@ -216,6 +221,11 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	if res.timeouts > 0 {
 		r.fig[prefix+"timeouts"] = float64(res.timeouts)
 	}
+	if r.d != nil {
+		// The daemon shares this process: its collections are these. A
+		// collection's mark phase slows every call that overlaps it.
+		r.fig[prefix+"gc_cycles"] = float64(res.gcCycles)
+	}
 	if !stages {
 		return
 	}
@@ -229,6 +239,15 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
 	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
 	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
+}
+
+// gcNote names the collections during a measurement in a progress line
+// (when the daemon shares this process, so that they are its own).
+func (r *runner) gcNote(res *result) string {
+	if r.d == nil {
+		return ""
+	}
+	return fmt.Sprintf("  %d garbage collection(s)", res.gcCycles)
 }
 
 // selective reports whether query i admits under 1% of the events.
@@ -318,9 +337,9 @@ func (r *runner) inProcess(ctx context.Context) error {
 				}
 				prefix := pl.name + key("in_process", hops, threads)
 				r.putResult(prefix, res, threads == 1)
-				r.say("planner in-process %-6s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps",
+				r.say("planner in-process %-6s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps%s",
 					map[string]string{"": "index", "exact.": "exact"}[pl.name], hops, threads,
-					res.lat.pct(50), res.lat.pct(99), res.qps)
+					res.lat.pct(50), res.lat.pct(99), res.qps, r.gcNote(res))
 			}
 		}
 	}
@@ -514,8 +533,8 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 			if in, ok := r.fig[key("in_process", hops, threads)+"p99_us"]; ok {
 				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
 			}
-			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts",
-				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts)
+			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts%s",
+				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, r.gcNote(res))
 		}
 		if n := replies.Load(); n > 0 {
 			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
