@@ -29,6 +29,15 @@ type Answer struct {
 	Truncated bool `json:"truncated"`
 }
 
+// Reset empties a for reuse by [Planner.PlanInto]: its lists keep their
+// capacity, and nothing in them refers to the graph any longer.
+func (a *Answer) Reset() {
+	clear(a.Nodes[:cap(a.Nodes)])
+	clear(a.Edges[:cap(a.Edges)])
+	clear(a.Hypotheses[:cap(a.Hypotheses)])
+	*a = Answer{Nodes: a.Nodes[:0], Edges: a.Edges[:0], Hypotheses: a.Hypotheses[:0]}
+}
+
 // NodeOut is a node of an answer with why it is there.
 type NodeOut struct {
 	ID       string   `json:"id"`

@@ -148,11 +148,18 @@ type stages struct {
 }
 
 // plan asks p for the context of vector q (k 10, budget 256) and adds
-// the answer's timings.
-func (s *stages) plan(b *testing.B, p *planner.Planner, q []float32, hops int) {
+// the answer's timings. With reuse set the answer is planned over reuse
+// (emptied first), as the daemon's responders do.
+func (s *stages) plan(b *testing.B, p *planner.Planner, q []float32, hops int, reuse *planner.Answer) {
 	req := &planner.Request{Vector: q, K: 10, Hops: hops, Budget: 256, Roles: []string{"planner"}}
 	t := time.Now()
-	ans, err := p.Plan(context.Background(), req)
+	ans, err := reuse, error(nil)
+	if reuse != nil {
+		reuse.Reset()
+		err = p.PlanInto(context.Background(), req, reuse)
+	} else {
+		ans, err = p.Plan(context.Background(), req)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -186,7 +193,8 @@ func (s *stages) report(b *testing.B) {
 
 // BenchmarkPlanFleet is the whole planner call (prefilter, expansion,
 // re-rank, stitch) with k 10 and a budget of 256, over the exact index
-// and HNSW, at 1 and 2 hops.
+// and HNSW, at 1 and 2 hops; over HNSW also into one reused answer
+// (Planner.PlanInto, as the daemon's responders call it: compare B/op).
 func BenchmarkPlanFleet(b *testing.B) {
 	g := fleetBench(b)
 	for _, ix := range []struct {
@@ -200,15 +208,24 @@ func BenchmarkPlanFleet(b *testing.B) {
 		g.index(b, idx)
 		p := planner.New(g.store, idx, g.emb, nil, planner.Options{})
 		for _, hops := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/hops=%d", ix.name, hops), func(b *testing.B) {
-				var st stages
-				i := 0
-				for b.Loop() {
-					st.plan(b, p, g.queries[i%len(g.queries)], hops)
-					i++
+			for _, reuse := range []*planner.Answer{nil, new(planner.Answer)} {
+				name := fmt.Sprintf("%s/hops=%d", ix.name, hops)
+				if reuse != nil {
+					if ix.name == "flat" {
+						continue
+					}
+					name += "/reused"
 				}
-				st.report(b)
-			})
+				b.Run(name, func(b *testing.B) {
+					var st stages
+					i := 0
+					for b.Loop() {
+						st.plan(b, p, g.queries[i%len(g.queries)], hops, reuse)
+						i++
+					}
+					st.report(b)
+				})
+			}
 		}
 	}
 }
@@ -243,7 +260,7 @@ func BenchmarkExpandFleet(b *testing.B) {
 			for b.Loop() {
 				q := i % len(g.queries)
 				fx.next = hits[q]
-				st.plan(b, p, g.queries[q], hops)
+				st.plan(b, p, g.queries[q], hops, nil)
 				i++
 			}
 			st.report(b)

@@ -634,10 +634,14 @@ func (run *run) topNodes(n int) []runNode {
 
 // stitch orders the kept nodes and edges by score and fills the answer,
 // every edge with its provenance and confidence.
-func (run *run) stitch() *Answer {
+func (run *run) stitch(ans *Answer) {
 	r, st := run.r, run.state()
-	ans := &Answer{Nodes: make([]NodeOut, 0, len(st.nodes)), Edges: make([]EdgeOut, 0, len(st.edges)), Unknowns: run.unknowns,
-		Hypotheses: []string{}, Contradictions: []Contradiction{}, Truncated: run.truncated}
+	hyps := ans.Hypotheses[:0]
+	if hyps == nil {
+		hyps = []string{}
+	}
+	*ans = Answer{Nodes: slices.Grow(ans.Nodes[:0], len(st.nodes)), Edges: slices.Grow(ans.Edges[:0], len(st.edges)), Unknowns: run.unknowns,
+		Hypotheses: hyps, Contradictions: []Contradiction{}, Truncated: run.truncated}
 	if ans.Unknowns == nil {
 		ans.Unknowns = []Unknown{}
 	}
@@ -695,7 +699,6 @@ func (run *run) stitch() *Answer {
 		})
 	}
 	ans.Contradictions = contradictions(ans.Edges)
-	return ans
 }
 
 // contradictions pairs edges of the answer marked contradicted that share

@@ -1,0 +1,67 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// An answer planned over a reused one, whatever that one held before, is
+// the answer Plan gives; and Reset leaves nothing of the graph in it.
+func TestPlanIntoAReusedAnswerIsPlansAnswer(t *testing.T) {
+	f := newFixture(t, false)
+	recordsGraph(t, f, 7)
+	if err := f.vec.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []Request{
+		{Query: "thing 3", K: 10, Hops: 2, Budget: 256},
+		{Query: "thing 5", K: 2, Hops: 1, Budget: 8},
+		{Query: "thing 1 fact", K: 5, Hops: 1, Budget: 64, Roles: []string{"visitor"}},
+		{Query: "thing 8", K: 1, Hops: 1, Budget: 2},
+	}
+	reused := new(Answer)
+	for round := range 2 {
+		for i, req := range reqs {
+			want := f.plan(reqs[i])
+			if err := f.p.PlanInto(context.Background(), &req, reused); err != nil {
+				t.Fatal(err)
+			}
+			if len(want.Edges) == 0 || len(want.Nodes) == 0 {
+				t.Fatalf("request %d: an answer of %d nodes and %d edges tests nothing", i, len(want.Nodes), len(want.Edges))
+			}
+			want.Timings, reused.Timings = Timings{}, Timings{}
+			if d := answerDiff(want, reused); d != "" {
+				t.Errorf("round %d, request %d: planned into a reused answer, %s", round, i, d)
+			}
+			if round == 1 {
+				reused.Reset()
+				for _, n := range reused.Nodes[:cap(reused.Nodes)] {
+					if !reflect.ValueOf(n).IsZero() {
+						t.Fatalf("after Reset a node remains: %+v", n)
+					}
+				}
+				for _, e := range reused.Edges[:cap(reused.Edges)] {
+					if !reflect.ValueOf(e).IsZero() {
+						t.Fatalf("after Reset an edge remains: %+v", e)
+					}
+				}
+				if reused.ContextState != nil || len(reused.Nodes) != 0 || len(reused.Edges) != 0 {
+					t.Fatalf("after Reset: %+v", reused)
+				}
+			}
+		}
+	}
+}
+
+// answerDiff names the first field in which got differs from want.
+func answerDiff(want, got *Answer) string {
+	w, g := reflect.ValueOf(want).Elem(), reflect.ValueOf(got).Elem()
+	for i := range w.NumField() {
+		if !reflect.DeepEqual(w.Field(i).Interface(), g.Field(i).Interface()) {
+			return fmt.Sprintf("%s differs:\n%.600v\nwant\n%.600v", w.Type().Field(i).Name, g.Field(i).Interface(), w.Field(i).Interface())
+		}
+	}
+	return ""
+}
