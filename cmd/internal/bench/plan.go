@@ -320,10 +320,14 @@ func (r *runner) inProcess(ctx context.Context) error {
 					continue
 				}
 				res, err := measure(ctx, threads, pl.n, len(reqs), r.selective, func() (func(int, *call) error, func(), error) {
+					// Each client thread plans over one answer of its own,
+					// as the daemon's responders do (planner.PlanInto).
+					ans := new(planner.Answer)
 					return func(i int, c *call) error {
 						req := reqs[i]
 						t := time.Now()
-						ans, err := pl.p.Plan(ctx, &req)
+						ans.Reset()
+						err := pl.p.PlanInto(ctx, &req, ans)
 						c.lat = time.Since(t)
 						if err != nil {
 							return fmt.Errorf("query %d: %w", i, err)
