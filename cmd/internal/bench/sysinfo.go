@@ -114,7 +114,6 @@ func allocated(fi fs.FileInfo) int64 {
 	return fi.Size()
 }
 
-// cpuTime is the CPU time this process has used (user and system).
 // gcStats are the process's garbage collections so far: cycles, and
 // the CPU the collector used (runtime/metrics estimates).
 type gcStats struct {
@@ -135,6 +134,7 @@ func readGC() gcStats {
 	return g
 }
 
+// cpuTime is the CPU time this process has used (user and system).
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {

@@ -160,15 +160,15 @@ var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
 // otherwise have to catch up with.
 var answers = sync.Pool{New: func() any { return new(planner.Answer) }}
 
-// pooledAnswer returns an empty answer and the func that hands it back.
-func pooledAnswer() (*planner.Answer, func()) {
-	ans := answers.Get().(*planner.Answer)
-	return ans, func() { ans.Reset(); answers.Put(ans) }
+// putAnswer empties ans and hands it back to answers.
+func putAnswer(ans *planner.Answer) {
+	ans.Reset()
+	answers.Put(ans)
 }
 
 func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
-	ans, release := pooledAnswer()
-	defer release()
+	ans := answers.Get().(*planner.Answer)
+	defer putAnswer(ans)
 	format, err := d.planAnswer(ctx, natsCallerOf(ctx), m.Data, ans)
 	if err != nil {
 		d.respond(m, nil, err)
@@ -189,8 +189,8 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 // It returns the rendered answer and its media type (the request's
 // format: JSON unless it asks for triples, cypher, turtle or text).
 func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, string, error) {
-	ans, release := pooledAnswer()
-	defer release()
+	ans := answers.Get().(*planner.Answer)
+	defer putAnswer(ans)
 	format, err := d.planAnswer(ctx, c, data, ans)
 	if err != nil {
 		return nil, "", err
