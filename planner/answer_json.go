@@ -38,6 +38,7 @@ func (a *Answer) AppendJSON(b []byte) ([]byte, error) {
 	if b == nil {
 		b = make([]byte, 0, a.sizeHint())
 	}
+	warmAnswer(a)
 	w := jsonWriter{b: b}
 	w.raw(`{"nodes":`)
 	w.list(len(a.Nodes), a.Nodes == nil, func(i int) { w.node(&a.Nodes[i]) })

@@ -202,19 +202,20 @@ func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
 	for range 100 {
 		a.Nodes = append(a.Nodes, NodeOut{ID: id, Type: "entity", Name: id})
 	}
-	a.Nodes = append(a.Nodes, NodeOut{ID: strings.Clone(id)})
-	if table := msgpackTable(t, a); len(table) > 4 {
-		t.Errorf("a table of %d strings for 3 distinct ones: %v", len(table), table)
+	a.Nodes = append(a.Nodes, NodeOut{ID: strings.Clone(id)}) // equal bytes at another place
+	if table := msgpackTable(t, a); len(table) != 3 {
+		t.Errorf("a table of %d strings for \"\" and 2 distinct ones: %v", len(table), table)
 	}
 	if got := roundTripMsgpack(t, a); !reflect.DeepEqual(jsonValue(t, got), jsonValue(t, a)) {
 		t.Error("the answer changed on the way")
 	}
 }
 
-// The table's dedup depends on which strings share bytes, not on where
-// they are: two strings whose addresses start their probe at the same
-// slot are each sent once however they alternate, and past the
-// remembered limit a new string is sent per use.
+// The table's dedup depends on which strings share bytes and on what
+// short ones say, not on where they are: two strings whose addresses
+// start their probe at the same slot are each sent once however they
+// alternate, and past the remembered limits a new string is sent per
+// use.
 func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
 	// Two 8-byte strings of one backing array whose slots collide.
 	backing := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 4096)
@@ -228,18 +229,52 @@ func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
 	if got := msgpackTable(t, a); len(got) != 3 {
 		t.Errorf("two colliding strings, each held twice: a table of %d (%v), want 3", len(got), got)
 	}
-	for _, distinct := range []int{1500, 3000} {
-		a := &Answer{}
-		for i := range distinct {
-			id := strconv.Itoa(i) + strings.Repeat("x", 30)
-			a.Hypotheses = append(a.Hypotheses, id, id)
+	// "" and each string once, up to limit remembered; the rest twice.
+	sentOnce := func(distinct, limit int) int { return 1 + min(distinct, limit) + 2*max(0, distinct-limit) }
+	for _, c := range []struct {
+		name  string
+		pad   int  // the strings' length past their number
+		clone bool // the second use is a copy at another place
+		limit int  // how many strings the table remembers
+	}{
+		{"a long string at one place", maxContentKey, false, seenSlots / 2},
+		{"a short string at one place", 30, false, seenSlots / 2},
+		{"a short string at two places", 30, true, contentSlots / 2},
+		{"a long string at two places", maxContentKey, true, 0},
+	} {
+		for _, distinct := range []int{1500, 3000} {
+			a := &Answer{}
+			for i := range distinct {
+				id := strconv.Itoa(i) + strings.Repeat("x", c.pad)
+				second := id
+				if c.clone {
+					second = strings.Clone(id)
+				}
+				a.Hypotheses = append(a.Hypotheses, id, second)
+			}
+			if got, want := len(msgpackTable(t, a)), sentOnce(distinct, c.limit); got != want {
+				t.Errorf("%s, %d of them used twice: a table of %d, want %d", c.name, distinct, got, want)
+			}
+			if got := roundTripMsgpack(t, a); !reflect.DeepEqual(got.Hypotheses, a.Hypotheses) {
+				t.Errorf("%s, %d of them: the hypotheses changed on the way", c.name, distinct)
+			}
 		}
-		// "" and each string once, up to seenSlots/2 remembered; the
-		// rest twice.
-		want := 1 + min(distinct, seenSlots/2) + 2*max(0, distinct-seenSlots/2)
-		if got := len(msgpackTable(t, a)); got != want {
-			t.Errorf("%d strings held twice: a table of %d, want %d", distinct, got, want)
+	}
+}
+
+// shortHash tells apart the strings an answer repeats; a collision
+// would only cost a comparison, but a hash that ignored a part of its
+// string would collide on every id of a fleet.
+func TestShortHashReadsBothEndsAndTheLength(t *testing.T) {
+	seen := map[uint64]string{}
+	for _, s := range []string{"", "a", "b", "ab", "ba", "abcdefg", "abcdefgh", "abcdefgi", "bbcdefgh",
+		"robot-0001", "robot-0002", "robot-1001", "ep-2026-01-01-robot-0001-0001", "ep-2026-01-01-robot-0001-0002",
+		"ep-2026-01-01-robot-0002-0001", "ep-2026-01-01-robot-0001-00001"} {
+		h := shortHash(s)
+		if other, ok := seen[h]; ok {
+			t.Errorf("%q and %q hash alike", s, other)
 		}
+		seen[h] = s
 	}
 }
 

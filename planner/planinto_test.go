@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
+
+	"github.com/ctxgraph/ctxgraph/particle"
 )
 
 // An answer planned over a reused one, whatever that one held before, is
@@ -64,4 +67,56 @@ func answerDiff(want, got *Answer) string {
 		}
 	}
 	return ""
+}
+
+// An edge's ends in an answer are its nodes' ids themselves when the
+// answer has those nodes (the same bytes), so the msgpack table sends
+// each id once without reading it.
+func TestAnswerEdgeEndsShareTheirNodesIDs(t *testing.T) {
+	f := newFixture(t, false)
+	// Each edge names its ends in copies of the ids, as an edge read
+	// back from the store does.
+	_, err := f.store.Update(context.Background(), func(b *particle.Batch) error {
+		for i := range 6 {
+			n := &particle.Node{ID: fmt.Sprintf("node-%d", i), Namespace: testNS, Type: particle.NodeEntity, Name: fmt.Sprintf("thing %d", i)}
+			n.Embedding = f.embed(n.Name)
+			if err := b.PutNode(n); err != nil {
+				return err
+			}
+		}
+		for i := range 12 {
+			e := &particle.Edge{Namespace: testNS, Source: fmt.Sprintf("node-%d", i%6), Target: fmt.Sprintf("node-%d", (i*5+1)%6),
+				Type: particle.EdgeAssertion, Assertion: &particle.Assertion{Predicate: fmt.Sprintf("p%d", i)}, Confidence: 0.9}
+			e.Embedding = f.embed(fmt.Sprintf("thing %d fact", i%6))
+			if err := b.PutEdge(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.vec.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ans := f.plan(Request{Query: "thing 3", K: 10, Hops: 2, Budget: 256})
+	ids := map[string]*byte{}
+	for _, n := range ans.Nodes {
+		ids[n.ID] = unsafe.StringData(n.ID)
+	}
+	var ends int
+	for _, e := range ans.Edges {
+		for _, end := range []string{e.Source, e.Target} {
+			if p, ok := ids[end]; ok {
+				ends++
+				if unsafe.StringData(end) != p {
+					t.Errorf("edge %s: its end %s is a copy of its node's id", e.ID, end)
+				}
+			}
+		}
+	}
+	if ends == 0 {
+		t.Fatalf("no edge of %d has an end among %d nodes: nothing tested", len(ans.Edges), len(ans.Nodes))
+	}
 }

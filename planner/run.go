@@ -658,21 +658,30 @@ func (run *run) stitch(ans *Answer) {
 	})
 	st.edgeOrder = order
 	guard := run.policy() // provenance and episode lists name only episodes the caller may see
-	name := func(n *particle.Node, id string) string {
+	// end is an edge's end: its node (the run's, else the graph's) and
+	// the id as that node's own string, so that the msgpack writer,
+	// which dedups by where bytes are, sends it once for the node and
+	// every edge that touches it.
+	end := func(n *particle.Node, id string) (string, string) {
 		if n == nil {
 			n = r.Node(id)
 		}
-		if n != nil {
-			return n.Name
+		if n == nil {
+			return id, ""
 		}
-		return ""
+		if n.ID == id {
+			id = n.ID
+		}
+		return id, n.Name
 	}
 	for _, i := range order {
 		re := &st.edges[i]
 		e := re.e
 		hyp := e.Status == particle.StatusHypothesis || e.Belief.Score < run.p.opts.HypothesisBelow
+		src, srcName := end(re.src, e.Source)
+		dst, dstName := end(re.dst, e.Target)
 		ans.Edges = append(ans.Edges, EdgeOut{
-			ID: e.ID, Source: e.Source, Target: e.Target, SourceName: name(re.src, e.Source), TargetName: name(re.dst, e.Target),
+			ID: e.ID, Source: src, Target: dst, SourceName: srcName, TargetName: dstName,
 			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: run.salience(e),
 			Score: re.score, Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
 			Provenance: guard.VisibleProvenance(e.Namespace, e.Provenance), Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
