@@ -658,10 +658,12 @@ func (run *run) stitch(ans *Answer) {
 	})
 	st.edgeOrder = order
 	guard := run.policy() // provenance and episode lists name only episodes the caller may see
-	// end is an edge's end: its node (the run's, else the graph's) and
-	// the id as that node's own string, so that the msgpack writer,
-	// which dedups by where bytes are, sends it once for the node and
-	// every edge that touches it.
+	// end is an edge's end, id, as its node's own id string (the run's
+	// node, else the graph's) and the node's name. The msgpack writer
+	// dedups by where bytes are, so it then sends the id once for the
+	// node and every edge that touches it. A run's node is the end's by
+	// construction (expand keeps the node it walked from or looked up),
+	// so the ids are not compared, which would read both from memory.
 	end := func(n *particle.Node, id string) (string, string) {
 		if n == nil {
 			n = r.Node(id)
@@ -669,10 +671,7 @@ func (run *run) stitch(ans *Answer) {
 		if n == nil {
 			return id, ""
 		}
-		if n.ID == id {
-			id = n.ID
-		}
-		return id, n.Name
+		return n.ID, n.Name
 	}
 	for _, i := range order {
 		re := &st.edges[i]
