@@ -77,26 +77,24 @@ type msgpackWriter struct {
 	// fields counts the answer map's keys written into body.
 	fields uint32
 	table  []string
-	// seen finds a string's index by where its bytes are: an answer's
-	// ids and names mostly share their bytes with the graph's view (an
-	// edge's end with its node's id, planner stitch), so this dedups
-	// most strings without reading them.
-	// It is an open-addressed table (linear probing) at most half
-	// full: past that, new strings are not remembered. So the output
-	// depends on which strings share bytes and on their contents,
-	// never on their addresses.
+	// content finds a short string's index by what it says
+	// (byContent): types, statuses, agents, locations, ids and episode
+	// ids repeat across an answer's edges and nodes, each holding its
+	// own copy. The encoders' warm pass (warmAnswer) has read the
+	// strings, so hashing them costs no misses. On the medium fleet's
+	// answers the table holds each of about 1,030 distinct strings once
+	// (17 KB), where a lookup by place alone held 2,970 (40 KB).
+	// seen finds a long string's index by where its bytes are (byPlace):
+	// long text rarely repeats but at the same place.
+	// Both are open-addressed tables (linear probing) at most half
+	// full: past that, new strings are not remembered and a repeat is
+	// sent again. So the output depends on the strings' contents and on
+	// which long ones share bytes, never on their addresses.
 	// A slot is current when its gen is the writer's.
-	seen  [seenSlots]seenString
-	nSeen int
-	// content finds a short string whose bytes are new by what they
-	// say (byContent): types, statuses, agents, locations and episode
-	// ids repeat across an answer's edges, each edge holding its own
-	// copy. On the medium fleet's answers this sends 1,628 strings
-	// (22 KB) where by place alone it sent 2,970 (40 KB). It is read
-	// after seen, so a string is hashed once per place, and its
-	// misses (at most half full) fall back to a new entry.
 	content  [contentSlots]contentString
 	nContent int
+	seen     [seenSlots]seenString
+	nSeen    int
 	gen      uint32
 	// The last time written and its encoding: an edge's scope,
 	// validity and provenance often hold the same instant.
@@ -106,7 +104,7 @@ type msgpackWriter struct {
 
 // seenSlots is the size of msgpackWriter.seen.
 const (
-	seenBits  = 12
+	seenBits  = 10
 	seenSlots = 1 << seenBits
 )
 
@@ -117,8 +115,7 @@ func seenSlot(p *byte) uintptr {
 }
 
 // contentSlots is the size of msgpackWriter.content; strings longer
-// than maxContentKey (ids that repeat are mostly found by place, text
-// rarely repeats) are not looked up by content.
+// than maxContentKey are looked up by place instead.
 const (
 	contentBits   = 12
 	contentSlots  = 1 << contentBits
@@ -262,36 +259,23 @@ func (w *msgpackWriter) str(s string) {
 		w.body = append(w.body, 0) // "" is index 0, a positive fixint
 		return
 	}
-	p := unsafe.StringData(s)
-	for h := seenSlot(p); ; h = (h + 1) & (seenSlots - 1) {
-		slot := &w.seen[h]
-		if slot.gen == w.gen && slot.p == p && slot.n == len(s) {
-			w.body = msgp.AppendUint32(w.body, slot.i)
-			return
-		}
-		if slot.gen != w.gen { // a free slot: s's bytes are new
-			i, ok := w.byContent(s)
-			if !ok {
-				i = uint32(len(w.table))
-				w.table = append(w.table, s)
-			}
-			if w.nSeen < seenSlots/2 {
-				*slot = seenString{p: p, n: len(s), i: i, gen: w.gen}
-				w.nSeen++
-			}
-			w.body = msgp.AppendUint32(w.body, i)
-			return
-		}
+	i, ok := uint32(0), false
+	if len(s) <= maxContentKey {
+		i, ok = w.byContent(s)
+	} else {
+		i, ok = w.byPlace(s)
 	}
+	if !ok {
+		i = uint32(len(w.table))
+		w.table = append(w.table, s)
+	}
+	w.body = msgp.AppendUint32(w.body, i)
 }
 
-// byContent finds a short string equal to s already in the table by
-// its content, or remembers s (while the table is at most half full) as
-// the one about to be added at the next index; ok reports a find.
+// byContent finds a short string equal to s already in the table, or
+// remembers s (while the table is at most half full) as the one about
+// to be added at the next index; ok reports a find.
 func (w *msgpackWriter) byContent(s string) (i uint32, ok bool) {
-	if len(s) > maxContentKey {
-		return 0, false
-	}
 	h := shortHash(s)
 	for k := h >> (64 - contentBits); ; k = (k + 1) & (contentSlots - 1) {
 		slot := &w.content[k]
@@ -303,6 +287,27 @@ func (w *msgpackWriter) byContent(s string) (i uint32, ok bool) {
 			return 0, false
 		}
 		if slot.h == h && w.table[slot.i] == s {
+			return slot.i, true
+		}
+	}
+}
+
+// byPlace finds a long string whose bytes are s's (the same place)
+// already in the table, or remembers s (while the table is at most half
+// full) as the one about to be added at the next index; ok reports a
+// find.
+func (w *msgpackWriter) byPlace(s string) (i uint32, ok bool) {
+	p := unsafe.StringData(s)
+	for h := seenSlot(p); ; h = (h + 1) & (seenSlots - 1) {
+		slot := &w.seen[h]
+		if slot.gen != w.gen {
+			if w.nSeen < seenSlots/2 {
+				*slot = seenString{p: p, n: len(s), i: uint32(len(w.table)), gen: w.gen}
+				w.nSeen++
+			}
+			return 0, false
+		}
+		if slot.p == p && slot.n == len(s) {
 			return slot.i, true
 		}
 	}

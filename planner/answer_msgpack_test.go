@@ -212,22 +212,39 @@ func TestAnswerMsgpackSendsAStringOnce(t *testing.T) {
 }
 
 // The table's dedup depends on which strings share bytes and on what
-// short ones say, not on where they are: two strings whose addresses
-// start their probe at the same slot are each sent once however they
-// alternate, and past the remembered limits a new string is sent per
-// use.
+// short ones say, not on where they are: two strings whose probes
+// start at the same slot are each sent once however they alternate,
+// and past the remembered limits a new string is sent per use.
 func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
-	// Two 8-byte strings of one backing array whose slots collide.
+	// Two long strings of one backing array whose slots collide.
 	backing := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 4096)
-	at := func(i int) string { return backing[i : i+8] }
+	at := func(i int) string { return backing[i : i+maxContentKey+1] }
 	first := seenSlot(unsafe.StringData(at(0)))
 	other := 1
 	for seenSlot(unsafe.StringData(at(other))) != first || at(other) == at(0) {
 		other++
 	}
-	a := &Answer{Hypotheses: []string{at(0), at(other), at(0), at(other)}}
-	if got := msgpackTable(t, a); len(got) != 3 {
-		t.Errorf("two colliding strings, each held twice: a table of %d (%v), want 3", len(got), got)
+	// Two short strings whose hashes start at the same slot.
+	slot := func(s string) uint64 { return shortHash(s) >> (64 - contentBits) }
+	short := "robot-0"
+	shortOther := 1
+	for slot("robot-"+strconv.Itoa(shortOther)) != slot(short) {
+		shortOther++
+	}
+	// Two short strings of one hash (shortHash reads the length and
+	// both ends only): told apart by their contents.
+	sameHash := [2]string{"robot-0001/arm/gripper-0001", "robot-0001/leg/gripper-0001"}
+	if shortHash(sameHash[0]) != shortHash(sameHash[1]) {
+		t.Fatalf("%q and %q were to hash alike", sameHash[0], sameHash[1])
+	}
+	for _, pair := range [][2]string{{at(0), at(other)}, {short, "robot-" + strconv.Itoa(shortOther)}, sameHash} {
+		a := &Answer{Hypotheses: []string{pair[0], pair[1], pair[0], strings.Clone(pair[1])}}
+		if len(pair[0]) > maxContentKey {
+			a.Hypotheses[3] = pair[1] // long strings repeat at one place
+		}
+		if got := msgpackTable(t, a); len(got) != 3 {
+			t.Errorf("two colliding strings, each held twice: a table of %d (%v), want 3", len(got), got)
+		}
 	}
 	// "" and each string once, up to limit remembered; the rest twice.
 	sentOnce := func(distinct, limit int) int { return 1 + min(distinct, limit) + 2*max(0, distinct-limit) }
@@ -238,7 +255,7 @@ func TestAnswerMsgpackTableDoesNotDependOnAddresses(t *testing.T) {
 		limit int  // how many strings the table remembers
 	}{
 		{"a long string at one place", maxContentKey, false, seenSlots / 2},
-		{"a short string at one place", 30, false, seenSlots / 2},
+		{"a short string at one place", 30, false, contentSlots / 2},
 		{"a short string at two places", 30, true, contentSlots / 2},
 		{"a long string at two places", maxContentKey, true, 0},
 	} {
