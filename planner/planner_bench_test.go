@@ -271,7 +271,8 @@ func BenchmarkExpandFleet(b *testing.B) {
 // BenchmarkAnswerJSONFleet encodes a fleet answer (2 hops, budget 256)
 // as the daemon does for NATS and HTTP (planner.Render), by reflection,
 // by Answer.AppendJSON into a reused buffer, and in the msgpack format
-// (Answer.AppendMsgpack); then decodes it as a Go client would, from
+// (Answer.AppendMsgpack), and each format over an answer per query in
+// turn (-each); then decodes it as a Go client would, from
 // JSON (encoding/json) and from msgpack (DecodeMsgpackAnswer).
 func BenchmarkAnswerJSONFleet(b *testing.B) {
 	g := fleetBench(b)
@@ -303,6 +304,36 @@ func BenchmarkAnswerJSONFleet(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "bytes")
 			b.ReportMetric(float64(len(ans.Nodes)+len(ans.Edges)), "items")
+		})
+	}
+	// The same encoders over an answer per query, in turn: as in the
+	// daemon, an answer's strings and provenance are not in cache when
+	// it is written (here they are in the last-level cache at worst;
+	// the answers of a large graph reach further).
+	many := make([]*planner.Answer, len(g.queries))
+	for i, q := range g.queries {
+		if many[i], err = p.Plan(context.Background(), &planner.Request{Vector: q, K: 10, Hops: 2, Budget: 256, Roles: []string{"planner"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		enc  func(a *planner.Answer) ([]byte, error)
+	}{
+		{"append-each", func(a *planner.Answer) ([]byte, error) { return a.AppendJSON(buf[:0]) }},
+		{"msgpack-each", func(a *planner.Answer) ([]byte, error) { return a.AppendMsgpack(buf[:0]) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var n, i int
+			for b.Loop() {
+				raw, err := c.enc(many[i%len(many)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(raw)
+				i++
+			}
+			b.ReportMetric(float64(n)/float64(i), "bytes")
 		})
 	}
 	js, err := ans.AppendJSON(nil)
