@@ -70,8 +70,8 @@ func answerDiff(want, got *Answer) string {
 }
 
 // An edge's ends in an answer are its nodes' ids themselves when the
-// answer has those nodes (the same bytes), so the msgpack table sends
-// each id once without reading it.
+// answer has those nodes (the same bytes), so the encoders read each id
+// once, at its node, not again in every edge's copy.
 func TestAnswerEdgeEndsShareTheirNodesIDs(t *testing.T) {
 	f := newFixture(t, false)
 	// Each edge names its ends in copies of the ids, as an edge read

@@ -659,11 +659,12 @@ func (run *run) stitch(ans *Answer) {
 	st.edgeOrder = order
 	guard := run.policy() // provenance and episode lists name only episodes the caller may see
 	// end is an edge's end, id, as its node's own id string (the run's
-	// node, else the graph's) and the node's name. The msgpack writer
-	// dedups by where bytes are, so it then sends the id once for the
-	// node and every edge that touches it. A run's node is the end's by
-	// construction (expand keeps the node it walked from or looked up),
-	// so the ids are not compared, which would read both from memory.
+	// node, else the graph's) and the node's name. The encoders then
+	// read the id's bytes once, at the node, instead of once more in
+	// each edge's own copy (a miss apiece in the daemon). A run's node
+	// is the end's by construction (expand keeps the node it walked from
+	// or looked up), so the ids are not compared, which would read both
+	// from memory.
 	end := func(n *particle.Node, id string) (string, string) {
 		if n == nil {
 			n = r.Node(id)

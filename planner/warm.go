@@ -1,9 +1,13 @@
 package planner
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
-// warmSink keeps the warm passes' loads.
-var warmSink byte
+// warmSink keeps the warm pass's loads (an atomic store: the responders
+// encode answers concurrently).
+var warmSink atomic.Uint32
 
 // warmAnswer reads a byte of everything an answer's encoders will read
 // outside the answer itself, in loops whose loads do not wait on one
@@ -42,7 +46,7 @@ func warmAnswer(a *Answer) {
 			}
 		}
 	}
-	warmSink = sum
+	warmSink.Store(uint32(sum))
 }
 
 // warmStr reads the first byte of s, if any.
