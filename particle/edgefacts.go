@@ -301,23 +301,28 @@ func (r Reader) EdgeSalienceBySeq(seq uint64) *EdgeSalience {
 }
 
 // OutNewestFacts calls fn with the seq and facts of each edge leaving
-// node id, newest first, until fn returns false.
-func (r Reader) OutNewestFacts(id string, fn func(seq uint64, f *EdgeFacts) bool) {
+// node id, newest first, until fn returns false. target is the seq of
+// the node the edge enters as it was when the edge was linked, 0 when
+// unknown: [Reader.NodeBySeq] finds that node there, or nothing (the
+// node was removed or renumbered since), and then [Reader.Node] of the
+// edge's Target is the one to ask.
+func (r Reader) OutNewestFacts(id string, fn func(seq uint64, f *EdgeFacts, target uint64) bool) {
 	newestFacts(r.v.out[id], fn)
 }
 
-// InNewestFacts is OutNewestFacts for the edges entering node id.
-func (r Reader) InNewestFacts(id string, fn func(seq uint64, f *EdgeFacts) bool) {
+// InNewestFacts is OutNewestFacts for the edges entering node id, with
+// the seq of the node each edge leaves.
+func (r Reader) InNewestFacts(id string, fn func(seq uint64, f *EdgeFacts, source uint64) bool) {
 	newestFacts(r.v.in[id], fn)
 }
 
-func newestFacts(list []adjEdge, fn func(uint64, *EdgeFacts) bool) {
+func newestFacts(list []adjEdge, fn func(uint64, *EdgeFacts, uint64) bool) {
 	for i := len(list) - 1; i >= 0; i-- {
 		a := &list[i]
 		if a.facts.Flags&FactLive == 0 {
 			continue
 		}
-		if !fn(a.seq, &a.facts) {
+		if !fn(a.seq, &a.facts, a.end) {
 			return
 		}
 	}

@@ -101,19 +101,23 @@ func checkFacts(t *testing.T, s *Store, when string) {
 		for id := range r.v.nodes {
 			n := 0
 			last := uint64(math.MaxUint64)
-			r.OutNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Source != id || *f != viewFacts(r, e) || seq >= last {
+			r.OutNewestFacts(id, func(seq uint64, f *EdgeFacts, target uint64) bool {
+				e := r.EdgeBySeq(seq)
+				if e == nil || e.Source != id || *f != viewFacts(r, e) || seq >= last {
 					t.Fatalf("%s: out of %s: seq %d (after %d)", when, id, seq, last)
 				}
+				checkEnd(t, r, when, e, e.Target, target)
 				last = seq
 				n++
 				return true
 			})
 			last = math.MaxUint64
-			r.InNewestFacts(id, func(seq uint64, f *EdgeFacts) bool {
-				if e := r.EdgeBySeq(seq); e == nil || e.Target != id || *f != viewFacts(r, e) || seq >= last {
+			r.InNewestFacts(id, func(seq uint64, f *EdgeFacts, source uint64) bool {
+				e := r.EdgeBySeq(seq)
+				if e == nil || e.Target != id || *f != viewFacts(r, e) || seq >= last {
 					t.Fatalf("%s: in of %s: seq %d (after %d)", when, id, seq, last)
 				}
+				checkEnd(t, r, when, e, e.Source, source)
 				last = seq
 				n++
 				return true
@@ -123,6 +127,20 @@ func checkFacts(t *testing.T, s *Store, when string) {
 			}
 		}
 	})
+}
+
+// checkEnd asserts what an adjacency entry's end seq promises: the node
+// found at it, if any, is the edge's end id. After a reopen every end
+// with a numbered node is found there.
+func checkEnd(t *testing.T, r Reader, when string, e *Edge, id string, end uint64) {
+	t.Helper()
+	at := r.NodeBySeq(end)
+	if at != nil && at.ID != id {
+		t.Fatalf("%s: edge %s: the end seq %d is node %s, not %s", when, e.ID, end, at.ID, id)
+	}
+	if n := r.Node(id); when == "reopened" && n != nil && n.Seq != 0 && at != n {
+		t.Fatalf("%s: edge %s: end %s (seq %d) not found at the entry's end seq %d", when, e.ID, id, n.Seq, end)
+	}
 }
 
 // sameSalience compares salience records bit for bit (a half-life may

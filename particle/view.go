@@ -2,7 +2,9 @@ package particle
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
+	"sync"
 	"unsafe"
 )
 
@@ -177,13 +179,29 @@ func atSeq[T any](s []*T, seq uint64) *T {
 	return nil
 }
 
-// adjEdge is an edge in a node's adjacency list: its seq and a copy of
-// its facts (the view's EdgeFacts for that seq, kept equal by
-// putEdgeLoaded). A walk reads a hub's edges in one sequential pass over
-// its list, instead of one read at a random seq per edge.
+// adjEdge is an edge in a node's adjacency list: its seq, a copy of its
+// facts (the view's EdgeFacts for that seq, kept equal by
+// putEdgeLoaded) and the seq of the node at its other end. A walk reads
+// a hub's edges in one sequential pass over its list, instead of one
+// read at a random seq per edge, and reaches the nodes at their other
+// ends by seq, instead of hashing their ids.
 type adjEdge struct {
 	seq   uint64
 	facts EdgeFacts
+	// end is the seq of the node at the edge's other end (its target in
+	// an out list, its source in an in list) when the edge was linked:
+	// 0 when that node had none or did not exist yet. Seqs are never
+	// reused, so a node found at end is that node; none found there
+	// (removed, or renumbered) sends a reader to the id.
+	end uint64
+}
+
+// seqOfNode is the seq of node id, 0 when the view has no such node.
+func (v *view) seqOfNode(id string) uint64 {
+	if n := v.nodes[id]; n != nil {
+		return n.Seq
+	}
+	return 0
 }
 
 // link adds edge e, whose facts are f, to the adjacency of its ends (an
@@ -195,9 +213,8 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 	if v.loading {
 		return // linkLoaded links every edge at the end
 	}
-	a := adjEdge{seq: e.Seq, facts: f}
-	v.out[e.Source] = appendAdj(v.out[e.Source], a)
-	v.in[e.Target] = appendAdj(v.in[e.Target], a)
+	v.out[e.Source] = appendAdj(v.out[e.Source], adjEdge{seq: e.Seq, facts: f, end: v.seqOfNode(e.Target)})
+	v.in[e.Target] = appendAdj(v.in[e.Target], adjEdge{seq: e.Seq, facts: f, end: v.seqOfNode(e.Source)})
 }
 
 // linkLoaded ends a load: it makes room for the edges' codes
@@ -211,13 +228,41 @@ func (v *view) linkLoaded() {
 	// Appended directly: each edge goes at the end of its lists here,
 	// and link's checks and search cost 0.2 s of a 1M-edge load
 	// (BenchmarkReopen, interleaved).
+	ends := v.loadedEnds()
 	for seq, e := range v.edgeSeq {
 		if e != nil {
 			a := adjEdge{seq: uint64(seq), facts: v.edgeFacts[seq]}
+			a.end = ends[seq].target
 			v.out[e.Source] = append(v.out[e.Source], a)
+			a.end = ends[seq].source
 			v.in[e.Target] = append(v.in[e.Target], a)
 		}
 	}
+}
+
+// edgeEnds are the seqs of an edge's end nodes.
+type edgeEnds struct{ source, target uint64 }
+
+// loadedEnds returns, by edge seq, the seqs of each loaded edge's end
+// nodes. The lookups hash two ids per edge: they run on every core,
+// reading the finished node map, off the serial part of the load.
+func (v *view) loadedEnds() []edgeEnds {
+	ends := make([]edgeEnds, len(v.edgeSeq))
+	workers := max(1, runtime.GOMAXPROCS(0))
+	per := (len(ends) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(ends); lo += per {
+		hi := min(lo+per, len(ends))
+		wg.Go(func() {
+			for seq := lo; seq < hi; seq++ {
+				if e := v.edgeSeq[seq]; e != nil {
+					ends[seq] = edgeEnds{source: v.seqOfNode(e.Source), target: v.seqOfNode(e.Target)}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return ends
 }
 
 // unlink removes edge e from the adjacency of its ends.

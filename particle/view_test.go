@@ -32,7 +32,10 @@ func TestViewSeqIndexFollowsDeletesMergesAndReopen(t *testing.T) {
 	}
 	var newest []string
 	s.Read(func(r Reader) {
-		r.InNewestFacts(block.ID, func(seq uint64, _ *EdgeFacts) bool { newest = append(newest, r.EdgeBySeq(seq).ID); return true })
+		r.InNewestFacts(block.ID, func(seq uint64, _ *EdgeFacts, _ uint64) bool {
+			newest = append(newest, r.EdgeBySeq(seq).ID)
+			return true
+		})
 		if r.NodeBySeq(block.Seq) != block || r.EdgeBySeq(block.Seq) != nil || r.NodeBySeq(1<<40) != nil {
 			t.Errorf("NodeBySeq/EdgeBySeq disagree with the node's seq %d", block.Seq)
 		}

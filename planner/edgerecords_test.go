@@ -158,7 +158,7 @@ func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
 				r.Nodes(func(n *particle.Node) bool {
 					var cs []edgeCand
 					var edges []*particle.Edge
-					collect := func(seq uint64, facts *particle.EdgeFacts) bool {
+					collect := func(seq uint64, facts *particle.EdgeFacts, _ uint64) bool {
 						if run.admitsSeq(seq, facts) {
 							cs = append(cs, edgeCand{seq: seq, f: facts})
 						}

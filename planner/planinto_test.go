@@ -120,3 +120,66 @@ func TestAnswerEdgeEndsShareTheirNodesIDs(t *testing.T) {
 		t.Fatalf("no edge of %d has an end among %d nodes: nothing tested", len(ans.Edges), len(ans.Nodes))
 	}
 }
+
+// The expansion reaches a node by the seq its edge's adjacency entry
+// holds, else by its id: an edge written before the node at its end
+// existed holds no seq for it, and must still lead there.
+func TestExpansionReachesNodesWrittenAfterTheirEdges(t *testing.T) {
+	f := newFixture(t, false)
+	ctx := context.Background()
+	put := func(fn func(b *particle.Batch) error) {
+		t.Helper()
+		if _, err := f.store.Update(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func(b *particle.Batch, id, name string) error {
+		n := &particle.Node{ID: id, Namespace: testNS, Type: particle.NodeEntity, Name: name}
+		n.Embedding = f.embed(name)
+		return b.PutNode(n)
+	}
+	put(func(b *particle.Batch) error {
+		if err := node(b, "hub", "loading dock"); err != nil {
+			return err
+		}
+		for i := range 3 {
+			late := fmt.Sprintf("late-%d", i)
+			for _, ends := range [][2]string{{"hub", late}, {late, "hub"}} {
+				e := &particle.Edge{Namespace: testNS, Source: ends[0], Target: ends[1], Type: particle.EdgeAssertion,
+					Assertion: &particle.Assertion{Predicate: fmt.Sprintf("p-%s-%s", ends[0], ends[1])}, Confidence: 0.9}
+				e.Embedding = f.embed("loading dock pallet")
+				if err := b.PutEdge(e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	put(func(b *particle.Batch) error {
+		for i := range 3 {
+			if err := node(b, fmt.Sprintf("late-%d", i), fmt.Sprintf("pallet %d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := f.vec.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ans := f.plan(Request{Query: "loading dock", K: 1, Hops: 1, Budget: 256})
+	reached := map[string]bool{}
+	for _, n := range ans.Nodes {
+		reached[n.ID] = true
+	}
+	edges := map[[2]string]bool{}
+	for _, e := range ans.Edges {
+		edges[[2]string{e.Source, e.Target}] = true
+	}
+	for i := range 3 {
+		late := fmt.Sprintf("late-%d", i)
+		if !reached[late] || !edges[[2]string{"hub", late}] || !edges[[2]string{late, "hub"}] {
+			t.Errorf("%s: reached %v, edges from and to the hub %v %v; want the node and both edges (nodes %v)",
+				late, reached[late], edges[[2]string{"hub", late}], edges[[2]string{late, "hub"}], reached)
+		}
+	}
+}

@@ -243,6 +243,12 @@ type edgeCand struct {
 	f     *particle.EdgeFacts // the view's; nil: read everything from e
 	e     *particle.Edge      // nil until read
 	score float64
+	// in: the edge came from the walked node's incoming list (its
+	// source is the node reached), not its outgoing one.
+	in bool
+	// end is the seq of the node reached, as the adjacency has it (see
+	// particle.Reader.OutNewestFacts).
+	end uint64
 }
 
 // edge is c's edge, read on first use.
@@ -272,18 +278,18 @@ func (run *run) expand() {
 			}
 			from := st.nodes[fi].n
 			*cands = (*cands)[:0]
-			limit, scanned := maxScan/2, 0
-			collect := func(seq uint64, f *particle.EdgeFacts) bool {
+			limit, scanned, in := maxScan/2, 0, false
+			collect := func(seq uint64, f *particle.EdgeFacts, end uint64) bool {
 				scanned++
 				if _, kept := st.edgeAt.get(seq); !kept && run.admitsSeq(seq, f) {
-					*cands = append(*cands, edgeCand{seq: seq, f: f})
+					*cands = append(*cands, edgeCand{seq: seq, f: f, in: in, end: end})
 				}
 				// Stop at the candidate budget, or after looking at four
 				// times as many edges when constraints turn most away.
 				return len(*cands) < limit && scanned < 4*limit
 			}
 			r.OutNewestFacts(from.ID, collect)
-			limit = maxScan
+			limit, in = maxScan, true
 			r.InNewestFacts(from.ID, collect)
 			cs := *cands
 			run.scoreCands(cs, run.p.opts.PerNodeFanout)
@@ -295,18 +301,23 @@ func (run *run) expand() {
 				}
 				c := &cs[i]
 				e := run.edge(c)
-				other, src, dst := e.Target, from, (*particle.Node)(nil)
-				if other == from.ID {
-					other, src = e.Source, nil
-				}
-				on := r.Node(other)
+				// The node reached, by its seq in the adjacency, else by
+				// its id; the list the edge came from says which end it
+				// is. (Hashing the id, or comparing it with the walked
+				// node's, reads both from memory: a miss apiece.)
+				on := r.NodeBySeq(c.end)
 				if on == nil {
-					continue
+					other := e.Target
+					if c.in {
+						other = e.Source
+					}
+					if on = r.Node(other); on == nil {
+						continue
+					}
 				}
-				if src == nil {
+				src, dst := from, on
+				if c.in {
 					src, dst = on, from
-				} else {
-					dst = on
 				}
 				st.keepEdge(runEdge{e: e, score: c.score, src: src, dst: dst})
 				own := run.ownScore(on)
