@@ -62,6 +62,23 @@ func (f *fixture) embed(text string) []float32 {
 	return v
 }
 
+// write commits fn in one batch and waits for the vector index to take
+// it in.
+func (f *fixture) write(fn func(b *particle.Batch) error) {
+	f.t.Helper()
+	if _, err := f.store.Update(context.Background(), fn); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.vec.Sync(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// entity puts entity node id, named and embedded name, in b.
+func (f *fixture) entity(b *particle.Batch, id, name string) error {
+	return b.PutNode(&particle.Node{ID: id, Namespace: testNS, Type: particle.NodeEntity, Name: name, Embedding: f.embed(name)})
+}
+
 // fact records subject -pred-> object (entities) as an edge of type typ,
 // observed at at by agent in episode ep-1.
 func (f *fixture) fact(typ particle.EdgeType, subj, pred, obj, value string, at time.Time, conf float64, opts ...func(*particle.Observation)) *particle.Edge {

@@ -76,11 +76,9 @@ func TestAnswerEdgeEndsShareTheirNodesIDs(t *testing.T) {
 	f := newFixture(t, false)
 	// Each edge names its ends in copies of the ids, as an edge read
 	// back from the store does.
-	_, err := f.store.Update(context.Background(), func(b *particle.Batch) error {
+	f.write(func(b *particle.Batch) error {
 		for i := range 6 {
-			n := &particle.Node{ID: fmt.Sprintf("node-%d", i), Namespace: testNS, Type: particle.NodeEntity, Name: fmt.Sprintf("thing %d", i)}
-			n.Embedding = f.embed(n.Name)
-			if err := b.PutNode(n); err != nil {
+			if err := f.entity(b, fmt.Sprintf("node-%d", i), fmt.Sprintf("thing %d", i)); err != nil {
 				return err
 			}
 		}
@@ -94,12 +92,6 @@ func TestAnswerEdgeEndsShareTheirNodesIDs(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.vec.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	ans := f.plan(Request{Query: "thing 3", K: 10, Hops: 2, Budget: 256})
 	ids := map[string]*byte{}
 	for _, n := range ans.Nodes {
@@ -126,20 +118,8 @@ func TestAnswerEdgeEndsShareTheirNodesIDs(t *testing.T) {
 // existed holds no seq for it, and must still lead there.
 func TestExpansionReachesNodesWrittenAfterTheirEdges(t *testing.T) {
 	f := newFixture(t, false)
-	ctx := context.Background()
-	put := func(fn func(b *particle.Batch) error) {
-		t.Helper()
-		if _, err := f.store.Update(ctx, fn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	node := func(b *particle.Batch, id, name string) error {
-		n := &particle.Node{ID: id, Namespace: testNS, Type: particle.NodeEntity, Name: name}
-		n.Embedding = f.embed(name)
-		return b.PutNode(n)
-	}
-	put(func(b *particle.Batch) error {
-		if err := node(b, "hub", "loading dock"); err != nil {
+	f.write(func(b *particle.Batch) error {
+		if err := f.entity(b, "hub", "loading dock"); err != nil {
 			return err
 		}
 		for i := range 3 {
@@ -155,17 +135,14 @@ func TestExpansionReachesNodesWrittenAfterTheirEdges(t *testing.T) {
 		}
 		return nil
 	})
-	put(func(b *particle.Batch) error {
+	f.write(func(b *particle.Batch) error {
 		for i := range 3 {
-			if err := node(b, fmt.Sprintf("late-%d", i), fmt.Sprintf("pallet %d", i)); err != nil {
+			if err := f.entity(b, fmt.Sprintf("late-%d", i), fmt.Sprintf("pallet %d", i)); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err := f.vec.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
 	ans := f.plan(Request{Query: "loading dock", K: 1, Hops: 1, Budget: 256})
 	reached := map[string]bool{}
 	for _, n := range ans.Nodes {
