@@ -207,7 +207,8 @@ func TestRunMicro(t *testing.T) {
 	for _, k := range []string{"ingest.steps_per_s", "ingest.visibility_p99_ms", "planner.in_process.p99_us",
 		"planner.in_process.hops2.p99_us", "exact.planner.in_process.p99_us", "planner.nats.p99_us", "planner.nats_msgpack.hops2.p99_us",
 		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge",
-		"ingest.gc_cycles", "ingest.gc_cpu_s", "ingest.visibility_gc_cycles", "ingest.visibility_seconds"} {
+		"ingest.gc_cycles", "ingest.gc_cpu_s", "ingest.visibility_gc_cycles", "ingest.visibility_seconds",
+		"machine.wake_p50_us", "machine.wake_p99_us"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("figure %s missing", k)
 		}
@@ -250,6 +251,18 @@ func TestRunMicro(t *testing.T) {
 	}
 	if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
 		t.Errorf("JSON report: %v", err)
+	}
+}
+
+// TestWakeLatency checks the hand-off probe: one sample per hand-off,
+// none negative, and the percentiles in order.
+func TestWakeLatency(t *testing.T) {
+	d := wakeLatency(50)
+	if d.n() != 50 {
+		t.Fatalf("%d samples, want 50", d.n())
+	}
+	if p50, p99 := d.pct(50), d.pct(99); d.pct(0) < 0 || p50 > p99 {
+		t.Errorf("samples from %v µs, p50 %v, p99 %v", d.pct(0), p50, p99)
 	}
 }
 

@@ -138,6 +138,10 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	}
 	r := &runner{o: o, fig: figures{}, t0: time.Now()}
 	rep := &Report{Preset: o.Preset, Seed: o.Seed, Machine: machine(), Started: r.t0.UTC()}
+	wake := wakeLatency(wakeSamples)
+	r.fig["machine.wake_p50_us"], r.fig["machine.wake_p99_us"] = wake.pct(50), wake.pct(99)
+	r.say("work handed to a second goroutine while the first stays busy starts after p50 %.0f µs, p99 %.0f µs (machine.wake_*)",
+		wake.pct(50), wake.pct(99))
 	if err := r.workload(); err != nil {
 		return nil, err
 	}

@@ -70,6 +70,44 @@ func loadavg() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
+// wakeSamples is how many hand-offs wakeLatency times.
+const wakeSamples = 400
+
+// wakeLatency times how long work handed to another goroutine waits
+// before it runs while the goroutine that handed it over stays busy: a
+// goroutine parked on a channel is sent a value, and the sender spins
+// until the receiver has run. On a machine with a processor to spare
+// that is a few microseconds; on a VM whose idle vCPU must be woken by
+// the host it can be the length of a planner call, and then splitting a
+// call over two goroutines does not shorten it (BENCHMARKS.md,
+// fifteenth round). It returns n samples in µs, each taken after a rest
+// of about 300 µs (so that the other processor goes idle, as it does
+// between planner calls); they take about n × 0.5 ms.
+func wakeLatency(n int) *dist {
+	start := make(chan time.Time)
+	ran := make(chan time.Duration, 1)
+	go func() {
+		for t0 := range start {
+			ran <- time.Since(t0)
+		}
+	}()
+	defer close(start)
+	out := &dist{}
+	for range n {
+		time.Sleep(300 * time.Microsecond)
+		start <- time.Now()
+		for waiting := true; waiting; {
+			select {
+			case d := <-ran:
+				out.addDur(d, time.Microsecond)
+				waiting = false
+			default:
+			}
+		}
+	}
+	return out
+}
+
 // rss is the resident set size of this process in bytes (0 if unknown).
 func rss() int64 { return procKB("/proc/self/status", "VmRSS") }
 
