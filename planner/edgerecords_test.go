@@ -52,14 +52,20 @@ func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
 // decay is ApplyBatch's (element-wise, so a batch of one gives what a
 // group gives).
 func edgeStaticScore(run *run, e *particle.Edge) float64 {
-	s, age := []float64{e.Salience.Score}, []float64{run.now.Sub(e.Salience.LastUpdated).Seconds()}
-	d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
-	d.ApplyBatch(s, s, age)
-	x := (run.p.opts.SalienceFloor + s[0]) * e.Confidence
+	x := (run.p.opts.SalienceFloor + edgeDecayedSalience(run, e)) * e.Confidence
 	if run.temporal {
 		x *= run.recency(e.ValidFrom, e.ValidTo)
 	}
 	return x
+}
+
+// edgeDecayedSalience is e's salience decayed to the run's time, as
+// staticScores computes it (ApplyBatch, element-wise).
+func edgeDecayedSalience(run *run, e *particle.Edge) float64 {
+	s, age := []float64{e.Salience.Score}, []float64{run.now.Sub(e.Salience.LastUpdated).Seconds()}
+	d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
+	d.ApplyBatch(s, s, age)
+	return s[0]
 }
 
 // recordsGraph fills f's store with edges of two namespaces carrying
@@ -183,6 +189,9 @@ func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
 						if math.Float64bits(static[i]) != math.Float64bits(want) {
 							t.Fatalf("seed %d run %d: edge %+v: static score %v from the records, %v from the edge", seed, ri, edges[i], static[i], want)
 						}
+						if sal := edgeDecayedSalience(run, edges[i]); math.Float64bits(c.salience) != math.Float64bits(sal) {
+							t.Fatalf("seed %d run %d: edge %+v: decayed salience %v from the records, %v from the edge", seed, ri, edges[i], c.salience, sal)
+						}
 						exact := c.f.Decay != particle.FactDecayEdge && (!run.temporal || c.f.Flags&particle.FactExact != 0)
 						switch {
 						case exact && c.e != nil:
@@ -238,6 +247,46 @@ func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
 	}
 	if fromRecords == 0 || deferred == 0 || pruned == 0 || byCode == 0 {
 		t.Fatalf("%d static scores from the records, %d from the edges, %d candidates pruned (%d by their codes): the test does not exercise each", fromRecords, deferred, pruned, byCode)
+	}
+}
+
+// TestAnswerSalienceIsTheEdgesDecayed: every edge of an answer, whether
+// a seed of the prefilter or reached by the expansion, reports its
+// salience decayed to the answer's time, as Decay.Apply gives it from the
+// edge (to within rounding: the expansion decays whole candidate sets
+// with ApplyBatch), not its score or its salience before decay.
+func TestAnswerSalienceIsTheEdgesDecayed(t *testing.T) {
+	f := newFixture(t, false)
+	recordsGraph(t, f, 11)
+	now := f.p.opts.Now()
+	decayed, undecayed := 0, 0
+	for i := range 8 {
+		// Queries near nodes, and near edges (which become seeds).
+		for _, q := range []string{fmt.Sprintf("thing %d", i), fmt.Sprintf("fact %s %d", testNS, 40*i)} {
+			for _, hops := range []int{1, 2} {
+				a := f.plan(Request{Query: q, K: 5, Hops: hops, Budget: 256})
+				for _, out := range a.Edges {
+					var e *particle.Edge
+					f.store.Read(func(r particle.Reader) { e = r.Edge(out.ID) })
+					if e == nil {
+						t.Fatalf("answer edge %s not in the store", out.ID)
+					}
+					d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
+					want := d.Apply(e.Salience.Score, e.Salience.LastUpdated, now)
+					if got := out.Salience; !(got == want || math.Abs(got-want) <= 1e-12*math.Abs(want) || math.IsNaN(got) && math.IsNaN(want)) {
+						t.Fatalf("query %q, %d hops: edge %s reports salience %v, decayed from %+v it is %v", q, hops, out.ID, got, e.Salience, want)
+					}
+					if e.Salience.Score != want {
+						decayed++ // decay moved it: the check tells decayed from raw
+					} else {
+						undecayed++
+					}
+				}
+			}
+		}
+	}
+	if decayed == 0 {
+		t.Fatalf("no answer edge's salience had decayed (%d undecayed): the test checks nothing", undecayed)
 	}
 }
 

@@ -219,7 +219,8 @@ func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) boo
 func (run *run) addEdge(e *particle.Edge) {
 	st := run.state()
 	if !st.hasEdge(e) {
-		st.keepEdge(runEdge{e: e, score: run.scoreEdge(e)})
+		sal := run.salience(e)
+		st.keepEdge(runEdge{e: e, score: run.scoreSalient(e, sal), salience: sal})
 	}
 }
 
@@ -249,6 +250,9 @@ type edgeCand struct {
 	// end is the seq of the node reached, as the adjacency has it (see
 	// particle.Reader.OutNewestFacts).
 	end uint64
+	// salience is the edge's decayed salience, as staticScores found it
+	// from its salience record (the answer reports it).
+	salience float64
 }
 
 // edge is c's edge, read on first use.
@@ -319,7 +323,7 @@ func (run *run) expand() {
 				if c.in {
 					src, dst = on, from
 				}
-				st.keepEdge(runEdge{e: e, score: c.score, src: src, dst: dst})
+				st.keepEdge(runEdge{e: e, score: c.score, salience: c.salience, src: src, dst: dst})
 				own := run.ownScore(on)
 				if run.addNode(on, own*0.5+c.score*0.5, hop, false) {
 					last := &st.nodes[len(st.nodes)-1]
@@ -361,7 +365,12 @@ func (run *run) ownScore(n *particle.Node) float64 {
 
 // scoreEdge is cosine × decayed salience × confidence.
 func (run *run) scoreEdge(e *particle.Edge) float64 {
-	s := run.similarity(e) * (run.p.opts.SalienceFloor + run.salience(e)) * e.Confidence
+	return run.scoreSalient(e, run.salience(e))
+}
+
+// scoreSalient is scoreEdge for e whose decayed salience is sal.
+func (run *run) scoreSalient(e *particle.Edge, sal float64) float64 {
+	s := run.similarity(e) * (run.p.opts.SalienceFloor + sal) * e.Confidence
 	if run.temporal {
 		s *= run.recency(e.ValidFrom, e.ValidTo)
 	}
@@ -562,6 +571,7 @@ func (run *run) staticScores(cands []edgeCand) []float64 {
 	}
 	for i := range cands {
 		c := &cands[i]
+		c.salience = st.scores[i]
 		st.scores[i] = (run.p.opts.SalienceFloor + st.scores[i]) * run.confidenceOf(c)
 		if run.temporal {
 			st.scores[i] *= run.recencyOf(c)
@@ -693,7 +703,7 @@ func (run *run) stitch(ans *Answer) {
 		dst, dstName := end(re.dst, e.Target)
 		ans.Edges = append(ans.Edges, EdgeOut{
 			ID: e.ID, Source: src, Target: dst, SourceName: srcName, TargetName: dstName,
-			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: run.salience(e),
+			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: re.salience,
 			Score: re.score, Status: string(e.Status), Hypothesis: hyp, Evidence: e.Evidence,
 			Provenance: guard.VisibleProvenance(e.Namespace, e.Provenance), Scope: e.Scope, ValidFrom: e.ValidFrom, ValidTo: e.ValidTo,
 		})

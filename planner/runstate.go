@@ -22,8 +22,12 @@ type runNode struct {
 // runEdge is an edge a run keeps with its score and, when the run knew
 // them as it took the edge, its endpoints (stitch names them).
 type runEdge struct {
-	e        *particle.Edge
-	score    float64
+	e     *particle.Edge
+	score float64
+	// salience is e's decayed salience at the run's time, kept from its
+	// scoring: the answer reports it, and computing it again in stitch
+	// would read the edge's salience and decay function from memory.
+	salience float64
 	src, dst *particle.Node
 }
 
