@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
-	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // candsOf holds edges as candidates without view records: scoring them
@@ -63,8 +62,7 @@ func edgeStaticScore(run *run, e *particle.Edge) float64 {
 // staticScores computes it (ApplyBatch, element-wise).
 func edgeDecayedSalience(run *run, e *particle.Edge) float64 {
 	s, age := []float64{e.Salience.Score}, []float64{run.now.Sub(e.Salience.LastUpdated).Seconds()}
-	d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
-	d.ApplyBatch(s, s, age)
+	decayOf(e.Salience.DecayFn, e.Salience.HalfLifeS).ApplyBatch(s, s, age)
 	return s[0]
 }
 
@@ -271,8 +269,7 @@ func TestAnswerSalienceIsTheEdgesDecayed(t *testing.T) {
 					if e == nil {
 						t.Fatalf("answer edge %s not in the store", out.ID)
 					}
-					d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
-					want := d.Apply(e.Salience.Score, e.Salience.LastUpdated, now)
+					want := decayOf(e.Salience.DecayFn, e.Salience.HalfLifeS).Apply(e.Salience.Score, e.Salience.LastUpdated, now)
 					if got := out.Salience; !(got == want || math.Abs(got-want) <= 1e-12*math.Abs(want) || math.IsNaN(got) && math.IsNaN(want)) {
 						t.Fatalf("query %q, %d hops: edge %s reports salience %v, decayed from %+v it is %v", q, hops, out.ID, got, e.Salience, want)
 					}

@@ -220,7 +220,7 @@ func (run *run) addEdge(e *particle.Edge) {
 	st := run.state()
 	if !st.hasEdge(e) {
 		sal := run.salience(e)
-		st.keepEdge(runEdge{e: e, score: run.scoreSalient(e, sal), salience: sal})
+		st.keepEdge(runEdge{e: e, score: run.scoreEdge(e, sal), salience: sal})
 	}
 }
 
@@ -363,13 +363,9 @@ func (run *run) ownScore(n *particle.Node) float64 {
 	return run.scoreNode(n)
 }
 
-// scoreEdge is cosine × decayed salience × confidence.
-func (run *run) scoreEdge(e *particle.Edge) float64 {
-	return run.scoreSalient(e, run.salience(e))
-}
-
-// scoreSalient is scoreEdge for e whose decayed salience is sal.
-func (run *run) scoreSalient(e *particle.Edge, sal float64) float64 {
+// scoreEdge is cosine × decayed salience × confidence, for e whose
+// decayed salience is sal (run.salience).
+func (run *run) scoreEdge(e *particle.Edge, sal float64) float64 {
 	s := run.similarity(e) * (run.p.opts.SalienceFloor + sal) * e.Confidence
 	if run.temporal {
 		s *= run.recency(e.ValidFrom, e.ValidTo)
@@ -553,7 +549,7 @@ func (run *run) staticScores(cands []edgeCand) []float64 {
 	}
 	st.groups = groups
 	for _, g := range groups {
-		d := wave.Decay{Fn: wave.DecayFn(g.key.fn), HalfLife: time.Duration(g.key.halfLifeS * float64(time.Second))}
+		d := decayOf(g.key.fn, g.key.halfLifeS)
 		if len(g.idx) == n {
 			d.ApplyBatch(st.scores, st.scores, st.ages)
 			break
@@ -627,9 +623,15 @@ type decayGroup struct {
 	idx []int
 }
 
+// salience is e's salience decayed to the run's time.
 func (run *run) salience(e *particle.Edge) float64 {
-	d := wave.Decay{Fn: wave.DecayFn(e.Salience.DecayFn), HalfLife: time.Duration(e.Salience.HalfLifeS * float64(time.Second))}
-	return d.Apply(e.Salience.Score, e.Salience.LastUpdated, run.now)
+	return decayOf(e.Salience.DecayFn, e.Salience.HalfLifeS).Apply(e.Salience.Score, e.Salience.LastUpdated, run.now)
+}
+
+// decayOf is the decay a salience record names: its function and its
+// half-life in seconds.
+func decayOf(fn string, halfLifeS float64) wave.Decay {
+	return wave.Decay{Fn: wave.DecayFn(fn), HalfLife: time.Duration(halfLifeS * float64(time.Second))}
 }
 
 func (run *run) scoreNode(n *particle.Node) float64 {

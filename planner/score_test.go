@@ -34,7 +34,7 @@ func TestScoreEdgesMatchesScalarScoring(t *testing.T) {
 	}
 	got := run.scoreEdges(edges)
 	for i, e := range edges {
-		if want := run.scoreEdge(e); math.Abs(got[i]-want) > 1e-9 {
+		if want := run.scoreEdge(e, run.salience(e)); math.Abs(got[i]-want) > 1e-9 {
 			t.Fatalf("edge %d: batch %v, scalar %v", i, got[i], want)
 		}
 	}
