@@ -12,6 +12,7 @@ type ivfSearcher struct {
 	keys   []uint64    // allLists' sort keys
 	order  topK        // the nearest lists (ID = list), then all of them
 	heap   topK        // the best candidates by 4-bit score; ID = ref index<<32 | position
+	best   topK        // the k best of them (scores only)
 	refs   []*listData // the lists' data as probed, by probe order
 	q16    []int16     // the query, quantised for ranking the lists
 	q8     []int8      // the query, quantised for scoring the entries' codes
@@ -21,6 +22,10 @@ type ivfSearcher struct {
 // slot, before it stops probing lists beyond NProbe.
 const ivfSeenPerSlot = 8
 
+// Items a filtered search wants to have scored, per result-heap slot,
+// before their largest residual score bounds the lists it has not probed.
+const ivfBoundSamplesPerSlot = 8
+
 // Search returns up to k live vectors admitted by f, highest cosine
 // similarity first. A query of the wrong dimension or k <= 0 returns nil.
 //
@@ -28,13 +33,23 @@ const ivfSeenPerSlot = 8
 // 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary rules
 // out the window or the agent), f.Allow only for an item that would
-// enter that heap.
-// While the heap is not full, or the items seen are estimated to include
-// fewer than 8 admitted ones per heap slot, or (under a filter) one of
-// the last max(4, NProbe/4) lists improved the heap, it probes on in
-// order of list distance (up to every list: exact). The estimate
-// extrapolates Allow's answers about heap candidates, which overrates a
-// filter that favours items near q; the last condition covers that case.
+// enter that heap. Past NProbe it probes on in order of list distance
+// (up to every list: exact) until one of these holds:
+//
+//   - The heap is full, the items seen are estimated to include 8
+//     admitted ones per heap slot and (under a filter) none of the last
+//     max(4, NProbe/4) lists improved the heap. The estimate extrapolates
+//     Allow's answers about heap candidates, which overrates a filter
+//     that favours items near q; the last condition covers that case.
+//   - The lists left cannot hold a better item than the k-th best
+//     candidate: an item's score is its list's score plus its
+//     residual's, a list later in the order scores no higher than the
+//     last one probed, and that score plus the largest residual score
+//     among the items scored so far (at least 2 per heap slot, so that
+//     the largest is a fair estimate) is below the k-th best. A broad
+//     filter fills the top k early and stops here, before the first
+//     condition would.
+//
 // The heap is rescored with the float32 vectors.
 func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != x.dim {
@@ -106,8 +121,15 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		}
 		return est >= ivfSeenPerSlot*keep && (f == nil || li-lastGain > patience)
 	}
+	// reach is the largest residual score of an item scored so far (its
+	// score less its list's); best holds the k best scores of candidates.
+	reach := float32(math.Inf(-1))
+	s.best = topK{k: k, h: s.best.h[:0]}
+	bounded := func(li int) bool {
+		return len(s.best.h) == k && passed >= ivfBoundSamplesPerSlot*keep && order[li-1].Score+reach < s.best.h[0].Score
+	}
 	for li := 0; li < nl; li++ {
-		if li >= nprobe && enough(li) {
+		if li >= nprobe && (enough(li) || bounded(li)) {
 			break
 		}
 		if li == nprobe {
@@ -134,7 +156,9 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				}
 				passed++
 				o := i * cb
-				sc := base + d.steps[i]*qs8*float32(dotU4(q8, codes[o:o+cb:o+cb])) + d.lows[i]*qsum
+				res := d.steps[i]*qs8*float32(dotU4(q8, codes[o:o+cb:o+cb])) + d.lows[i]*qsum
+				reach = max(reach, res)
+				sc := base + res
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
@@ -146,6 +170,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 					allowed++
 				}
 				s.heap.push(ref|uint64(i), sc)
+				s.best.push(0, sc)
 				lastGain = li
 			}
 		}

@@ -1,0 +1,46 @@
+package wave
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// A filter that admits items scattered over the lists, asked about a
+// query near none of the clusters: every list scores about the same, so
+// the k best admitted items lie in lists far down the probe order. The
+// search must probe as far as the scores say they can be (the bench's
+// selective queries: roles and a time window at low similarity).
+func TestIVFFilteredRecallFarFromEveryList(t *testing.T) {
+	const n, dim, k = 40_000, 64, 10
+	vecs := clustered(7, n, dim, 200)
+	x, flat := buildIVF(t, vecs, IVFOptions{Seed: 3})
+	r := rand.New(rand.NewPCG(5, 6))
+	var qs [][]float32
+	for range 60 {
+		q := make([]float32, dim)
+		for j := range q {
+			q[j] = float32(r.NormFloat64())
+		}
+		Normalize(q)
+		qs = append(qs, q)
+	}
+	for _, tc := range []struct {
+		name string
+		f    *Filter
+	}{
+		{"allow 2%", &Filter{Allow: func(id uint64) bool { return id%50 == 7 }}},
+		{"allow 10%", &Filter{Allow: func(id uint64) bool { return id%10 == 3 }}},
+		{"type 1%", &Filter{Types: []uint8{2}}},
+		{"another type 1%", &Filter{Types: []uint8{57}}},
+		{"types 2%", &Filter{Types: []uint8{11, 12}}},
+		{"types 5%", &Filter{Types: []uint8{20, 21, 22, 23, 24}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := recall(t, x, flat, qs, k, tc.f)
+			t.Logf("recall@%d = %.4f (%d lists, nprobe %d)", k, got, x.Lists(), x.NProbe())
+			if got < 0.95 {
+				t.Errorf("recall@%d = %.4f, want >= 0.95", k, got)
+			}
+		})
+	}
+}
