@@ -18,13 +18,11 @@ type ivfSearcher struct {
 	q8     []int8      // the query, quantised for scoring the entries' codes
 }
 
-// Admitted items a filtered search wants to have seen, per result-heap
-// slot, before it stops probing lists beyond NProbe.
+// Items a search wants to have seen, per result-heap slot, before it
+// stops probing lists beyond NProbe: admitted ones (estimated) to stop on
+// their count, scored ones to stop on the bound their largest residual
+// score sets.
 const ivfSeenPerSlot = 8
-
-// Items a filtered search wants to have scored, per result-heap slot,
-// before their largest residual score bounds the lists it has not probed.
-const ivfBoundSamplesPerSlot = 8
 
 // Search returns up to k live vectors admitted by f, highest cosine
 // similarity first. A query of the wrong dimension or k <= 0 returns nil.
@@ -45,7 +43,7 @@ const ivfBoundSamplesPerSlot = 8
 //     candidate: an item's score is its list's score plus its
 //     residual's, a list later in the order scores no higher than the
 //     last one probed, and that score plus the largest residual score
-//     among the items scored so far (at least 2 per heap slot, so that
+//     among the items scored so far (at least 8 per heap slot, so that
 //     the largest is a fair estimate) is below the k-th best. A broad
 //     filter fills the top k early and stops here, before the first
 //     condition would.
@@ -126,7 +124,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	reach := float32(math.Inf(-1))
 	s.best = topK{k: k, h: s.best.h[:0]}
 	bounded := func(li int) bool {
-		return len(s.best.h) == k && passed >= ivfBoundSamplesPerSlot*keep && order[li-1].Score+reach < s.best.h[0].Score
+		return len(s.best.h) == k && passed >= ivfSeenPerSlot*keep && order[li-1].Score+reach < s.best.h[0].Score
 	}
 	for li := 0; li < nl; li++ {
 		if li >= nprobe && (enough(li) || bounded(li)) {
