@@ -472,6 +472,11 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 	st.order = order
 	best := &st.best
 	best.k, best.h = fanout, best.h[:0]
+	// The first fanout in order are scored whatever their bounds: their
+	// embeddings (1.5 KB each, at random addresses) are hinted first.
+	for _, i := range order[:fanout] {
+		wave.Prefetch(run.edge(&cands[i]).Embedding)
+	}
 	for j, i := range order {
 		if best.full() && bounds[i] < best.min() {
 			for _, rest := range order[j:] {
@@ -501,7 +506,13 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
 		run.qNorm = float32(math.Sqrt(float64(wave.Dot(run.q, run.q))))
 	}
 	dim := len(run.q)
+	// The codes first, each hinted into the caches, then their dot
+	// products: the codes lie at random seqs, and their misses overlap.
+	codes := slices.Grow(st.codes[:0], len(cands))[:len(cands)]
+	scales := slices.Grow(st.scales[:0], len(cands))[:len(cands)]
+	st.codes, st.scales = codes, scales
 	for i := range cands {
+		codes[i] = nil
 		if bounds[i] < 0 || cands[i].seq == 0 {
 			continue // a similarity bound only bounds a non-negative factor; no seq, no code
 		}
@@ -509,9 +520,17 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
 		if !ok || len(code) != dim {
 			continue
 		}
-		hi := wave.CodeDot(run.q, code, scale) + wave.CodeBound(run.qNorm, scale, dim)
+		codes[i], scales[i] = code, scale
+		wave.PrefetchCode(code)
+	}
+	for i, code := range codes {
+		if code == nil {
+			continue
+		}
+		hi := wave.CodeDot(run.q, code, scales[i]) + wave.CodeBound(run.qNorm, scales[i], dim)
 		bounds[i] *= min(cos01(hi), 1)
 	}
+	clear(codes) // the view's memory: not kept past the call
 	return bounds
 }
 

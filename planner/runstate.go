@@ -113,6 +113,8 @@ type runState struct {
 	cands          []edgeCand // one expansion step's candidates
 	scores, ages   []float64
 	bounds         []float64 // codeBounds' result
+	codes          [][]int8  // codeBounds' scratch: the candidates' codes
+	scales         []float32 // and their scales
 	groups         []decayGroup
 	groupS, groupA []float64
 	edgeOrder      []int32

@@ -21,6 +21,24 @@ func Dot(a, b []float32) float32 {
 	return dot(a[:n], b[:n])
 }
 
+// Prefetch hints the start of v (its first 256 bytes) into the caches.
+// A caller about to score several vectors that lie at random addresses
+// hints them all first, so that their cache misses overlap instead of
+// following one another.
+func Prefetch(v []float32) {
+	if len(v) > 0 {
+		prefetch(&v[0])
+	}
+}
+
+// PrefetchCode hints the start of the int8 code c (its first 384 bytes)
+// into the caches, as Prefetch.
+func PrefetchCode(c []int8) {
+	if len(c) > 0 {
+		prefetchCode(&c[0])
+	}
+}
+
 func dotBLAS(a, b []float32) float32 {
 	return blas32.Dot(blas32.Vector{N: len(a), Inc: 1, Data: a}, blas32.Vector{N: len(a), Inc: 1, Data: b})
 }
