@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -716,6 +717,11 @@ func (run *run) stitch(ans *Answer) {
 		}
 		return n.ID, n.Name
 	}
+	// The edges lie at random addresses and are read whole: hinted
+	// first, their misses overlap.
+	for i := range st.edges {
+		wave.PrefetchRange(unsafe.Pointer(st.edges[i].e), unsafe.Sizeof(particle.Edge{}))
+	}
 	for _, i := range order {
 		re := &st.edges[i]
 		e := re.e
@@ -738,6 +744,9 @@ func (run *run) stitch(ans *Answer) {
 	st.ranked = st.ranked[:0]
 	for i := range st.nodes {
 		st.ranked = append(st.ranked, int32(i))
+	}
+	for i := range st.nodes {
+		wave.PrefetchRange(unsafe.Pointer(st.nodes[i].n), unsafe.Sizeof(particle.Node{}))
 	}
 	st.byScore(st.ranked)
 	for _, i := range st.ranked {

@@ -2,6 +2,7 @@ package wave
 
 import (
 	"math"
+	"unsafe"
 
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -36,6 +37,14 @@ func Prefetch(v []float32) {
 func PrefetchCode(c []int8) {
 	if len(c) > 0 {
 		prefetchCode(&c[0])
+	}
+}
+
+// PrefetchRange hints the cache lines that the n bytes at p span into
+// the caches, as Prefetch (a hint: p need not be valid memory).
+func PrefetchRange(p unsafe.Pointer, n uintptr) {
+	for o := -int(uintptr(p) & 63); o < int(n); o += 64 {
+		prefetchLine(unsafe.Add(p, o))
 	}
 }
 
