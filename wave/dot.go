@@ -41,11 +41,16 @@ func PrefetchCode(c []int8) {
 }
 
 // PrefetchRange hints the cache lines that the n bytes at p span into
-// the caches, as Prefetch (a hint: p need not be valid memory).
+// the caches, as Prefetch. Every address it hints lies within those n
+// bytes (pointer arithmetic outside an object is invalid in Go).
 func PrefetchRange(p unsafe.Pointer, n uintptr) {
-	for o := -int(uintptr(p) & 63); o < int(n); o += 64 {
+	if n == 0 {
+		return
+	}
+	for o := uintptr(0); o < n; o += 64 {
 		prefetchLine(unsafe.Add(p, o))
 	}
+	prefetchLine(unsafe.Add(p, n-1)) // the last line, when p starts mid-line
 }
 
 func dotBLAS(a, b []float32) float32 {
