@@ -509,11 +509,12 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
 	dim := len(run.q)
 	// The codes first, each hinted into the caches, then their dot
 	// products: the codes lie at random seqs, and their misses overlap.
+	// codes is all nil here (cleared below at every call's end): a
+	// candidate without a code stays nil.
 	codes := slices.Grow(st.codes[:0], len(cands))[:len(cands)]
 	scales := slices.Grow(st.scales[:0], len(cands))[:len(cands)]
 	st.codes, st.scales = codes, scales
 	for i := range cands {
-		codes[i] = nil
 		if bounds[i] < 0 || cands[i].seq == 0 {
 			continue // a similarity bound only bounds a non-negative factor; no seq, no code
 		}
@@ -744,8 +745,6 @@ func (run *run) stitch(ans *Answer) {
 	st.ranked = st.ranked[:0]
 	for i := range st.nodes {
 		st.ranked = append(st.ranked, int32(i))
-	}
-	for i := range st.nodes {
 		wave.PrefetchRange(unsafe.Pointer(st.nodes[i].n), unsafe.Sizeof(particle.Node{}))
 	}
 	st.byScore(st.ranked)

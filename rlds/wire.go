@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/ctxgraph/ctxgraph/wave"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // Kind names what a wire [Message] carries.

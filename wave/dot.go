@@ -104,9 +104,10 @@ func Normalize(v []float32) bool {
 const unitTolerance = 1e-4
 
 // IsUnit reports whether v has unit length, within float32 rounding.
-func IsUnit(v []float32) bool {
-	return math.Abs(float64(dot(v, v))-1) < unitTolerance
-}
+func IsUnit(v []float32) bool { return unitNorm(dot(v, v)) }
+
+// unitNorm reports whether ss, a squared norm, is that of a unit vector.
+func unitNorm(ss float32) bool { return math.Abs(float64(ss)-1) < unitTolerance }
 
 // finite reports whether every component of v is finite.
 func finite(v []float32) bool {

@@ -2,7 +2,6 @@ package wave
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -217,7 +216,7 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 // unit returns v if it is unit length (or zero), else a normalised copy.
 func unit(v []float32) []float32 {
 	ss := dot(v, v) // the SIMD kernel: a reopen asks this of every vector
-	if ss == 0 || math.Abs(float64(ss)-1) < unitTolerance {
+	if ss == 0 || unitNorm(ss) {
 		return v
 	}
 	c := append([]float32(nil), v...)
