@@ -2,7 +2,6 @@ package particle
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -101,22 +100,7 @@ func TestReopenFormat1Store(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := s.Update(ctx, func(b *Batch) error {
-		a, _, err := b.Resolve(DefaultNamespace, NodeEntity, "cup")
-		if err != nil {
-			return err
-		}
-		c, _, err := b.Resolve(DefaultNamespace, NodeEntity, "table")
-		if err != nil {
-			return err
-		}
-		_, _, err = b.Observe(Observation{Source: a.ID, Target: c.ID, Type: EdgeAssertion, Predicate: "on",
-			Embed: func() ([]float32, error) { return []float32{1, 2, 3}, nil }})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	observeOn(t, s, "cup", "table")
 	edges, nodes, out := snapshotView(s)
 	// Rewrite every node and edge in format 1.
 	if err := s.db.Update(func(txn *badger.Txn) error {

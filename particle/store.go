@@ -32,13 +32,18 @@ type Options struct {
 	// badgerOptions). 0 keeps every value in the tree. DefaultOptions
 	// sets 1024. Ignored InMemory.
 	ValueThreshold int
+	// ViewSnapshot: Close writes the view's tables to a snapshot file
+	// in Dir, and Open loads from it instead of scanning Badger when
+	// Badger has had no write since (viewsnap.go). DefaultOptions sets
+	// it. Ignored InMemory.
+	ViewSnapshot bool
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 }
 
 // DefaultOptions returns the options for a store in dir.
 func DefaultOptions(dir string) Options {
-	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: 1 << 10}
+	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: 1 << 10, ViewSnapshot: true}
 }
 
 func (o *Options) ensureDefaults() {
@@ -115,13 +120,16 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("particle: open badger in %q: %w", o.Dir, err)
 	}
+	// The sequence lease below writes: the version a view snapshot must
+	// match is the one Badger opened at.
+	version := db.MaxVersion()
 	seq, err := db.GetSequence(metaKey("seq"), o.SeqLease)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("particle: lease sequence: %w", err)
 	}
 	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}}
-	if err := s.load(); err != nil {
+	if err := s.load(version); err != nil {
 		seq.Release()
 		db.Close()
 		return nil, err
@@ -186,7 +194,11 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		s.closeErr = errors.Join(s.seq.Release(), s.db.Close())
+		err := s.seq.Release()
+		if err == nil && s.snapshots() {
+			s.saveViewSnapshot() // after the lease's write: nothing writes after it
+		}
+		s.closeErr = errors.Join(err, s.db.Close())
 	})
 	return s.closeErr
 }
@@ -199,10 +211,14 @@ func (s *Store) Subscribe(fn func(Changes)) {
 	s.subMu.Unlock()
 }
 
-// load reads every node, edge and episode into the view. Values are
-// decoded in parallel (loadValues) and put into the view in key order, as
-// a serial scan would put them.
-func (s *Store) load() error {
+// snapshots reports whether the store keeps a view snapshot.
+func (s *Store) snapshots() bool { return s.opts.ViewSnapshot && !s.opts.InMemory }
+
+// load reads every node, edge and episode into the view: from the view
+// snapshot if there is one taken at Badger version version, else from
+// Badger, with values decoded in parallel (loadValues). Either puts them
+// into the view in key order, as a serial scan would put them.
+func (s *Store) load(version uint64) error {
 	// The view is most of the heap and all of it stays reachable, and
 	// the load makes little else: a collection while it grows finds
 	// nothing to free. GC is off until the load ends (a memory limit
@@ -213,14 +229,29 @@ func (s *Store) load() error {
 	resume := PauseGC()
 	defer resume()
 	legacy := resume
-	v := newView()
-	v.loading = true
-	presize(v, s.db)
+	fresh := func() *view {
+		v := newView()
+		v.loading = true
+		presize(v, s.db)
+		return v
+	}
+	v := fresh()
 	var kinds loadCounts
+	loaded := false
+	switch {
+	case s.snapshots():
+		if kinds, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
+			v = fresh()
+		}
+	case !s.opts.InMemory:
+		s.dropViewSnapshot() // stale from the first write on
+	}
 	err := s.db.View(func(txn *badger.Txn) error {
-		var err error
-		if kinds, err = loadValues(s.db, txn, v, legacy); err != nil {
-			return err
+		if !loaded {
+			var err error
+			if kinds, err = loadValues(s.db, txn, v, legacy); err != nil {
+				return err
+			}
 		}
 		v.linkLoaded()
 		item, err := txn.Get(metaKey("counts"))
@@ -304,6 +335,7 @@ type loadChunk struct {
 	facts    []EdgeFacts // of edges, computed by the scanner
 	idents   []string    // of edges, edgeIdentity, computed by the scanner
 	episodes []*Episode
+	snap     snapChunk // the values, copied for the view snapshot (scanner.sink)
 }
 
 // loadChunkValues is how many values a chunk holds.
@@ -331,54 +363,91 @@ func loadValues(db *badger.DB, txn *badger.Txn, v *view, legacy func()) (loadCou
 // loadPartsInto loads parts, which cover the loaded tables in key order,
 // with n scanners.
 func loadPartsInto(txn *badger.Txn, parts []loadPart, n int, v *view, legacy func()) (loadCounts, error) {
-	done := make(chan *loadChunk, 4*n)
-	quit := make(chan struct{})
-	scanErr := make(chan error, 1)
-	go func() {
-		defer close(done)
+	put := newChunkPutter(v, len(parts))
+	err := drainChunks(n, func(done chan<- *loadChunk, quit <-chan struct{}) error {
 		sc := scanner{txn: txn, done: done, quit: quit, legacy: legacy}
-		scanErr <- sc.parts(parts, n)
-	}()
-	scanned := false
-	defer func() {
-		close(quit)
-		if !scanned {
-			<-scanErr // the scanners must be done with txn before it ends
-		}
-	}()
-	counts := loadCounts{nodes: map[NodeType]int64{}, edges: map[EdgeType]int64{}}
-	pending := map[[2]int]*loadChunk{}
-	part, idx := 0, 0
-	for c := range done {
-		pending[[2]int{c.part, c.idx}] = c
-		for c := pending[[2]int{part, idx}]; c != nil; c = pending[[2]int{part, idx}] {
-			delete(pending, [2]int{part, idx})
-			if idx++; c.last {
-				part, idx = part+1, 0
-			}
-			for _, n := range c.nodes {
-				if v.putNode(n) {
-					counts.nodes[n.Type]++
-				}
-			}
-			for i, e := range c.edges {
-				if v.putEdgeLoaded(e, c.facts[i], c.idents[i]) {
-					counts.edges[e.Type]++
-				}
-			}
-			for _, e := range c.episodes {
-				v.putEpisode(e)
-			}
-		}
-	}
-	scanned = true
-	if err := <-scanErr; err != nil {
+		return sc.parts(parts, n)
+	}, put.put)
+	if err != nil {
 		return loadCounts{}, err
 	}
-	if len(pending) != 0 || part != len(parts) {
-		return loadCounts{}, fmt.Errorf("load: %d of %d key ranges put, %d chunks left over", part, len(parts), len(pending))
+	return put.finish()
+}
+
+// drainChunks runs produce, which sends chunks on done until quit
+// closes, and calls fn on each chunk as it arrives. After fn's first
+// error it closes quit and drops the rest; it returns once produce has.
+func drainChunks(n int, produce func(done chan<- *loadChunk, quit <-chan struct{}) error, fn func(*loadChunk) error) error {
+	done := make(chan *loadChunk, 4*n)
+	quit := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		defer close(done)
+		produced <- produce(done, quit)
+	}()
+	var err error
+	for c := range done {
+		if err != nil {
+			continue
+		}
+		if err = fn(c); err != nil {
+			close(quit)
+		}
 	}
-	return counts, nil
+	if err == nil {
+		close(quit)
+	}
+	return errors.Join(err, <-produced)
+}
+
+// chunkPutter puts chunks into a view in key order, whatever order they
+// arrive in: chunk idx of part p after every earlier one.
+type chunkPutter struct {
+	v         *view
+	parts     int
+	part, idx int
+	pending   map[[2]int]*loadChunk
+	counts    loadCounts
+}
+
+func newChunkPutter(v *view, parts int) *chunkPutter {
+	return &chunkPutter{v: v, parts: parts, pending: map[[2]int]*loadChunk{},
+		counts: loadCounts{nodes: map[NodeType]int64{}, edges: map[EdgeType]int64{}}}
+}
+
+func (p *chunkPutter) put(c *loadChunk) error {
+	if c.part < 0 || c.part >= p.parts {
+		return fmt.Errorf("load: chunk of key range %d, of %d", c.part, p.parts)
+	}
+	p.pending[[2]int{c.part, c.idx}] = c
+	for c := p.pending[[2]int{p.part, p.idx}]; c != nil; c = p.pending[[2]int{p.part, p.idx}] {
+		delete(p.pending, [2]int{p.part, p.idx})
+		if p.idx++; c.last {
+			p.part, p.idx = p.part+1, 0
+		}
+		for _, n := range c.nodes {
+			if p.v.putNode(n) {
+				p.counts.nodes[n.Type]++
+			}
+		}
+		for i, e := range c.edges {
+			if p.v.putEdgeLoaded(e, c.facts[i], c.idents[i]) {
+				p.counts.edges[e.Type]++
+			}
+		}
+		for _, e := range c.episodes {
+			p.v.putEpisode(e)
+		}
+	}
+	return nil
+}
+
+// finish checks that every key range was put, and returns the counts.
+func (p *chunkPutter) finish() (loadCounts, error) {
+	if len(p.pending) != 0 || p.part != p.parts {
+		return loadCounts{}, fmt.Errorf("load: %d of %d key ranges put, %d chunks left over", p.part, p.parts, len(p.pending))
+	}
+	return p.counts, nil
 }
 
 // loadCounts are the nodes and edges a load put into the view, by type
@@ -428,6 +497,17 @@ type scanner struct {
 	done   chan<- *loadChunk
 	quit   <-chan struct{}
 	legacy func() // called on a format-1 value
+	// sink, when set, takes each value into its chunk instead of the
+	// decoder (the view snapshot's writer copies them).
+	sink func(c *loadChunk, p loadPart) func([]byte) error
+}
+
+// valueFunc is what takes each value of key range p into c.
+func (sc scanner) valueFunc(c *loadChunk, p loadPart) func([]byte) error {
+	if sc.sink != nil {
+		return sc.sink(c, p)
+	}
+	return c.decoder(loadTables[p.table].p, sc.legacy)
 }
 
 // parts scans parts, at most n at a time.
@@ -459,7 +539,7 @@ func (sc scanner) part(part int, p loadPart) error {
 	t := loadTables[p.table]
 	prefix := []byte{byte(t.p)}
 	c := &loadChunk{part: part}
-	dec, n := c.decoder(t.p, sc.legacy), 0
+	dec, n := sc.valueFunc(c, p), 0
 	send := func(last bool) bool {
 		c.last = last
 		select {
@@ -468,7 +548,7 @@ func (sc scanner) part(part int, p loadPart) error {
 			return false
 		}
 		c = &loadChunk{part: part, idx: c.idx + 1}
-		dec, n = c.decoder(t.p, sc.legacy), 0
+		dec, n = sc.valueFunc(c, p), 0
 		return true
 	}
 	it := sc.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
@@ -492,29 +572,49 @@ func (sc scanner) part(part int, p loadPart) error {
 // decoder returns the function that decodes one value of table p into
 // c, calling legacy first if the value is in format 1.
 func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
-	return func(b []byte) error {
-		if len(b) > 0 && b[0] != formatV2 {
-			legacy()
-		}
-		switch p {
-		case prefixNode:
-			n, err := decodeNode(b)
-			c.nodes = append(c.nodes, n)
-			return err
-		case prefixEdge:
-			e, err := decodeEdge(b)
-			if err != nil {
-				return err
-			}
-			c.edges = append(c.edges, e)
-			c.facts = append(c.facts, EdgeFactsOf(e))
-			c.idents = append(c.idents, edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))
-			return nil
-		default:
-			e, err := decodeEpisode(b)
-			c.episodes = append(c.episodes, e)
+	return func(b []byte) error { return c.add(p, b, legacy, nil, false) }
+}
+
+// add decodes value b of table p into c, calling legacy first if it is
+// in format 1. With setEmb, the record's embedding is emb instead of
+// what b holds (the view snapshot keeps embeddings apart).
+func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, setEmb bool) error {
+	if len(b) > 0 && b[0] != formatV2 {
+		legacy()
+	}
+	switch p {
+	case prefixNode:
+		n, err := decodeNode(b)
+		if err != nil {
 			return err
 		}
+		if setEmb {
+			n.Embedding = emb
+		}
+		c.nodes = append(c.nodes, n)
+		return nil
+	case prefixEdge:
+		e, err := decodeEdge(b)
+		if err != nil {
+			return err
+		}
+		if setEmb {
+			e.Embedding = emb
+		}
+		c.edges = append(c.edges, e)
+		c.facts = append(c.facts, EdgeFactsOf(e))
+		c.idents = append(c.idents, edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))
+		return nil
+	default:
+		e, err := decodeEpisode(b)
+		if err != nil {
+			return err
+		}
+		if setEmb {
+			e.Embedding = emb
+		}
+		c.episodes = append(c.episodes, e)
+		return nil
 	}
 }
 

@@ -434,10 +434,11 @@ func (r *runner) reopen(ctx context.Context) error {
 	r.fig["disk_bytes"] = float64(du.total)
 	r.fig["disk.graph_bytes"] = float64(du.graph)
 	r.fig["disk.jetstream_bytes"] = float64(du.jetstream)
+	r.fig["disk.view_snapshot_bytes"] = float64(du.viewSnapshot)
 	r.fig["disk_bytes_per_edge"] = float64(du.total) / edges
 	r.fig["disk.graph_bytes_per_edge"] = float64(du.graph) / edges
-	r.say("reopened in %.2fs (%d vectors); RSS %.0f MB (%.0f B/edge), disk %.0f MB (%.0f B/edge)",
+	r.say("reopened in %.2fs (%d vectors); RSS %.0f MB (%.0f B/edge), disk %.0f MB (%.0f B/edge; the view snapshot %.0f MB of it)",
 		r.fig["reopen_s"], d.VectorIndex().Len(), r.fig["rss_bytes"]/1e6, r.fig["rss_bytes_per_edge"],
-		r.fig["disk_bytes"]/1e6, r.fig["disk_bytes_per_edge"])
+		r.fig["disk_bytes"]/1e6, r.fig["disk_bytes_per_edge"], r.fig["disk.view_snapshot_bytes"]/1e6)
 	return nil
 }

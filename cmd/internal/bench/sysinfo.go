@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
+	"github.com/ctxgraph/ctxgraph/particle"
 )
 
 // Machine describes where a run ran.
@@ -124,7 +125,10 @@ func procKB(path, name string) int64 {
 	return n << 10
 }
 
-type disk struct{ total, graph, jetstream int64 }
+// disk is bytes on disk: in all; Badger's graph; the view snapshot a
+// clean shutdown left beside it (gone once the daemon starts again);
+// JetStream's streams.
+type disk struct{ total, graph, viewSnapshot, jetstream int64 }
 
 // diskUsage is the size of the files under a daemon's data directory.
 func diskUsage(dir string) disk {
@@ -140,7 +144,12 @@ func diskUsage(dir string) disk {
 		})
 		return n
 	}
-	return disk{total: size(dir), graph: size(filepath.Join(dir, "graph")), jetstream: size(filepath.Join(dir, "jetstream"))}
+	var snap int64 // the view snapshot lies in the graph's directory
+	if fi, err := os.Stat(particle.ViewSnapshotPath(filepath.Join(dir, "graph"))); err == nil {
+		snap = allocated(fi)
+	}
+	return disk{total: size(dir), graph: size(filepath.Join(dir, "graph")) - snap, viewSnapshot: snap,
+		jetstream: size(filepath.Join(dir, "jetstream"))}
 }
 
 // allocated is the disk space a file takes: its blocks (Badger's value

@@ -78,6 +78,11 @@ type Config struct {
 		// to the value log (cheap compactions, faster ingest; rewritten
 		// values take disk until value-log GC); 0 keeps all in the tree.
 		ValueThreshold int `yaml:"value_threshold"`
+		// ViewSnapshot: a clean shutdown copies the graph's nodes,
+		// edges and episodes to DIR/graph/view.snapshot, and the next
+		// start loads them from it when the graph has not been written
+		// since (faster than scanning Badger).
+		ViewSnapshot bool `yaml:"view_snapshot"`
 	} `yaml:"storage"`
 	Retention struct {
 		// Enabled turns the retention pass on (off by default).
@@ -170,6 +175,7 @@ func DefaultConfig() Config {
 	c.Storage.GCInterval = 10 * time.Minute
 	c.Storage.GCDiscardRatio = 0.5
 	c.Storage.ValueThreshold = 1 << 10
+	c.Storage.ViewSnapshot = true
 	c.Retention.Interval = time.Hour
 	c.Retention.Action = "archive"
 	c.Retention.Rules = []particle.RetentionRule{}

@@ -111,6 +111,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so := particle.DefaultOptions(filepath.Join(cfg.Data, "graph"))
 	so.SyncWrites = cfg.Ingest.SyncWrites
 	so.ValueThreshold = cfg.Storage.ValueThreshold
+	so.ViewSnapshot = cfg.Storage.ViewSnapshot
 	so.Logger = log.With("component", "particle")
 	// The graph loads beside the vector snapshot and the keyword index's
 	// files, then the indexer's fill and the keyword index's

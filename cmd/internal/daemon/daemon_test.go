@@ -236,7 +236,14 @@ func TestStepsReachPlannerWithProvenanceAndSurviveRestart(t *testing.T) {
 	if err := d.Shutdown(context.Background()); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
+	snap := particle.ViewSnapshotPath(filepath.Join(dir, "graph"))
+	if _, err := os.Stat(snap); err != nil {
+		t.Errorf("no view snapshot after a clean shutdown: %v", err)
+	}
 	d2 := startDaemon(t, testConfig(dir))
+	if _, err := os.Stat(snap); !os.IsNotExist(err) {
+		t.Errorf("view snapshot not loaded at start (still there: %v)", err)
+	}
 	c2 := connect(t, d2)
 	after := answerShape(c2.ask(redBlockQuery))
 	if before != after {

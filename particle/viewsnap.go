@@ -1,0 +1,494 @@
+package particle
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// The view snapshot is a copy of the node, edge and episode tables that
+// a store writes at Close (Options.ViewSnapshot) and the next Open loads
+// instead of scanning Badger, when Badger has had no write since. It is
+// removed once read, so a store that crashes later loads from Badger.
+//
+// It holds Badger's values byte for byte, in the chunks the load puts
+// into the view in key order, so a view loaded from it is the view a
+// scan of Badger gives. Each format-2 value is stored without its
+// embedding, and each chunk's embeddings lie after its records. A load
+// maps the file (mapSnapshot) and the records' embeddings point into the
+// mapping, which lasts as long as the process: a 1M-edge store holds 1.6
+// GB of embeddings, and copying them into fresh heap pages was a large
+// part of a reopen. The file is unlinked once loaded; its disk space
+// comes back when the process ends.
+//
+//	chunk*    records: (tag uvarint, len uvarint, value)*, zeros to a
+//	          multiple of 4 bytes, then the chunk's embeddings: float32
+//	          little-endian
+//	directory chunkEntrySize bytes per chunk, in load order
+//	trailer   trailerSize bytes (snapTrailer)
+//
+// A record's tag is 0 for a value stored whole (format 1, or a format-2
+// value that would not split), else the value's embedding count+1 (0:
+// nil), plus 1; its value then holds a nil embedding. Every chunk's
+// records and embeddings carry a CRC-32C, the directory too.
+const (
+	viewSnapshotName    = "view.snapshot"
+	viewSnapshotMagic   = "ctxgview"
+	viewSnapshotVersion = 1
+	chunkEntrySize      = 4 + 4 + 1 + 4 + 8 + 8 + 8 + 4
+	trailerSize         = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 4
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ViewSnapshotPath is where a store in dir keeps its view snapshot.
+func ViewSnapshotPath(dir string) string { return filepath.Join(dir, viewSnapshotName) }
+
+// snapChunk is a chunk's values as the snapshot stores them.
+type snapChunk struct {
+	rec    []byte
+	emb    []byte
+	values int
+}
+
+// snapChunks recycles the writer's chunk buffers (a chunk of edges holds
+// about 1 MB).
+var snapChunks sync.Pool
+
+func newSnapChunk() snapChunk {
+	if c, ok := snapChunks.Get().(*snapChunk); ok {
+		return snapChunk{rec: c.rec[:0], emb: c.emb[:0]}
+	}
+	return snapChunk{}
+}
+
+func (c *snapChunk) recycle() {
+	snapChunks.Put(&snapChunk{rec: c.rec, emb: c.emb})
+	*c = snapChunk{}
+}
+
+// align4 rounds n up to a multiple of 4: where a chunk's embeddings
+// start after its records.
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// add appends value b, its embedding apart when it has one to split.
+func (c *snapChunk) add(b []byte) {
+	c.values++
+	rest, floats, countPlus1, ok := splitEmbedding(b)
+	if !ok {
+		c.rec = binary.AppendUvarint(c.rec, 0)
+		c.rec = binary.AppendUvarint(c.rec, uint64(len(b)))
+		c.rec = append(c.rec, b...)
+		return
+	}
+	c.rec = binary.AppendUvarint(c.rec, countPlus1+1)
+	c.rec = binary.AppendUvarint(c.rec, uint64(3+len(rest)))
+	c.rec = append(c.rec, b[0], b[1], 0) // format, kind, nil embedding
+	c.rec = append(c.rec, rest...)
+	c.emb = append(c.emb, floats...)
+}
+
+// splitEmbedding cuts format-2 value b into the embedding's count+1 (0:
+// nil), its floats' bytes and the fields after them. ok is false when b
+// is not a format-2 value with a whole embedding.
+func splitEmbedding(b []byte) (rest, floats []byte, countPlus1 uint64, ok bool) {
+	if len(b) < 3 || b[0] != formatV2 {
+		return nil, nil, 0, false
+	}
+	countPlus1, n := binary.Uvarint(b[2:])
+	if n <= 0 {
+		return nil, nil, 0, false
+	}
+	start := 2 + n
+	if countPlus1 == 0 {
+		return b[start:], nil, 0, true
+	}
+	if countPlus1-1 > uint64(len(b)-start)/4 {
+		return nil, nil, 0, false
+	}
+	end := start + 4*int(countPlus1-1)
+	return b[end:], b[start:end], countPlus1, true
+}
+
+// chunkEntry is a chunk's line in the directory.
+type chunkEntry struct {
+	part, idx uint32
+	last      bool
+	values    uint32
+	off       uint64 // of its records in the file
+	recLen    uint64 // without the padding after them
+	floats    uint64 // after its records and their padding
+	crc       uint32 // of its records, then its embeddings' bytes
+}
+
+func (e chunkEntry) append(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, e.part)
+	b = binary.LittleEndian.AppendUint32(b, e.idx)
+	last := byte(0)
+	if e.last {
+		last = 1
+	}
+	b = append(b, last)
+	b = binary.LittleEndian.AppendUint32(b, e.values)
+	b = binary.LittleEndian.AppendUint64(b, e.off)
+	b = binary.LittleEndian.AppendUint64(b, e.recLen)
+	b = binary.LittleEndian.AppendUint64(b, e.floats)
+	return binary.LittleEndian.AppendUint32(b, e.crc)
+}
+
+func readChunkEntry(b []byte) chunkEntry {
+	le := binary.LittleEndian
+	return chunkEntry{part: le.Uint32(b), idx: le.Uint32(b[4:]), last: b[8] == 1, values: le.Uint32(b[9:]),
+		off: le.Uint64(b[13:]), recLen: le.Uint64(b[21:]), floats: le.Uint64(b[29:]), crc: le.Uint32(b[37:])}
+}
+
+// snapTrailer ends the file.
+// It starts with the magic and the format, and ends with its own CRC;
+// the directory ends with each key range's table (a byte each).
+type snapTrailer struct {
+	parts   uint32 // key ranges
+	chunks  uint64 // directory entries
+	version uint64 // Badger's MaxVersion when the snapshot was taken
+	floats  uint64 // all chunks' embeddings
+	dirOff  uint64 // where the directory starts
+	dirCRC  uint32 // of the directory and the key ranges' tables
+}
+
+func (t snapTrailer) append(b []byte) []byte {
+	start := len(b)
+	b = append(b, viewSnapshotMagic...)
+	b = binary.LittleEndian.AppendUint32(b, viewSnapshotVersion)
+	b = binary.LittleEndian.AppendUint32(b, t.parts)
+	b = binary.LittleEndian.AppendUint64(b, t.chunks)
+	b = binary.LittleEndian.AppendUint64(b, t.version)
+	b = binary.LittleEndian.AppendUint64(b, t.floats)
+	b = binary.LittleEndian.AppendUint64(b, t.dirOff)
+	b = binary.LittleEndian.AppendUint32(b, t.dirCRC)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], crcTable))
+}
+
+func readSnapTrailer(b []byte) (snapTrailer, error) {
+	le := binary.LittleEndian
+	switch {
+	case len(b) != trailerSize || string(b[:8]) != viewSnapshotMagic:
+		return snapTrailer{}, errors.New("not a view snapshot")
+	case le.Uint32(b[trailerSize-4:]) != crc32.Checksum(b[:trailerSize-4], crcTable):
+		return snapTrailer{}, errors.New("trailer checksum mismatch")
+	case le.Uint32(b[8:]) != viewSnapshotVersion:
+		return snapTrailer{}, fmt.Errorf("snapshot format %d, want %d", le.Uint32(b[8:]), viewSnapshotVersion)
+	}
+	return snapTrailer{parts: le.Uint32(b[12:]), chunks: le.Uint64(b[16:]), version: le.Uint64(b[24:]),
+		floats: le.Uint64(b[32:]), dirOff: le.Uint64(b[40:]), dirCRC: le.Uint32(b[48:])}, nil
+}
+
+// writeViewSnapshot writes the node, edge and episode tables of db to
+// path (through a temporary file, then renamed), stamped with db's
+// version. Nothing may write to db meanwhile. It returns the bytes
+// written. The file is not synced: it is a cache of what Badger holds,
+// and a file that a crash left half written fails its checksums, so the
+// next start loads from Badger (syncing 2 GB took seconds of a 1M-edge
+// store's shutdown).
+func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
+	if !littleEndian {
+		return 0, errors.New("view snapshot: big-endian host")
+	}
+	version := db.MaxVersion() // before the scan's read timestamp
+	workers := max(1, runtime.GOMAXPROCS(0))
+	parts := loadParts(db, 4*workers)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("view snapshot: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("view snapshot: %w", cerr)
+		}
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	var dir []chunkEntry
+	var off, floats uint64
+	// Chunks (about 1 MB) go to the file as they are, unbuffered.
+	write := func(c *loadChunk) error {
+		s := &c.snap
+		e := chunkEntry{part: uint32(c.part), idx: uint32(c.idx), last: c.last, values: uint32(s.values),
+			off: off, recLen: uint64(len(s.rec)), floats: uint64(len(s.emb) / 4)}
+		e.crc = crc32.Update(crc32.Checksum(s.rec, crcTable), crcTable, s.emb)
+		s.rec = append(s.rec, make([]byte, align4(e.recLen)-e.recLen)...)
+		if _, err := f.Write(s.rec); err != nil {
+			return err
+		}
+		if _, err := f.Write(s.emb); err != nil {
+			return err
+		}
+		off += uint64(len(s.rec) + len(s.emb))
+		floats += e.floats
+		dir = append(dir, e)
+		s.recycle()
+		return nil
+	}
+	err = db.View(func(txn *badger.Txn) error {
+		return drainChunks(workers, func(done chan<- *loadChunk, quit <-chan struct{}) error {
+			sc := scanner{txn: txn, done: done, quit: quit, sink: func(c *loadChunk, _ loadPart) func([]byte) error {
+				c.snap = newSnapChunk()
+				return func(b []byte) error { c.snap.add(b); return nil }
+			}}
+			return sc.parts(parts, workers)
+		}, write)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("view snapshot: %w", err)
+	}
+	// Load order: the put takes chunks in this order, so the reader
+	// hands them out in it.
+	slices.SortFunc(dir, func(a, b chunkEntry) int {
+		if a.part != b.part {
+			return int(a.part) - int(b.part)
+		}
+		return int(a.idx) - int(b.idx)
+	})
+	var tail []byte
+	for _, e := range dir {
+		tail = e.append(tail)
+	}
+	for _, p := range parts {
+		tail = append(tail, byte(p.table))
+	}
+	t := snapTrailer{parts: uint32(len(parts)), chunks: uint64(len(dir)), version: version, floats: floats,
+		dirOff: off, dirCRC: crc32.Checksum(tail, crcTable)}
+	tail = t.append(tail)
+	if _, err := f.Write(tail); err != nil {
+		return 0, fmt.Errorf("view snapshot: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, fmt.Errorf("view snapshot: %w", err)
+	}
+	return int64(off) + int64(len(tail)), nil
+}
+
+// errSnapshotStale is readViewSnapshot's error for a snapshot older than
+// the store.
+var errSnapshotStale = errors.New("the store was written after the snapshot")
+
+// readViewSnapshot loads the snapshot at path into v with n decoders,
+// if it was taken at Badger version version. The caller discards v
+// after an error.
+func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, error) {
+	if !littleEndian {
+		return loadCounts{}, errors.New("big-endian host")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return loadCounts{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return loadCounts{}, err
+	}
+	size := uint64(st.Size())
+	if size < trailerSize || size > uint64(math.MaxInt) {
+		return loadCounts{}, errors.New("not a view snapshot")
+	}
+	tb := make([]byte, trailerSize)
+	if _, err := f.ReadAt(tb, int64(size-trailerSize)); err != nil {
+		return loadCounts{}, err
+	}
+	t, err := readSnapTrailer(tb)
+	if err != nil {
+		return loadCounts{}, err
+	}
+	if t.version != version {
+		return loadCounts{}, fmt.Errorf("%w (snapshot at version %d, store at %d)", errSnapshotStale, t.version, version)
+	}
+	mem, unmap, err := mapSnapshot(f, int(size))
+	if err != nil {
+		return loadCounts{}, err
+	}
+	counts, err := loadMapped(mem, t, n, v, legacy)
+	if err != nil {
+		unmap() // v, which points into mem, is discarded
+	}
+	return counts, err
+}
+
+// loadMapped loads the snapshot in mem, whose trailer is t, into v.
+func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, error) {
+	size := uint64(len(mem)) - trailerSize
+	dirLen := t.chunks*chunkEntrySize + uint64(t.parts)
+	if t.chunks > size/chunkEntrySize || t.dirOff > size || dirLen != size-t.dirOff {
+		return loadCounts{}, errors.New("directory out of bounds")
+	}
+	tail := mem[t.dirOff:size]
+	if crc32.Checksum(tail, crcTable) != t.dirCRC {
+		return loadCounts{}, errors.New("directory checksum mismatch")
+	}
+	dir := make([]chunkEntry, t.chunks)
+	var floats uint64
+	for i := range dir {
+		e := readChunkEntry(tail[i*chunkEntrySize:])
+		if e.part >= t.parts || e.off > t.dirOff || e.recLen > t.dirOff-e.off ||
+			e.floats > (t.dirOff-e.off-align4(e.recLen))/4 || align4(e.recLen) > t.dirOff-e.off ||
+			uint64(e.values) > e.recLen {
+			return loadCounts{}, fmt.Errorf("chunk %d out of bounds", i)
+		}
+		dir[i] = e
+		floats += e.floats
+	}
+	tables := tail[t.chunks*chunkEntrySize:]
+	for _, tb := range tables {
+		if int(tb) >= len(loadTables) {
+			return loadCounts{}, fmt.Errorf("key range of table %d", tb)
+		}
+	}
+	if floats != t.floats {
+		return loadCounts{}, fmt.Errorf("chunks hold %d floats, trailer says %d", floats, t.floats)
+	}
+	var next atomic.Int64
+	put := newChunkPutter(v, int(t.parts))
+	err := drainChunks(n, func(done chan<- *loadChunk, quit <-chan struct{}) error {
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for w := range n {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(dir) {
+						return
+					}
+					e := dir[i]
+					c := &loadChunk{part: int(e.part), idx: int(e.idx), last: e.last}
+					if err := readChunk(mem, e, loadTables[tables[e.part]].p, c, legacy); err != nil {
+						errs[w] = fmt.Errorf("chunk %d: %w", i, err)
+						return
+					}
+					select {
+					case done <- c:
+					case <-quit:
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}, put.put)
+	if err != nil {
+		return loadCounts{}, err
+	}
+	return put.finish()
+}
+
+// readChunk checks chunk e of the snapshot in mem and decodes its values
+// of table p into c, their embeddings pointing into mem.
+func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) error {
+	buf := mem[e.off : e.off+e.recLen]
+	start := e.off + align4(e.recLen)
+	embBytes := mem[start : start+4*e.floats]
+	if crc32.Update(crc32.Checksum(buf, crcTable), crcTable, embBytes) != e.crc {
+		return errors.New("checksum mismatch")
+	}
+	var emb []float32
+	if e.floats > 0 {
+		emb = unsafe.Slice((*float32)(unsafe.Pointer(&embBytes[0])), e.floats)
+	}
+	at, pos := 0, 0
+	for range e.values {
+		tag, n := binary.Uvarint(buf[at:])
+		if n <= 0 {
+			return fmt.Errorf("%w: record tag", ErrCorrupt)
+		}
+		at += n
+		l, n := binary.Uvarint(buf[at:])
+		if n <= 0 || l > uint64(len(buf)-at-n) {
+			return fmt.Errorf("%w: record length", ErrCorrupt)
+		}
+		at += n
+		b := buf[at : at+int(l)]
+		at += int(l)
+		if tag == 0 {
+			if err := c.add(p, b, legacy, nil, false); err != nil {
+				return err
+			}
+			continue
+		}
+		var x []float32
+		if countPlus1 := tag - 1; countPlus1 > 0 {
+			k := countPlus1 - 1
+			if k > uint64(len(emb)-pos) {
+				return fmt.Errorf("%w: embedding past the chunk's", ErrCorrupt)
+			}
+			x = emb[pos : pos+int(k) : pos+int(k)]
+			if x == nil {
+				x = []float32{} // an empty embedding stays empty, not nil
+			}
+			pos += int(k)
+		}
+		if err := c.add(p, b, legacy, x, true); err != nil {
+			return err
+		}
+	}
+	if at != len(buf) || pos != len(emb) {
+		return fmt.Errorf("%w: %d of %d record bytes and %d of %d floats used", ErrCorrupt, at, len(buf), pos, len(emb))
+	}
+	return nil
+}
+
+// saveViewSnapshot writes the store's view snapshot at Close, logging
+// the outcome: the snapshot only speeds the next Open up.
+func (s *Store) saveViewSnapshot() {
+	t := time.Now()
+	path := ViewSnapshotPath(s.opts.Dir)
+	size, err := writeViewSnapshot(s.db, path)
+	if err != nil {
+		s.log.Warn("view snapshot not written; the next start loads from the store", "err", err)
+		return
+	}
+	s.log.Info("view snapshot written", "bytes", size, "took", time.Since(t))
+}
+
+// dropViewSnapshot removes a view snapshot left by a store that kept
+// them: opened without, the store would not keep it current.
+func (s *Store) dropViewSnapshot() {
+	if err := os.Remove(ViewSnapshotPath(s.opts.Dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("view snapshot not removed", "err", err)
+	}
+}
+
+// loadViewSnapshot loads the view snapshot into v if there is one
+// taken at Badger version version, and removes it. It reports whether
+// v holds the store's view; if not, v is to be discarded.
+func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, bool) {
+	path := ViewSnapshotPath(s.opts.Dir)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return loadCounts{}, false
+	}
+	t := time.Now()
+	counts, err := readViewSnapshot(path, version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
+	s.dropViewSnapshot()
+	switch {
+	case errors.Is(err, errSnapshotStale):
+		s.log.Info("view snapshot is older than the store; loading from the store", "err", err)
+		return loadCounts{}, false
+	case err != nil:
+		s.log.Warn("view snapshot unreadable; loading from the store", "err", err)
+		return loadCounts{}, false
+	}
+	s.log.Info("view loaded from its snapshot", "took", time.Since(t))
+	return counts, true
+}

@@ -1,0 +1,276 @@
+package particle
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// lockedBuffer is a log sink that tests read after the store is done.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// openLogged opens the store in dir with its logs in the returned buffer.
+func openLogged(t *testing.T, dir string) (*Store, *lockedBuffer) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	o := DefaultOptions(dir)
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
+}
+
+// TestViewSnapshotLoadsTheViewBadgerGives writes a snapshot of a store
+// with several chunks of every table, some values in format 1 (stored
+// whole) and an edge with an empty embedding, and loads it beside a scan
+// of Badger: the two views are equal in every field, adjacency order and
+// embeddings included.
+func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 7, testEntities, 3*benchEdgesPerTxn)
+	defer s.Close()
+	var old []*Edge
+	s.Read(func(r Reader) {
+		r.Edges(func(e *Edge) bool { old = append(old, e); return len(old) < 3 })
+	})
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		c := *old[0]
+		c.Embedding = nil
+		v, err := encodeValue(&c, old[0].Embedding) // format 1
+		if err != nil {
+			return err
+		}
+		if err := txn.Set(edgeKey(c.Namespace, c.ID), v); err != nil {
+			return err
+		}
+		c = *old[1]
+		c.Embedding = []float32{}
+		v, err = encodeEdgeV2(&c, nil)
+		if err != nil {
+			return err
+		}
+		return txn.Set(edgeKey(c.Namespace, c.ID), v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path := ViewSnapshotPath(t.TempDir())
+	if _, err := writeViewSnapshot(s.db, path); err != nil {
+		t.Fatal(err)
+	}
+	fromSnap := newView()
+	if _, err := readViewSnapshot(path, s.db.MaxVersion(), 3, fromSnap, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	fromSnap.linkLoaded()
+	fromBadger := newView()
+	if err := s.db.View(func(txn *badger.Txn) error {
+		_, err := loadValues(s.db, txn, fromBadger, func() {})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fromBadger.linkLoaded()
+	if len(fromSnap.edges) < 3*benchEdgesPerTxn-20 || len(fromSnap.nodes) != testEntities || len(fromSnap.episodes) == 0 {
+		t.Fatalf("snapshot loaded %d edges, %d nodes, %d episodes", len(fromSnap.edges), len(fromSnap.nodes), len(fromSnap.episodes))
+	}
+	if e := fromSnap.edges[old[1].ID]; e.Embedding == nil || len(e.Embedding) != 0 {
+		t.Fatalf("empty embedding loaded as %#v", e.Embedding)
+	}
+	if !reflect.DeepEqual(fromSnap, fromBadger) {
+		t.Fatal("the view loaded from the snapshot differs from Badger's")
+	}
+}
+
+// TestViewSnapshotAcrossReopen closes a store (which writes its
+// snapshot) and opens it again: the view comes from the snapshot, equal
+// to what was written, and the snapshot is gone once loaded.
+func TestViewSnapshotAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 8, testEntities, 2*benchEdgesPerTxn)
+	edges, nodes, _ := snapshotView(s)
+	counts := s.Counts()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ViewSnapshotPath(dir)); err != nil {
+		t.Fatalf("no snapshot after Close: %v", err)
+	}
+	s, logs := openLogged(t, dir)
+	if !strings.Contains(logs.String(), "view loaded from its snapshot") {
+		t.Fatalf("the view did not come from the snapshot; logs:\n%s", logs)
+	}
+	if _, err := os.Stat(ViewSnapshotPath(dir)); !os.IsNotExist(err) {
+		t.Fatalf("snapshot still there after loading (%v)", err)
+	}
+	edges2, nodes2, _ := snapshotView(s)
+	if !reflect.DeepEqual(edges2, edges) || !reflect.DeepEqual(nodes2, nodes) {
+		t.Fatal("nodes or edges differ from those written")
+	}
+	if got := s.Counts(); !reflect.DeepEqual(got, counts) {
+		t.Fatalf("counts = %+v, want %+v", got, counts)
+	}
+	// A write on top of a view loaded from the snapshot is in the next.
+	observeOn(t, s, "a cup never seen", "a table never seen")
+	edges, nodes, out := snapshotView(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, logs = openLogged(t, dir)
+	defer s.Close()
+	if !strings.Contains(logs.String(), "view loaded from its snapshot") {
+		t.Fatalf("the second reopen did not load the snapshot; logs:\n%s", logs)
+	}
+	edges2, nodes2, out2 := snapshotView(s)
+	if len(edges2) != len(edges) || !reflect.DeepEqual(edges2, edges) || !reflect.DeepEqual(nodes2, nodes) || !reflect.DeepEqual(out2, out) {
+		t.Fatalf("after a write and a second reopen: %d edges, want %d, or nodes or adjacency differ", len(edges2), len(edges))
+	}
+}
+
+// TestViewSnapshotDroppedWhenOff opens a store that left a snapshot
+// with snapshots off: it loads from Badger and removes the snapshot,
+// which its writes would make stale.
+func TestViewSnapshotDroppedWhenOff(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 11, testEntities, benchEdgesPerTxn)
+	want := len(mustEdges(s))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions(dir)
+	o.ViewSnapshot = false
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ViewSnapshotPath(dir)); !os.IsNotExist(err) {
+		t.Fatalf("snapshot kept by a store without snapshots (%v)", err)
+	}
+	if got := len(mustEdges(s)); got != want {
+		t.Fatalf("%d edges, want %d", got, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ViewSnapshotPath(dir)); !os.IsNotExist(err) {
+		t.Fatalf("snapshot written by a store without snapshots (%v)", err)
+	}
+}
+
+// TestViewSnapshotStaleIsNotLoaded puts back a snapshot taken before the
+// store's last write: Open loads from Badger and the write is there.
+func TestViewSnapshotStaleIsNotLoaded(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 9, testEntities, benchEdgesPerTxn)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(ViewSnapshotPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ = openLogged(t, dir)
+	before := len(mustEdges(s))
+	observeOn(t, s, "a cup never seen", "a table never seen")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ViewSnapshotPath(dir), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := openLogged(t, dir)
+	defer s.Close()
+	if !strings.Contains(logs.String(), "older than the store") {
+		t.Fatalf("stale snapshot not reported; logs:\n%s", logs)
+	}
+	if got := len(mustEdges(s)); got != before+1 {
+		t.Fatalf("%d edges after reopening, want %d", got, before+1)
+	}
+}
+
+// TestViewSnapshotDamagedIsNotLoaded damages the snapshot in its
+// records, its embeddings, its directory and its length: each time Open
+// loads from Badger, warns, and finds every edge with its embedding.
+func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 10, testEntities, benchEdgesPerTxn)
+	edges, _, _ := snapshotView(s)
+	damages := map[string]func([]byte) []byte{
+		"record":    func(b []byte) []byte { b[40] ^= 0x10; return b },
+		"embedding": func(b []byte) []byte { b[len(b)/2] ^= 0x01; return b },
+		"directory": func(b []byte) []byte { b[len(b)-trailerSize-5] ^= 0x01; return b },
+		"truncated": func(b []byte) []byte { return b[:len(b)-7] },
+	}
+	for name, damage := range damages {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(ViewSnapshotPath(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(ViewSnapshotPath(dir), damage(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var logs *lockedBuffer
+		s, logs = openLogged(t, dir)
+		if !strings.Contains(logs.String(), "view snapshot unreadable") {
+			t.Fatalf("%s: damage not reported; logs:\n%s", name, logs)
+		}
+		if got, _, _ := snapshotView(s); !reflect.DeepEqual(got, edges) {
+			t.Fatalf("%s: edges differ after loading from the store", name)
+		}
+	}
+	s.Close()
+}
+
+func mustEdges(s *Store) (ids []string) {
+	s.Read(func(r Reader) {
+		r.Edges(func(e *Edge) bool { ids = append(ids, e.ID); return true })
+	})
+	return ids
+}
+
+// observeOn commits one observation: entity src on entity dst, with a
+// 3-d embedding.
+func observeOn(t *testing.T, s *Store, src, dst string) {
+	t.Helper()
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		a, _, err := b.Resolve(DefaultNamespace, NodeEntity, src)
+		if err != nil {
+			return err
+		}
+		c, _, err := b.Resolve(DefaultNamespace, NodeEntity, dst)
+		if err != nil {
+			return err
+		}
+		_, _, err = b.Observe(Observation{Source: a.ID, Target: c.ID, Type: EdgeAssertion, Predicate: "on",
+			Embed: func() ([]float32, error) { return []float32{1, 2, 3}, nil }})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
