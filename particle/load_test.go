@@ -192,3 +192,47 @@ func TestLoadPartsKeepKeyOrder(t *testing.T) {
 		t.Fatalf("loaded %d edges (want %d), adjacency equal: %v", len(edges), len(want), reflect.DeepEqual(out, wantOut))
 	}
 }
+
+// TestReopenListsEdgesOfMissingNodes removes an edge's target node from
+// Badger behind the store's back: reopened, the edge is still in the
+// adjacency of both its ends, as a live store lists it.
+func TestReopenListsEdgesOfMissingNodes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(DefaultOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	observeOn(t, s, "cup", "table")
+	observeOn(t, s, "cup", "shelf")
+	var gone *Node
+	var src string
+	s.Read(func(r Reader) {
+		gone = r.Lookup(DefaultNamespace, NodeEntity, "table")
+		src = r.Lookup(DefaultNamespace, NodeEntity, "cup").ID
+	})
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(nodeKey(gone.Namespace, gone.ID)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, snap := range []bool{true, false} { // from the snapshot Close wrote, then from Badger
+		o := DefaultOptions(dir)
+		o.ViewSnapshot = snap
+		s, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, in []string
+		s.Read(func(r Reader) {
+			r.Out(src, func(e *Edge) bool { out = append(out, e.Target); return true })
+			r.In(gone.ID, func(e *Edge) bool { in = append(in, e.Source); return true })
+		})
+		if len(out) != 2 || !slices.Contains(out, gone.ID) || len(in) != 1 || in[0] != src {
+			t.Fatalf("snapshot %v: out of cup %v, in of the missing node %v", snap, out, in)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
