@@ -66,6 +66,7 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 		return nil, fmt.Errorf("no store in %s: %w", cfg.Data, err)
 	}
 	so := particle.DefaultOptions(graph)
+	so.ViewSnapshot = cfg.Storage.ViewSnapshot
 	so.Logger = log.With("component", "particle")
 	store, err := particle.Open(so)
 	if err != nil {
