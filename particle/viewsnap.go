@@ -214,10 +214,8 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 		return 0, fmt.Errorf("view snapshot: %w", err)
 	}
 	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("view snapshot: %w", cerr)
-		}
 		if err != nil {
+			f.Close()
 			os.Remove(tmp)
 		}
 	}()
@@ -272,10 +270,13 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 	t := snapTrailer{parts: uint32(len(parts)), chunks: uint64(len(dir)), version: version, floats: floats,
 		dirOff: off, dirCRC: crc32.Checksum(tail, crcTable)}
 	tail = t.append(tail)
-	if _, err := f.Write(tail); err != nil {
-		return 0, fmt.Errorf("view snapshot: %w", err)
+	if _, err = f.Write(tail); err == nil {
+		err = f.Close()
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("view snapshot: %w", err)
 	}
 	return int64(off) + int64(len(tail)), nil
