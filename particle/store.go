@@ -98,6 +98,8 @@ type Store struct {
 	v      *view
 	counts Counts
 	closed bool
+	// fromSnapshot: the view was loaded from the view snapshot.
+	fromSnapshot bool
 
 	subMu sync.RWMutex
 	subs  []func(Changes)
@@ -283,8 +285,13 @@ func (s *Store) load(version uint64) error {
 	s.counts.Nodes, s.counts.Edges = kinds.nodes, kinds.edges
 	s.counts.Episodes = int64(len(v.episodes))
 	s.v = v
+	s.fromSnapshot = loaded
 	return nil
 }
+
+// LoadedFromSnapshot reports whether Open loaded the view from the view
+// snapshot rather than from Badger.
+func (s *Store) LoadedFromSnapshot() bool { return s.fromSnapshot }
 
 // presize makes the view's maps of edges as large as Badger's tables say
 // the store is, so that the load does not grow them step by step (at 1M

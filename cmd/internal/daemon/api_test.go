@@ -170,6 +170,8 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 		`ctxgraph_planner_stage_seconds_count{stage="total"} 1`,
 		`ctxgraph_store_steps 32`,
 		`ctxgraph_ingest_lag_messages 0`,
+		"ctxgraph_store_view_from_snapshot 0\n", // a fresh store
+		`ctxgraph_start_seconds `,
 		`ctxgraph_ingest_batch_seconds_count{stream="RLDS"}`,
 	} {
 		if !strings.Contains(string(raw), want) {

@@ -73,15 +73,17 @@ type Daemon struct {
 	stopped     chan struct{} // closed by Shutdown; ends Start's watcher
 	maint       maintenanceMetrics
 
-	httpSrv  *http.Server
-	httpLn   net.Listener
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	ready    atomic.Bool
-	storeOK  atomic.Bool
-	started  time.Time
-	stopOnce sync.Once
-	stopErr  error
+	httpSrv *http.Server
+	httpLn  net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	ready   atomic.Bool
+	storeOK atomic.Bool
+	started time.Time
+	// startTook is how long Start took to serve, in ns (0 until then).
+	startTook atomic.Int64
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // Start brings the daemon up. Cancel ctx or call Shutdown to stop it.
@@ -174,7 +176,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	}
 	d.ready.Store(true)
 	restoreGC()
-	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data)
+	took := time.Since(d.started)
+	d.startTook.Store(int64(took))
+	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data,
+		"start", took.Round(time.Millisecond), "view_from_snapshot", d.store.LoadedFromSnapshot())
 	d.stopped = make(chan struct{})
 	go func() {
 		select {

@@ -241,8 +241,8 @@ func TestStepsReachPlannerWithProvenanceAndSurviveRestart(t *testing.T) {
 		t.Errorf("no view snapshot after a clean shutdown: %v", err)
 	}
 	d2 := startDaemon(t, testConfig(dir))
-	if _, err := os.Stat(snap); !os.IsNotExist(err) {
-		t.Errorf("view snapshot not loaded at start (still there: %v)", err)
+	if _, err := os.Stat(snap); !os.IsNotExist(err) || !d2.Store().LoadedFromSnapshot() {
+		t.Errorf("view snapshot not loaded at start (from snapshot %v; the file: %v)", d2.Store().LoadedFromSnapshot(), err)
 	}
 	c2 := connect(t, d2)
 	after := answerShape(c2.ask(redBlockQuery))

@@ -69,6 +69,17 @@ func (m *metrics) registerStore(d *Daemon) {
 		Name: "ctxgraph_vector_index_size", Help: "Vectors in the index.",
 	}, func() float64 { return float64(d.index.Len()) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_view_from_snapshot", Help: "1 when the start loaded the graph's view from its view snapshot, 0 when from Badger.",
+	}, func() float64 {
+		if d.store.LoadedFromSnapshot() {
+			return 1
+		}
+		return 0
+	}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_start_seconds", Help: "How long the daemon took from start to serving.",
+	}, func() float64 { return time.Duration(d.startTook.Load()).Seconds() }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_ingest_lag_messages", Help: "Stream messages not yet applied (pending plus unacked), all streams.",
 	}, func() float64 { return float64(d.ingestLag()) }))
 }
