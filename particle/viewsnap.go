@@ -463,11 +463,15 @@ func (s *Store) saveViewSnapshot() {
 	s.log.Info("view snapshot written", "bytes", size, "took", time.Since(t))
 }
 
-// dropViewSnapshot removes a view snapshot left by a store that kept
-// them: opened without, the store would not keep it current.
+// dropViewSnapshot removes the view snapshot, and the temporary file of
+// one that a shutdown died while writing. A store opened without
+// snapshots drops one too: its writes would make it stale.
 func (s *Store) dropViewSnapshot() {
-	if err := os.Remove(ViewSnapshotPath(s.opts.Dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("view snapshot not removed", "err", err)
+	path := ViewSnapshotPath(s.opts.Dir)
+	for _, p := range []string{path, path + ".tmp"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("view snapshot not removed", "path", p, "err", err)
+		}
 	}
 }
 
@@ -477,6 +481,7 @@ func (s *Store) dropViewSnapshot() {
 func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, bool) {
 	path := ViewSnapshotPath(s.opts.Dir)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		s.dropViewSnapshot() // a temporary file, if any
 		return loadCounts{}, false
 	}
 	t := time.Now()

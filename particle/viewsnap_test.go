@@ -160,14 +160,19 @@ func TestViewSnapshotDroppedWhenOff(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(ViewSnapshotPath(dir)+".tmp", []byte("a shutdown died here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	o := DefaultOptions(dir)
 	o.ViewSnapshot = false
 	s, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(ViewSnapshotPath(dir)); !os.IsNotExist(err) {
-		t.Fatalf("snapshot kept by a store without snapshots (%v)", err)
+	for _, p := range []string{ViewSnapshotPath(dir), ViewSnapshotPath(dir) + ".tmp"} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s kept by a store without snapshots (%v)", p, err)
+		}
 	}
 	if got := len(mustEdges(s)); got != want {
 		t.Fatalf("%d edges, want %d", got, want)
@@ -177,6 +182,28 @@ func TestViewSnapshotDroppedWhenOff(t *testing.T) {
 	}
 	if _, err := os.Stat(ViewSnapshotPath(dir)); !os.IsNotExist(err) {
 		t.Fatalf("snapshot written by a store without snapshots (%v)", err)
+	}
+}
+
+// TestViewSnapshotTempFileRemoved leaves the temporary file of a
+// shutdown that died while writing its snapshot: the next Open, with
+// snapshots on and none to load, removes it.
+func TestViewSnapshotTempFileRemoved(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 12, testEntities, 64)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(ViewSnapshotPath(dir), ViewSnapshotPath(dir)+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := openLogged(t, dir)
+	defer s.Close()
+	if strings.Contains(logs.String(), "view loaded from its snapshot") || s.LoadedFromSnapshot() {
+		t.Fatal("loaded a temporary file as the snapshot")
+	}
+	if _, err := os.Stat(ViewSnapshotPath(dir) + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("temporary file kept (%v)", err)
 	}
 }
 
