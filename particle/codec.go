@@ -126,9 +126,12 @@ func (s *valueSlab) reset() {
 	s.used, s.cur = s.used[:0], nil
 }
 
-func decodeNode(b []byte) (*Node, error) {
+func decodeNode(b []byte) (*Node, error) { return decodeNodeAt(b, false) }
+
+// decodeNodeAt is decodeNode; inPlace, a format-2 value's strings alias b.
+func decodeNodeAt(b []byte, inPlace bool) (*Node, error) {
 	if len(b) > 0 && b[0] == formatV2 {
-		return decodeNodeV2(b)
+		return decodeNodeV2(b, inPlace)
 	}
 	var n Node
 	emb, err := decodeValue(b, &n)
@@ -139,9 +142,12 @@ func decodeNode(b []byte) (*Node, error) {
 	return &n, nil
 }
 
-func decodeEdge(b []byte) (*Edge, error) {
+func decodeEdge(b []byte) (*Edge, error) { return decodeEdgeAt(b, false) }
+
+// decodeEdgeAt is decodeEdge; inPlace, a format-2 value's strings alias b.
+func decodeEdgeAt(b []byte, inPlace bool) (*Edge, error) {
 	if len(b) > 0 && b[0] == formatV2 {
-		return decodeEdgeV2(b)
+		return decodeEdgeV2(b, inPlace)
 	}
 	var e Edge
 	emb, err := decodeValue(b, &e)
@@ -152,9 +158,12 @@ func decodeEdge(b []byte) (*Edge, error) {
 	return &e, nil
 }
 
-func decodeEpisode(b []byte) (*Episode, error) {
+func decodeEpisode(b []byte) (*Episode, error) { return decodeEpisodeAt(b, false) }
+
+// decodeEpisodeAt is decodeEpisode; inPlace, a format-2 value's strings alias b.
+func decodeEpisodeAt(b []byte, inPlace bool) (*Episode, error) {
 	if len(b) > 0 && b[0] == formatV2 {
-		return decodeEpisodeV2(b)
+		return decodeEpisodeV2(b, inPlace)
 	}
 	var e Episode
 	emb, err := decodeValue(b, &e)

@@ -169,9 +169,15 @@ func (r *rd) done() error {
 	return r.err
 }
 
-// strings makes the string copy of everything from the current offset.
-func (r *rd) strings() {
+// strings makes the string copy of everything from the current offset;
+// inPlace, the strings alias b instead, which must then never change
+// and outlive them (the view snapshot's mapping).
+func (r *rd) strings(inPlace bool) {
 	r.base = r.off
+	if inPlace && r.off < len(r.b) {
+		r.s = unsafe.String(&r.b[r.off], len(r.b)-r.off)
+		return
+	}
 	r.s = string(r.b[r.off:])
 }
 

@@ -48,15 +48,15 @@ func strsSize(ss []string) int {
 const binaryLenMax = 10
 
 // newReader checks the header of a format-2 value of kind and reads its
-// embedding.
-func newReader(b []byte, kind byte) (*rd, []float32) {
+// embedding. inPlace: the value's strings alias b (rd.strings).
+func newReader(b []byte, kind byte, inPlace bool) (*rd, []float32) {
 	r := &rd{b: b}
 	if r.u8() != formatV2 || r.u8() != kind {
 		r.fail(fmt.Sprintf("not a format-2 value of kind %d", kind))
 		return r, nil
 	}
 	emb := r.floats()
-	r.strings()
+	r.strings(inPlace)
 	return r, emb
 }
 
@@ -98,8 +98,8 @@ func encodeNodeV2(n *Node, slab *valueSlab) ([]byte, error) {
 	return w.b, nil
 }
 
-func decodeNodeV2(b []byte) (*Node, error) {
-	r, emb := newReader(b, kindNode)
+func decodeNodeV2(b []byte, inPlace bool) (*Node, error) {
+	r, emb := newReader(b, kindNode, inPlace)
 	n := &Node{Embedding: emb}
 	n.ID = r.str()
 	n.Namespace = r.str()
@@ -197,8 +197,8 @@ func encodeEdgeV2(e *Edge, slab *valueSlab) ([]byte, error) {
 	return w.b, nil
 }
 
-func decodeEdgeV2(b []byte) (*Edge, error) {
-	r, emb := newReader(b, kindEdge)
+func decodeEdgeV2(b []byte, inPlace bool) (*Edge, error) {
+	r, emb := newReader(b, kindEdge, inPlace)
 	box := &edgeBox{}
 	e := &box.e
 	e.Embedding = emb
@@ -313,8 +313,8 @@ func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
 	return w.b, nil
 }
 
-func decodeEpisodeV2(b []byte) (*Episode, error) {
-	r, emb := newReader(b, kindEpisode)
+func decodeEpisodeV2(b []byte, inPlace bool) (*Episode, error) {
+	r, emb := newReader(b, kindEpisode, inPlace)
 	e := &Episode{Embedding: emb}
 	e.ID = r.str()
 	e.Namespace = r.str()

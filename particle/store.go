@@ -583,29 +583,33 @@ func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
 }
 
 // add decodes value b of table p into c, calling legacy first if it is
-// in format 1. With setEmb, the record's embedding is emb instead of
-// what b holds (the view snapshot keeps embeddings apart).
-func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, setEmb bool) error {
-	if len(b) > 0 && b[0] != formatV2 {
+// in format 1. With mapped, b is a record of the view snapshot's mapping:
+// its embedding is emb instead of what b holds (the snapshot keeps
+// embeddings apart), and a format-2 record's strings alias b (the mapping
+// outlives them and never changes).
+func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, mapped bool) error {
+	v2 := len(b) > 0 && b[0] == formatV2
+	if len(b) > 0 && !v2 {
 		legacy()
 	}
+	inPlace := mapped && v2
 	switch p {
 	case prefixNode:
-		n, err := decodeNode(b)
+		n, err := decodeNodeAt(b, inPlace)
 		if err != nil {
 			return err
 		}
-		if setEmb {
+		if mapped {
 			n.Embedding = emb
 		}
 		c.nodes = append(c.nodes, n)
 		return nil
 	case prefixEdge:
-		e, err := decodeEdge(b)
+		e, err := decodeEdgeAt(b, inPlace)
 		if err != nil {
 			return err
 		}
-		if setEmb {
+		if mapped {
 			e.Embedding = emb
 		}
 		c.edges = append(c.edges, e)
@@ -613,11 +617,11 @@ func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, setEmb
 		c.idents = append(c.idents, edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))
 		return nil
 	default:
-		e, err := decodeEpisode(b)
+		e, err := decodeEpisodeAt(b, inPlace)
 		if err != nil {
 			return err
 		}
-		if setEmb {
+		if mapped {
 			e.Embedding = emb
 		}
 		c.episodes = append(c.episodes, e)
