@@ -28,10 +28,10 @@ import (
 // into the view in key order, so a view loaded from it is the view a
 // scan of Badger gives. Each format-2 value is stored without its
 // embedding, and each chunk's embeddings lie after its records. A load
-// maps the file (mapSnapshot) and the records' embeddings point into the
-// mapping, which lasts as long as the process: a 1M-edge store holds 1.6
-// GB of embeddings, and copying them into fresh heap pages was a large
-// part of a reopen. The file is unlinked once loaded; its disk space
+// maps the file (mapSnapshot) and the records' embeddings and strings
+// point into the mapping, which lasts as long as the process: a 1M-edge
+// store holds 1.6 GB of embeddings, and copying them into fresh heap
+// pages was a large part of a reopen. The file is unlinked once loaded; its disk space
 // comes back when the process ends.
 //
 //	chunk*    records: (tag uvarint, len uvarint, value)*, zeros to a

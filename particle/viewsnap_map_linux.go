@@ -7,12 +7,14 @@ import (
 )
 
 // mapSnapshot maps size bytes of f into memory for the life of the
-// process (an embedding loaded from the view snapshot points into it):
+// process (the embeddings and strings loaded from the view snapshot
+// point into it):
 // private, and populated up front from the page cache, which costs a
 // fraction of copying into fresh heap pages (the first touch of each is
 // the expensive part of a reopen on a VM). It is mapped read-only to
 // populate it without copying, then made writable: a write to it, which
-// the store never makes (embeddings are replaced, not changed in place),
+// the store never makes (embeddings are replaced, not changed in place;
+// strings never change),
 // would copy the page and leave the file alone. unmap releases it.
 func mapSnapshot(f *os.File, size int) (mem []byte, unmap func(), err error) {
 	mem, err = syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_PRIVATE|syscall.MAP_POPULATE)
