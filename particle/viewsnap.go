@@ -452,6 +452,11 @@ func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) 
 
 // saveViewSnapshot writes the store's view snapshot at Close, logging
 // the outcome: the snapshot only speeds the next Open up.
+//
+// The next start holds the snapshot's disk space while it runs (its
+// embeddings and strings stay mapped from the unlinked file), so a
+// snapshot that leaves less free space than its own size is removed: the
+// graph's writes would then be the ones to run out of disk.
 func (s *Store) saveViewSnapshot() {
 	t := time.Now()
 	path := ViewSnapshotPath(s.opts.Dir)
@@ -460,8 +465,18 @@ func (s *Store) saveViewSnapshot() {
 		s.log.Warn("view snapshot not written; the next start loads from the store", "err", err)
 		return
 	}
+	if free, ok := freeSpace(s.opts.Dir); ok && free < uint64(size) {
+		s.dropViewSnapshot()
+		s.log.Warn("view snapshot removed: the disk would keep less free space than the snapshot takes while the next start runs; the next start loads from the store",
+			"bytes", size, "free_bytes", free)
+		return
+	}
 	s.log.Info("view snapshot written", "bytes", size, "took", time.Since(t))
 }
+
+// freeSpace is the disk space free to this process in dir's file system
+// (ok false where unknown); a variable for tests.
+var freeSpace = diskFree
 
 // dropViewSnapshot removes the view snapshot, and the temporary file of
 // one that a shutdown died while writing. A store opened without

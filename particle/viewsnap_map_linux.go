@@ -28,3 +28,12 @@ func mapSnapshot(f *os.File, size int) (mem []byte, unmap func(), err error) {
 	}
 	return mem, unmap, nil
 }
+
+// diskFree is the space free to unprivileged users in dir's file system.
+func diskFree(dir string) (uint64, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return st.Bavail * uint64(st.Bsize), true
+}

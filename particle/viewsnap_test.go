@@ -207,6 +207,30 @@ func TestViewSnapshotTempFileRemoved(t *testing.T) {
 	}
 }
 
+// TestViewSnapshotNotKeptOnAFullDisk closes a store on a disk that
+// would keep less free space than the snapshot takes: the snapshot is
+// removed, with a warning, and the next start loads from Badger.
+func TestViewSnapshotNotKeptOnAFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 13, testEntities, 64)
+	want := len(mustEdges(s))
+	logs := &lockedBuffer{}
+	s.log = slog.New(slog.NewTextHandler(logs, nil))
+	freeSpace = func(string) (uint64, bool) { return 1 << 10, true }
+	t.Cleanup(func() { freeSpace = diskFree })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ViewSnapshotPath(dir)); !os.IsNotExist(err) || !strings.Contains(logs.String(), "view snapshot removed") {
+		t.Fatalf("snapshot kept on a full disk (%v); logs:\n%s", err, logs)
+	}
+	s, _ = openLogged(t, dir)
+	defer s.Close()
+	if s.LoadedFromSnapshot() || len(mustEdges(s)) != want {
+		t.Fatalf("reopened from snapshot %v with %d edges, want %d from Badger", s.LoadedFromSnapshot(), len(mustEdges(s)), want)
+	}
+}
+
 // TestViewSnapshotStaleIsNotLoaded puts back a snapshot taken before the
 // store's last write: Open loads from Badger and the write is there.
 func TestViewSnapshotStaleIsNotLoaded(t *testing.T) {
