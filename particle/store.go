@@ -3,6 +3,7 @@ package particle
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -320,6 +321,27 @@ func presize(v *view, db *badger.DB) {
 	const most = 1 << 26
 	edges := min(keys[prefixEdge]+keys[prefixEdge]/4+4096, most)
 	v.edges, v.identity = make(map[string]*Edge, edges), make(map[string]string, edges)
+	// The slices by seq reach the highest seq issued, which is below the
+	// sequence's lease (Badger stores it big-endian under the key):
+	// made that large once, they are not copied as they grow (at 1M
+	// edges the copies were a fifth of the serial put).
+	var leased uint64
+	_ = db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(metaKey("seq"))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) error {
+			if len(b) == 8 {
+				leased = binary.BigEndian.Uint64(b)
+			}
+			return nil
+		})
+	})
+	if n := int(min(leased, most)); n > 0 {
+		v.nodeSeq, v.edgeSeq, v.episodeSeq = make([]*Node, 0, n), make([]*Edge, 0, n), make([]*Episode, 0, n)
+		v.edgeFacts, v.edgeSal, v.edgeAgents = make([]EdgeFacts, 0, n), make([]EdgeSalience, 0, n), make([]agentSet, 0, n)
+	}
 }
 
 // loadTables are the tables the view holds, in load order: edges refer
