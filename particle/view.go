@@ -244,18 +244,12 @@ func (v *view) linkLoaded() {
 // every loaded edge, in seq order. Each list is sized once from a count
 // by node seq: appending edge by edge, through a map lookup each, took
 // most of a 1M-edge load's linking (growing lists and hashing ids).
-// An edge whose end has no node is listed through the map.
+// An edge whose end has no node (seq 0 in ends: loadedSeqOf) is listed
+// through the map.
 func (v *view) loadedAdjacency(lists map[string][]adjEdge, ends []edgeEnds, at func(*Edge) string, pick func(edgeEnds) (uint64, uint64)) {
-	listed := func(seq int, e *Edge) (uint64, bool) {
-		n, _ := pick(ends[seq])
-		return n, n != 0 && n < uint64(len(v.nodeSeq)) && v.nodeSeq[n] != nil && v.nodeSeq[n].ID == at(e)
-	}
 	degree := make([]int32, len(v.nodeSeq))
 	for seq, e := range v.edgeSeq {
-		if e == nil {
-			continue
-		}
-		if n, ok := listed(seq, e); ok {
+		if n, _ := pick(ends[seq]); e != nil && n != 0 {
 			degree[n]++
 		}
 	}
@@ -269,9 +263,9 @@ func (v *view) loadedAdjacency(lists map[string][]adjEdge, ends []edgeEnds, at f
 		if e == nil {
 			continue
 		}
-		_, other := pick(ends[seq])
+		n, other := pick(ends[seq])
 		a := adjEdge{seq: uint64(seq), facts: v.edgeFacts[seq], end: other}
-		if n, ok := listed(seq, e); ok {
+		if n != 0 {
 			byNode[n] = append(byNode[n], a)
 		} else {
 			lists[at(e)] = append(lists[at(e)], a)
@@ -300,13 +294,24 @@ func (v *view) loadedEnds() []edgeEnds {
 		wg.Go(func() {
 			for seq := lo; seq < hi; seq++ {
 				if e := v.edgeSeq[seq]; e != nil {
-					ends[seq] = edgeEnds{source: v.seqOfNode(e.Source), target: v.seqOfNode(e.Target)}
+					ends[seq] = edgeEnds{source: v.loadedSeqOf(e.Source), target: v.loadedSeqOf(e.Target)}
 				}
 			}
 		})
 	}
 	wg.Wait()
 	return ends
+}
+
+// loadedSeqOf is the seq of node id, 0 when the view has no such node or
+// its seq's slot holds another (only a damaged store has two nodes at
+// one seq): a node at a seq loadedEnds returns is the one named id.
+func (v *view) loadedSeqOf(id string) uint64 {
+	n := v.nodes[id]
+	if n == nil || atSeq(v.nodeSeq, n.Seq) != n {
+		return 0
+	}
+	return n.Seq
 }
 
 // unlink removes edge e from the adjacency of its ends.

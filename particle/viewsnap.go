@@ -343,9 +343,8 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	var floats uint64
 	for i := range dir {
 		e := readChunkEntry(tail[i*chunkEntrySize:])
-		if e.part >= t.parts || e.off > t.dirOff || e.recLen > t.dirOff-e.off ||
-			e.floats > (t.dirOff-e.off-align4(e.recLen))/4 || align4(e.recLen) > t.dirOff-e.off ||
-			uint64(e.values) > e.recLen {
+		if e.part >= t.parts || e.off > t.dirOff || e.recLen > t.dirOff-e.off || align4(e.recLen) > t.dirOff-e.off ||
+			e.floats > (t.dirOff-e.off-align4(e.recLen))/4 || uint64(e.values) > e.recLen {
 			return loadCounts{}, fmt.Errorf("chunk %d out of bounds", i)
 		}
 		dir[i] = e
@@ -494,15 +493,12 @@ func (s *Store) dropViewSnapshot() {
 // taken at Badger version version, and removes it. It reports whether
 // v holds the store's view; if not, v is to be discarded.
 func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, bool) {
-	path := ViewSnapshotPath(s.opts.Dir)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		s.dropViewSnapshot() // a temporary file, if any
-		return loadCounts{}, false
-	}
 	t := time.Now()
-	counts, err := readViewSnapshot(path, version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
-	s.dropViewSnapshot()
+	counts, err := readViewSnapshot(ViewSnapshotPath(s.opts.Dir), version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
+	s.dropViewSnapshot() // and a temporary file a dead shutdown left, if any
 	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return loadCounts{}, false
 	case errors.Is(err, errSnapshotStale):
 		s.log.Info("view snapshot is older than the store; loading from the store", "err", err)
 		return loadCounts{}, false
