@@ -299,7 +299,15 @@ func (run *run) expand() {
 			cs := *cands
 			run.scoreCands(cs, run.p.opts.PerNodeFanout)
 			slices.SortFunc(cs, func(a, b edgeCand) int { return cmp.Compare(b.score, a.score) })
-			for i := range cs[:min(len(cs), run.p.opts.PerNodeFanout)] {
+			cs = cs[:min(len(cs), run.p.opts.PerNodeFanout)]
+			// The nodes reached are scored below (their 1.5 KB embeddings,
+			// at random addresses): hinted first, their misses overlap.
+			for i := range cs {
+				if on := r.NodeBySeq(cs[i].end); on != nil {
+					wave.Prefetch(on.Embedding)
+				}
+			}
+			for i := range cs {
 				if run.full() {
 					run.truncated = true
 					return
@@ -458,6 +466,11 @@ func (run *run) similarity(e *particle.Edge) float64 {
 func (run *run) scoreCands(cands []edgeCand, fanout int) {
 	static := run.staticScores(cands)
 	if len(cands) <= fanout {
+		// Every candidate is scored: their embeddings are hinted first,
+		// so that the misses overlap (as below).
+		for i := range cands {
+			wave.Prefetch(run.edge(&cands[i]).Embedding)
+		}
 		for i := range cands {
 			cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
 		}
@@ -550,6 +563,14 @@ func (run *run) staticScores(cands []edgeCand) []float64 {
 	now, ok := particle.FactTime(run.now)
 	if !ok {
 		now = 0
+	}
+	// Each candidate's salience record and code state lie at its seq,
+	// at random: hinted first, their misses overlap (codeBounds reads
+	// the code states next).
+	for i := range cands {
+		if cands[i].f != nil {
+			run.r.HintEdgeScore(cands[i].seq)
+		}
 	}
 	for i := range cands {
 		var k decayKey
