@@ -9,8 +9,8 @@ import (
 // ivfSearcher is a search's scratch, pooled.
 type ivfSearcher struct {
 	scores []float32   // list scores by list
-	keys   []uint64    // allLists' sort keys
-	order  topK        // the nearest lists (ID = list), then all of them
+	keys   []uint64    // every list's sort key (listKey), those in order first
+	order  []Hit       // the lists in probe order (ID = list), as far as ordered
 	heap   topK        // the best candidates by 4-bit score; ID = ref index<<32 | position
 	best   topK        // the k best of them (scores only)
 	refs   []*listData // the lists' data as probed, by probe order
@@ -79,7 +79,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	nl := len(st.lists)
 	nprobe := min(int(x.nprobe.Load()), nl)
 	s.scores = s.scores[:0]
-	s.order = topK{k: nprobe, h: s.order.h[:0]}
+	s.keys = s.keys[:0]
 	for i := range nl {
 		sc := float32(0)
 		switch c := st.q; {
@@ -91,10 +91,11 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 			sc = dot(q, c.leaf(i))
 		}
 		s.scores = append(s.scores, sc)
-		s.order.push(uint64(i), sc)
+		s.keys = append(s.keys, listKey(sc, i))
 	}
-	// The nprobe nearest lists first; all of them in order only if needed.
-	order := s.order.sorted()
+	// The nprobe nearest lists first; more of them in order only if
+	// needed, four times as many at each step.
+	order := s.nextLists(s.order[:0], nprobe)
 
 	metaFree := f.metaFree()
 	var mc metaCheck
@@ -130,8 +131,8 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		if li >= nprobe && (enough(li) || bounded(li)) {
 			break
 		}
-		if li == nprobe {
-			order = s.allLists(order[:0])
+		if li == len(order) {
+			order = s.nextLists(order, 4*li)
 		}
 		d := st.lists[order[li].ID].d.Load()
 		ref := uint64(len(s.refs)) << 32
@@ -173,26 +174,65 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 			}
 		}
 	}
-	s.order.h = order
+	s.order = order
 	return s.rerank(q, k, x.dim)
 }
 
-// allLists appends every list to order, best score first, ties by list
-// number: the order topK.sorted gives, so its first nprobe entries are
-// the lists already probed. It sorts packed integer keys, several times
-// faster than pushing every list through a heap and sorting that.
-func (s *ivfSearcher) allLists(order []Hit) []Hit {
-	keys := s.keys[:0]
-	for i, sc := range s.scores {
-		keys = append(keys, uint64(^orderedBits(sc))<<32|uint64(i))
-	}
-	slices.Sort(keys)
-	s.keys = keys
-	for _, k := range keys {
+// nextLists extends order, the best lists so far in probe order (best
+// score first, ties by list number) whose sort keys are
+// s.keys[:len(order)], to the best n (every list when n is more): the
+// best of the other keys are selected and sorted. Selecting them and
+// sorting only those is several times faster than sorting every list's
+// key, and faster still than a heap of them.
+func (s *ivfSearcher) nextLists(order []Hit, n int) []Hit {
+	keys := s.keys
+	lo := len(order)
+	n = min(n, len(keys))
+	selectSmallest(keys[lo:], n-lo)
+	slices.Sort(keys[lo:n])
+	for _, k := range keys[lo:n] {
 		i := uint32(k)
 		order = append(order, Hit{ID: uint64(i), Score: s.scores[i]})
 	}
 	return order
+}
+
+// listKey is list i's sort key for a list score sc: keys in increasing
+// order are scores in decreasing order, ties by list number.
+func listKey(sc float32, i int) uint64 {
+	return uint64(^orderedBits(sc))<<32 | uint64(uint32(i))
+}
+
+// selectSmallest reorders keys, which are distinct, so that its first m
+// are its m smallest, in no particular order (quickselect, the pivot a
+// median of three).
+func selectSmallest(keys []uint64, m int) {
+	// keys[:lo] are smaller than keys[lo:], keys[hi:] larger than
+	// keys[:hi]; the m-th boundary lies within [lo, hi].
+	lo, hi := 0, len(keys)
+	for lo < m && m < hi {
+		a, b, c := keys[lo], keys[lo+(hi-lo)/2], keys[hi-1]
+		p := max(min(a, b), min(max(a, b), c))
+		lt := lo
+		for i := lo; i < hi; i++ {
+			if keys[i] < p {
+				keys[i], keys[lt] = keys[lt], keys[i]
+				lt++
+			}
+		}
+		for i := lt; i < hi; i++ {
+			if keys[i] == p {
+				keys[i], keys[lt] = keys[lt], keys[i]
+				break
+			}
+		}
+		// keys[lo:lt] < keys[lt] = p < keys[lt+1:hi]
+		if m <= lt {
+			hi = lt
+		} else {
+			lo = lt + 1
+		}
+	}
 }
 
 // orderedBits maps a float32 to a uint32 of the same order (-0 as 0).

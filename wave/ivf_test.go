@@ -442,10 +442,10 @@ func TestIVFTimeWindows(t *testing.T) {
 	check("after Cleanup")
 }
 
-// TestAllListsOrdersAsTopK checks the probe order past nprobe against
-// topK.sorted over every list: the same order, ties by list number,
-// negative, zero and equal scores included.
-func TestAllListsOrdersAsTopK(t *testing.T) {
+// TestNextListsOrdersAsTopK checks the probe order, made in steps,
+// against topK.sorted over every list: the same order, ties by list
+// number, negative, zero and equal scores included.
+func TestNextListsOrdersAsTopK(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for round := range 200 {
 		n := 1 + r.IntN(900)
@@ -469,7 +469,14 @@ func TestAllListsOrdersAsTopK(t *testing.T) {
 			want.push(uint64(i), sc)
 		}
 		w := want.sorted()
-		got := s.allLists(nil)
+		for i, sc := range s.scores {
+			s.keys = append(s.keys, listKey(sc, i))
+		}
+		// Ordered in steps of random sizes, the first maybe 0 or all.
+		var got []Hit
+		for len(got) < n {
+			got = s.nextLists(got, len(got)+r.IntN(n+1))
+		}
 		if len(got) != len(w) {
 			t.Fatalf("round %d: %d lists, want %d", round, len(got), len(w))
 		}
