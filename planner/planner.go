@@ -256,7 +256,7 @@ func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]flo
 func (p *Planner) prefilter(run *run) []wave.Hit {
 	// The keys rule out most of what admits and episodeAdmits would
 	// reject, before the index scores it; allow decides.
-	f := &wave.Filter{Allow: run.allow, MinConfidence: wave.MinConfidenceLevel(run.req.MinConfidence)}
+	f := &wave.Filter{Allow: run.allow, Hint: run.r.HintEdgeFacts, MinConfidence: wave.MinConfidenceLevel(run.req.MinConfidence)}
 	if tw := run.req.TimeWindow; tw != nil {
 		f.From, f.To = unixNano(tw.From), unixNano(tw.To)
 	}
@@ -269,7 +269,8 @@ func (p *Planner) prefilter(run *run) []wave.Hit {
 	return p.index.Search(run.q, run.req.K*2, f)
 }
 
-// allow is the prefilter's predicate on an index id: one slice index to
+// allow is the prefilter's predicate on an index id (hinted first, with
+// the index's other candidates: Reader.HintEdgeFacts): one slice index to
 // find the item (nodes, edges and episodes share the seq space), then
 // the request's constraints.
 func (run *run) allow(id uint64) bool {

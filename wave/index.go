@@ -56,6 +56,13 @@ type Filter struct {
 	MinConfidence uint8
 	// Allow, when set, is asked about every candidate id; false drops it.
 	Allow func(id uint64) bool
+	// Hint, when set beside Allow, is told of candidate ids a few at a
+	// time before Allow is asked about them, so that the reads Allow
+	// makes (records at random addresses) can be started together: a
+	// cache hint, which must not change what Allow answers. A search
+	// asks Allow the same questions, in the same order, with or without
+	// it. The IVF uses it; the other indexes ignore it.
+	Hint func(id uint64)
 }
 
 // Admits reports whether an item passes the filter.

@@ -16,7 +16,21 @@ type ivfSearcher struct {
 	refs   []*listData // the lists' data as probed, by probe order
 	q16    []int16     // the query, quantised for ranking the lists
 	q8     []int8      // the query, quantised for scoring the entries' codes
+	asks   []ivfAsk    // candidates hinted, Allow not asked yet
 }
+
+// ivfAsk is a candidate awaiting Allow's answer (Filter.Hint): its heap
+// entry, its id and the list (in probe order) it came from.
+type ivfAsk struct {
+	ref   uint64
+	score float32
+	id    uint64
+	li    int
+}
+
+// ivfHintBatch is how many candidates a search hints (Filter.Hint)
+// before it asks Allow about them.
+const ivfHintBatch = 16
 
 // Items a search wants to have seen, per result-heap slot, before it
 // stops probing lists beyond NProbe: admitted ones (estimated) to stop on
@@ -31,7 +45,8 @@ const ivfSeenPerSlot = 8
 // 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary rules
 // out the window or the agent), f.Allow only for an item that would
-// enter that heap. Past NProbe it probes on in order of list distance
+// enter that heap (with f.Hint, such items are hinted 16 at a time, then
+// asked about in order). Past NProbe it probes on in order of list distance
 // (up to every list: exact) until one of these holds:
 //
 //   - The heap is full, the items seen are estimated to include 8
@@ -100,9 +115,13 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	metaFree := f.metaFree()
 	var mc metaCheck
 	var allow func(uint64) bool
+	var hint func(uint64)
 	if f != nil {
 		allow = f.Allow
 		mc = compileMeta(f)
+		if allow != nil {
+			hint = f.Hint
+		}
 	}
 	blockwise := f != nil && mc.blockwise()
 	var passed, asked, allowed int
@@ -127,9 +146,38 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	bounded := func(li int) bool {
 		return len(s.best.h) == k && passed >= ivfSeenPerSlot*keep && order[li-1].Score+reach < s.best.h[0].Score
 	}
+	// ask puts a candidate that passed Allow in the heap; with a Hint,
+	// candidates wait in s.asks and are asked in order, each against the
+	// heap as it then stands, exactly as if asked at once: what waits
+	// was checked against a heap without the waiting ones, which can
+	// only let more through, and is checked again here.
+	asks := s.asks[:0]
+	ask := func(ref uint64, sc float32, id uint64, li int) {
+		if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
+			return
+		}
+		asked++
+		if !allow(id) {
+			return
+		}
+		allowed++
+		s.heap.push(ref, sc)
+		s.best.push(0, sc)
+		lastGain = li
+	}
+	flush := func() {
+		for _, a := range asks {
+			ask(a.ref, a.score, a.id, a.li)
+		}
+		asks = asks[:0]
+	}
 	for li := 0; li < nl; li++ {
-		if li >= nprobe && (enough(li) || bounded(li)) {
-			break
+		if li >= nprobe {
+			// The stops read the heap and the counts: nothing may wait.
+			flush()
+			if enough(li) || bounded(li) {
+				break
+			}
 		}
 		if li == len(order) {
 			order = s.nextLists(order, 4*li)
@@ -161,19 +209,26 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
-				if allow != nil {
-					asked++
-					if !allow(d.ids[i]) {
-						continue
+				switch {
+				case hint != nil:
+					id := d.ids[i]
+					hint(id)
+					asks = append(asks, ivfAsk{ref | uint64(i), sc, id, li})
+					if len(asks) == ivfHintBatch {
+						flush()
 					}
-					allowed++
+				case allow != nil:
+					ask(ref|uint64(i), sc, d.ids[i], li)
+				default:
+					s.heap.push(ref|uint64(i), sc)
+					s.best.push(0, sc)
+					lastGain = li
 				}
-				s.heap.push(ref|uint64(i), sc)
-				s.best.push(0, sc)
-				lastGain = li
 			}
 		}
 	}
+	flush()
+	s.asks = asks
 	s.order = order
 	return s.rerank(q, k, x.dim)
 }

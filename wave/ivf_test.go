@@ -540,3 +540,62 @@ func reloaded(tb testing.TB, x *IVF) *IVF {
 	}
 	return y
 }
+
+// TestIVFHintAsksTheSameQuestions: with a Filter.Hint, a search asks
+// Allow about the same ids in the same order, and returns the same hits,
+// as without one; and every id it asks about was hinted before. On the
+// fixture's IVF under the filtered cases, with the default nprobe and
+// with one that makes the stops past it decide more; and on an untrained
+// IVF, one list searched to its end.
+func TestIVFHintAsksTheSameQuestions(t *testing.T) {
+	x, _ := ivfFixture(t)
+	small, _ := buildIVF(t, fix.vecs[:600], IVFOptions{Seed: 1})
+	if small.Lists() != 1 {
+		t.Fatalf("the small IVF has %d lists, want 1 (untrained)", small.Lists())
+	}
+	cases := append([]struct {
+		name string
+		f    *Filter
+	}{
+		{"allow all", &Filter{Allow: func(uint64) bool { return true }}},
+		{"allow half", &Filter{Allow: func(id uint64) bool { return id%2 == 0 }}},
+	}, filteredCases...)
+	for _, tc := range cases {
+		if tc.f.Allow == nil {
+			continue
+		}
+		for _, ix := range []struct {
+			name   string
+			x      *IVF
+			nprobe int
+		}{{"default nprobe", x, x.NProbe()}, {"nprobe 2", x, 2}, {"untrained", small, 1}} {
+			t.Run(tc.name+"/"+ix.name, func(t *testing.T) {
+				def := ix.x.NProbe()
+				ix.x.SetNProbe(ix.nprobe)
+				defer ix.x.SetNProbe(def)
+				for qi, q := range fix.queries[:40] {
+					var plain, hinted []uint64
+					hints := map[uint64]bool{}
+					f := *tc.f
+					f.Allow = func(id uint64) bool { plain = append(plain, id); return tc.f.Allow(id) }
+					want := ix.x.Search(q, 10, &f)
+					f.Allow = func(id uint64) bool {
+						if !hints[id] {
+							t.Fatalf("query %d: Allow asked about %d before it was hinted", qi, id)
+						}
+						hinted = append(hinted, id)
+						return tc.f.Allow(id)
+					}
+					f.Hint = func(id uint64) { hints[id] = true }
+					got := ix.x.Search(q, 10, &f)
+					if !slices.Equal(plain, hinted) {
+						t.Fatalf("query %d: Allow asked about %d ids with Hint, %d without (or in another order)", qi, len(hinted), len(plain))
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("query %d: hits %v with Hint, %v without", qi, got, want)
+					}
+				}
+			})
+		}
+	}
+}
