@@ -56,18 +56,27 @@ func (c *edgeCodes) stale(seq uint64, emb []float32) {
 		c.dim = len(emb)
 	}
 	c.cover(seq)
-	if ch := c.chunks[seq/codeChunkSeqs].Load(); ch != nil {
-		ch.state[seq%codeChunkSeqs].Store(codeStale)
+	if st := c.stateAt(seq); st != nil {
+		st.Store(codeStale)
 	}
 }
 
 // unset drops the code at seq (no edge there now).
 func (c *edgeCodes) unset(seq uint64) {
+	if st := c.stateAt(seq); st != nil {
+		st.Store(codeNone)
+	}
+}
+
+// stateAt returns the state word of the code at seq, nil where its
+// chunk is not made (it makes none).
+func (c *edgeCodes) stateAt(seq uint64) *atomic.Uint32 {
 	if k := seq / codeChunkSeqs; k < uint64(len(c.chunks)) {
 		if ch := c.chunks[k].Load(); ch != nil {
-			ch.state[seq%codeChunkSeqs].Store(codeNone)
+			return &ch.state[seq%codeChunkSeqs]
 		}
 	}
+	return nil
 }
 
 // cover grows chunks to cover seq (a writer's call).

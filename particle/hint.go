@@ -31,10 +31,7 @@ func (r Reader) HintEdgeScore(seq uint64) {
 	if seq < uint64(len(r.v.edgeSal)) {
 		wave.PrefetchRange(unsafe.Pointer(&r.v.edgeSal[seq]), unsafe.Sizeof(EdgeSalience{}))
 	}
-	c := &r.v.codes
-	if k := seq / codeChunkSeqs; seq != 0 && c.dim != 0 && k < uint64(len(c.chunks)) {
-		if ch := c.chunks[k].Load(); ch != nil {
-			wave.PrefetchRange(unsafe.Pointer(&ch.state[seq%codeChunkSeqs]), unsafe.Sizeof(ch.state[0]))
-		}
+	if st := r.v.codes.stateAt(seq); st != nil {
+		wave.PrefetchRange(unsafe.Pointer(st), unsafe.Sizeof(*st))
 	}
 }

@@ -151,6 +151,11 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	// heap as it then stands, exactly as if asked at once: what waits
 	// was checked against a heap without the waiting ones, which can
 	// only let more through, and is checked again here.
+	take := func(ref uint64, sc float32, li int) {
+		s.heap.push(ref, sc)
+		s.best.push(0, sc)
+		lastGain = li
+	}
 	asks := s.asks[:0]
 	ask := func(ref uint64, sc float32, id uint64, li int) {
 		if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
@@ -161,9 +166,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 			return
 		}
 		allowed++
-		s.heap.push(ref, sc)
-		s.best.push(0, sc)
-		lastGain = li
+		take(ref, sc, li)
 	}
 	flush := func() {
 		for _, a := range asks {
@@ -220,9 +223,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				case allow != nil:
 					ask(ref|uint64(i), sc, d.ids[i], li)
 				default:
-					s.heap.push(ref|uint64(i), sc)
-					s.best.push(0, sc)
-					lastGain = li
+					take(ref|uint64(i), sc, li)
 				}
 			}
 		}
