@@ -6,11 +6,19 @@ import (
 )
 
 // A list's entries are summarised in blocks of 16 consecutive positions,
-// so that a search under a time window skips the blocks none of whose
-// entries can overlap it without reading their metas. Lists are filled
-// in ingest order, which is roughly time order, so a narrow window
-// touches few blocks of each list.
-const blockShift = 4
+// so that a search under a time window or an agent reads only the
+// entries of a block that can pass: the block's summary rules out its
+// timed entries (or its entries of one agent) as a whole, and a mask
+// names the rest, those without a time scope (or without one agent),
+// which every window (or agent) admits. Lists are filled in ingest
+// order, which is roughly time order, so a narrow window touches few
+// blocks of each list, and in those it passes over the nodes and other
+// timeless entries scattered among the edges one by one.
+const (
+	blockShift = 4
+	blockSize  = 1 << blockShift
+	blockAll   = 1<<blockSize - 1 // a mask of every entry of a block
+)
 
 // blockSum is one block's summary, conservative: it may admit a block
 // none of whose entries passes, never the reverse. The writer widens it
@@ -23,9 +31,12 @@ type blockSum struct {
 	// timeless has bit kind&31 set for each kind of entry without a time
 	// scope (Time and End 0), which every window admits.
 	timeless atomic.Uint32
-	// agents is a one-word Bloom filter of the entries' agent keys
-	// (agentBit); an entry that every agent filter admits (no agent, or
-	// several) sets every bit.
+	// open has bit j set for the block's entry j when it has no time
+	// scope, and bit blockSize+j when it has no agent or several: the
+	// entries that lo and hi, or agents, do not summarise.
+	open atomic.Uint32
+	// agents is a one-word Bloom filter of the agent keys of the block's
+	// entries of one agent (agentBit).
 	agents atomic.Uint64
 }
 
@@ -39,7 +50,7 @@ func agentBit(a uint32) uint64 {
 }
 
 func newBlocks(capacity int) []blockSum {
-	bs := make([]blockSum, (capacity+1<<blockShift-1)>>blockShift)
+	bs := make([]blockSum, (capacity+blockSize-1)>>blockShift)
 	for i := range bs {
 		bs[i].lo.Store(math.MaxInt64)
 		bs[i].hi.Store(math.MinInt64)
@@ -47,10 +58,12 @@ func newBlocks(capacity int) []blockSum {
 	return bs
 }
 
-// widen includes a scope of an entry of the given kind (writer only).
-func (b *blockSum) widen(kind Kind, start, end int64) {
+// widen includes a scope of the block's entry j, of the given kind
+// (writer only).
+func (b *blockSum) widen(j int, kind Kind, start, end int64) {
 	if start == 0 && end == 0 {
 		b.timeless.Store(b.timeless.Load() | 1<<(kind&31))
+		b.open.Store(b.open.Load() | 1<<j)
 		return
 	}
 	if start == 0 {
@@ -72,27 +85,36 @@ func (b *blockSum) widen(kind Kind, start, end int64) {
 func (d *listData) widenAt(i int) {
 	m := &d.metas[i]
 	b := &d.blk[i>>blockShift]
-	b.widen(m.kind, atomic.LoadInt64(&m.time), atomic.LoadInt64(&m.end))
-	if bit := agentBit(atomic.LoadUint32(&m.agent)); b.agents.Load()&bit != bit {
+	j := i & (blockSize - 1)
+	b.widen(j, m.kind, atomic.LoadInt64(&m.time), atomic.LoadInt64(&m.end))
+	a := atomic.LoadUint32(&m.agent)
+	if a == 0 || a&agentSetFlag != 0 {
+		b.open.Store(b.open.Load() | 1<<(blockSize+j))
+		return
+	}
+	if bit := agentBit(a); b.agents.Load()&bit != bit {
 		b.agents.Store(b.agents.Load() | bit)
 	}
 }
 
-// blockwise reports whether c can rule out whole blocks: it has a time
-// window or an agent.
+// blockwise reports whether c can rule out entries by block: it has a
+// time window or an agent.
 func (c *metaCheck) blockwise() bool { return c.from != 0 || c.to != 0 || c.agent != 0 }
 
-// skips reports whether c's time window or agent rules out every entry
-// of b.
-func (c *metaCheck) skips(b *blockSum) bool {
+// visit returns the mask of b's entries that c's time window and agent
+// may admit (blockAll when the summary rules out none of them, 0 when
+// it rules out all): those the summary's scope or agents rule out are
+// left out, except the entries that it does not summarise (open).
+func (c *metaCheck) visit(b *blockSum) uint32 {
+	mask := uint32(blockAll)
 	if c.agent != 0 && b.agents.Load()&c.agentBit == 0 {
-		return true
+		mask &= b.open.Load() >> blockSize
 	}
-	if c.from == 0 && c.to == 0 {
-		return false
+	if (c.to != 0 && b.lo.Load() > c.to) || (c.from != 0 && b.hi.Load() < c.from) {
+		if b.timeless.Load()&c.kinds32 == 0 {
+			return 0
+		}
+		mask &= b.open.Load() & blockAll
 	}
-	if b.timeless.Load()&c.kinds32 != 0 {
-		return false
-	}
-	return (c.to != 0 && b.lo.Load() > c.to) || (c.from != 0 && b.hi.Load() < c.from)
+	return mask
 }

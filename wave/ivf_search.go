@@ -2,6 +2,7 @@ package wave
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"unsafe"
 )
@@ -193,11 +194,25 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		// Codes are of the residuals from the list's centre, whose
 		// score ranked the list.
 		base := order[li].Score
-		for b := 0; b < n; b += 1 << blockShift {
-			if blockwise && mc.skips(&d.blk[b>>blockShift]) {
-				continue
+		for b := 0; b < n; b += blockSize {
+			// The block's entries to visit: all, or those its summary
+			// does not rule out, one bit each.
+			mask := uint32(blockAll)
+			if blockwise {
+				if mask = mc.visit(&d.blk[b>>blockShift]); mask == 0 {
+					continue
+				}
 			}
-			for i := b; i < min(n, b+1<<blockShift); i++ {
+			for i := b; i < min(n, b+blockSize); i++ {
+				if mask != blockAll {
+					if mask>>(i-b) == 0 {
+						break
+					}
+					i += bits.TrailingZeros32(mask >> (i - b))
+					if i >= n {
+						break
+					}
+				}
 				if d.isDead(i) {
 					continue
 				}

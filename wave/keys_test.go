@@ -391,10 +391,10 @@ func toIVFVersion1(t *testing.T, cur []byte, dim int) []byte {
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out[hdr:], castagnoli))
 }
 
-// TestBlockAgentSummary checks that a block is skipped for an agent
-// only when none of its entries can be that agent's: entries of other
-// agents only are skipped, one entry without an agent or of several
-// agents keeps the block, and SetMeta to the agent keeps it too.
+// TestBlockAgentSummary checks that a block's entries are passed over
+// for an agent only when they cannot be that agent's: entries of other
+// agents only are skipped, an entry without an agent or of several
+// agents is visited (alone), and SetMeta to the agent keeps the block.
 func TestBlockAgentSummary(t *testing.T) {
 	const dim = 8
 	vecs := clustered(5, 64, dim, 2)
@@ -410,14 +410,14 @@ func TestBlockAgentSummary(t *testing.T) {
 	}
 	d := x.st.Load().lists[0].d.Load()
 	forB, forA := compileMeta(&Filter{Agent: b}), compileMeta(&Filter{Agent: a})
-	if !forB.skips(&d.blk[0]) || forA.skips(&d.blk[0]) {
+	if forB.visit(&d.blk[0]) != 0 || forA.visit(&d.blk[0]) != blockAll {
 		t.Fatal("a block of robot-a's entries: must be skipped for robot-b only")
 	}
 	if hits := x.Search(vecs[0], 5, &Filter{Agent: b}); len(hits) != 0 {
 		t.Fatalf("robot-b found %v", hits)
 	}
 	x.SetMeta(3, Meta{Kind: KindEdge, Agent: b})
-	if forB.skips(&d.blk[0]) {
+	if forB.visit(&d.blk[0]) != blockAll {
 		t.Fatal("after SetMeta to robot-b the block is still skipped")
 	}
 	if hits := x.Search(vecs[3], 5, &Filter{Agent: b}); len(hits) != 1 || hits[0].ID != 3 {
@@ -434,8 +434,11 @@ func TestBlockAgentSummary(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if forB.skips(&y.st.Load().lists[0].d.Load().blk[0]) {
-			t.Fatalf("case %d: a block holding an entry every agent filter admits was skipped", i)
+		if got := forB.visit(&y.st.Load().lists[0].d.Load().blk[0]); got != 1<<7 {
+			t.Fatalf("case %d: a block holding one entry every agent filter admits: visits %016b, want that entry alone", i, got)
+		}
+		if hits := y.Search(vecs[16+7], 1, &Filter{Agent: b}); len(hits) != 1 || hits[0].ID != 7 {
+			t.Fatalf("case %d: robot-b's search: %v, want entry 7", i, hits)
 		}
 	}
 }
