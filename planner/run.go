@@ -298,8 +298,7 @@ func (run *run) expand() {
 			r.InNewestFacts(from.ID, collect)
 			cs := *cands
 			run.scoreCands(cs, run.p.opts.PerNodeFanout)
-			slices.SortFunc(cs, func(a, b edgeCand) int { return cmp.Compare(b.score, a.score) })
-			cs = cs[:min(len(cs), run.p.opts.PerNodeFanout)]
+			cs = bestCands(cs, run.p.opts.PerNodeFanout)
 			// The nodes reached are scored below (their 1.5 KB embeddings,
 			// at random addresses): hinted first, their misses overlap.
 			for i := range cs {
@@ -343,6 +342,34 @@ func (run *run) expand() {
 		}
 		st.frontier, st.next = st.next, st.frontier
 	}
+}
+
+// bestCands reorders cs to its best n by score, best first (ties by
+// seq), and returns them. Candidates that scoreCands left unscored
+// (-Inf) are moved past the scored ones first and sorted only when
+// fewer than n are scored: a hub's hundreds of candidates, of which
+// scoreCands scores a few dozen, are not all sorted.
+func bestCands(cs []edgeCand, n int) []edgeCand {
+	scored := len(cs)
+	if len(cs) > n {
+		scored = 0
+		for i := range cs {
+			if !math.IsInf(cs[i].score, -1) {
+				cs[scored], cs[i] = cs[i], cs[scored]
+				scored++
+			}
+		}
+		if scored < n {
+			scored = len(cs)
+		}
+	}
+	slices.SortFunc(cs[:scored], func(a, b edgeCand) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	return cs[:min(scored, n)]
 }
 
 // rerank scores every node once more against the query (edges were
@@ -479,28 +506,50 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 	bounds := run.codeBounds(cands, static)
 	st := run.state()
 	order := slices.Grow(st.order[:0], len(cands))[:len(cands)]
-	for i := range order {
-		order[i] = int32(i)
+	for i, b := range bounds {
+		order[i] = boundKey(b, i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(bounds[b], bounds[a]) })
+	slices.Sort(order)
 	st.order = order
 	best := &st.best
 	best.k, best.h = fanout, best.h[:0]
 	// The first fanout in order are scored whatever their bounds: their
 	// embeddings (1.5 KB each, at random addresses) are hinted first.
-	for _, i := range order[:fanout] {
-		wave.Prefetch(run.edge(&cands[i]).Embedding)
+	for _, key := range order[:fanout] {
+		wave.Prefetch(run.edge(&cands[uint32(key)]).Embedding)
 	}
-	for j, i := range order {
-		if best.full() && bounds[i] < best.min() {
+	for j, key := range order {
+		i := uint32(key)
+		// Keys order the bounds as float32s: the next float32 up
+		// bounds this candidate and, the order being by key, every one
+		// after it.
+		if best.full() && float64(math.Nextafter32(float32(bounds[i]), float32(math.Inf(1)))) < best.min() {
 			for _, rest := range order[j:] {
-				cands[rest].score = math.Inf(-1)
+				cands[uint32(rest)].score = math.Inf(-1)
 			}
 			break
 		}
 		cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
 		best.push(cands[i].score)
 	}
+}
+
+// boundKey is candidate i's sort key for a score bound b: keys in
+// increasing order are bounds, as float32s, in decreasing order (ties
+// by i). Sorting integer keys is several times faster than sorting
+// indexes by a comparison of their bounds.
+func boundKey(b float64, i int) uint64 {
+	f := float32(b)
+	if f == 0 {
+		f = 0 // -0 as 0
+	}
+	u := math.Float32bits(f)
+	if u>>31 != 0 {
+		u = ^u
+	} else {
+		u |= 1 << 31
+	}
+	return uint64(^u)<<32 | uint64(uint32(i))
 }
 
 // codeBounds returns the candidates' score bounds: their static scores

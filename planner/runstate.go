@@ -107,7 +107,7 @@ type runState struct {
 	ranked []int32
 
 	// scratch for expand and scoreCands
-	order          []int32
+	order          []uint64 // scoreCands' candidates by bound (boundKey)
 	best           topFloats
 	frontier, next []int32
 	cands          []edgeCand // one expansion step's candidates

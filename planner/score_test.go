@@ -135,3 +135,65 @@ func TestTopScoresPicksWhatFullScoringPicks(t *testing.T) {
 		t.Fatal("topScores never skipped a candidate")
 	}
 }
+
+// TestTopScoresBoundsNearlyTied gives scoreCands three candidates whose
+// bounds differ by less than float32 resolution, as its sort keys hold
+// them: the first scored sets the floor between the other two bounds,
+// and the candidate ranked first among the two by its key has the
+// lower bound and score. The best one must still be scored.
+func TestTopScoresBoundsNearlyTied(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	q := []float32{1, 0, 0, 0}
+	b32 := float64(float32(0.6))
+	edge := func(static float64, emb []float32) *particle.Edge {
+		return &particle.Edge{Confidence: 1, Embedding: emb,
+			Salience: particle.Salience{Score: static - 0.05, DecayFn: string(wave.DecayExp), HalfLifeS: 3600, LastUpdated: now}}
+	}
+	edges := []*particle.Edge{
+		edge(2*(b32+5e-10), nil),              // bound 1.2, score b32+5e-10 (no embedding: similarity 0.5)
+		edge(b32, nil),                        // bound b32, score b32/2
+		edge(b32+1e-9, []float32{1, 0, 0, 0}), // bound and score b32+1e-9, the best
+	}
+	run := &run{p: &Planner{opts: Options{SalienceFloor: 0.05}}, req: &Request{}, q: q, now: now}
+	if boundKey(edgeStaticScore(run, edges[1]), 1) > boundKey(edgeStaticScore(run, edges[2]), 2) {
+		t.Fatal("the test's near tie does not tie as float32 keys")
+	}
+	top := run.topScores(edges, 1)
+	if best := slices.Max(top); best != top[2] || math.IsInf(best, -1) {
+		t.Fatalf("scores %v: the best candidate (2) was not scored", top)
+	}
+}
+
+// TestBestCandsKeepsTheBest checks bestCands against a full sort by
+// score, ties by seq, with unscored (-Inf) candidates among them.
+func TestBestCandsKeepsTheBest(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := range 300 {
+		n := 1 + r.IntN(300)
+		cs := make([]edgeCand, n)
+		for i := range cs {
+			cs[i] = edgeCand{seq: uint64(r.IntN(1000)), score: float64(r.IntN(20)) / 4}
+			if r.IntN(3) == 0 {
+				cs[i].score = math.Inf(-1)
+			}
+		}
+		fanout := 1 + r.IntN(40)
+		want := slices.Clone(cs)
+		slices.SortFunc(want, func(a, b edgeCand) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
+		want = want[:min(n, fanout)]
+		got := bestCands(cs, fanout)
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d kept, want %d", round, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].seq != want[i].seq || got[i].score != want[i].score {
+				t.Fatalf("round %d (fanout %d of %d): %d-th kept %+v, want %+v", round, fanout, n, i, got[i], want[i])
+			}
+		}
+	}
+}
