@@ -539,17 +539,7 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 // by i). Sorting integer keys is several times faster than sorting
 // indexes by a comparison of their bounds.
 func boundKey(b float64, i int) uint64 {
-	f := float32(b)
-	if f == 0 {
-		f = 0 // -0 as 0
-	}
-	u := math.Float32bits(f)
-	if u>>31 != 0 {
-		u = ^u
-	} else {
-		u |= 1 << 31
-	}
-	return uint64(^u)<<32 | uint64(uint32(i))
+	return uint64(^wave.OrderedBits(float32(b)))<<32 | uint64(uint32(i))
 }
 
 // codeBounds returns the candidates' score bounds: their static scores

@@ -271,7 +271,7 @@ func (s *ivfSearcher) nextLists(order []Hit, n int) []Hit {
 // listKey is list i's sort key for a list score sc: keys in increasing
 // order are scores in decreasing order, ties by list number.
 func listKey(sc float32, i int) uint64 {
-	return uint64(^orderedBits(sc))<<32 | uint64(uint32(i))
+	return uint64(^OrderedBits(sc))<<32 | uint64(uint32(i))
 }
 
 // selectSmallest reorders keys, which are distinct, so that its first m
@@ -306,8 +306,10 @@ func selectSmallest(keys []uint64, m int) {
 	}
 }
 
-// orderedBits maps a float32 to a uint32 of the same order (-0 as 0).
-func orderedBits(f float32) uint32 {
+// OrderedBits maps a float32 to a uint32 of the same order (-0 as 0):
+// sort keys of integers, which sort several times faster than floats
+// compared by a function.
+func OrderedBits(f float32) uint32 {
 	if f == 0 {
 		f = 0
 	}
