@@ -278,7 +278,7 @@ func (x *IVF) removeLocked(id uint64) bool {
 		return false
 	}
 	d := x.st.Load().lists[loc.list].d.Load()
-	atomic.StoreUint32(&d.dead[loc.pos], 1)
+	d.markDead(int(loc.pos))
 	delete(x.ids, id)
 	x.deleted++
 	return true
@@ -310,7 +310,7 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		e := d.entry(int(loc.pos), x.dim)
 		e.meta = packMeta(m)
 		e.code = append([]byte(nil), e.code...)
-		atomic.StoreUint32(&d.dead[loc.pos], 1)
+		d.markDead(int(loc.pos))
 		x.deleted++
 		l := &x.st.Load().lists[loc.list]
 		x.ids[id] = ivfLoc{loc.list, uint32(l.push(e, x.dim))}

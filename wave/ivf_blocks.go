@@ -38,6 +38,8 @@ type blockSum struct {
 	// agents is a one-word Bloom filter of the agent keys of the block's
 	// entries of one agent (agentBit).
 	agents atomic.Uint64
+	// dead has bit j set when the block's entry j is a tombstone.
+	dead atomic.Uint32
 }
 
 // agentBit is the bit of agent key a in a block's agents filter (all

@@ -19,7 +19,6 @@ type listData struct {
 	n     atomic.Int32 // published entries
 	ids   []uint64
 	metas []nodeMeta // time and end are read and written atomically
-	dead  []uint32   // 1 = tombstone; atomic
 	// centre is the list's centroid (nil before training: zero). An
 	// entry's code is of its vector's residual from it.
 	centre []float32
@@ -31,7 +30,8 @@ type listData struct {
 	// vecs references the caller's vectors (nil until attached after a
 	// snapshot load); atomic.
 	vecs []atomic.Pointer[float32]
-	// blk summarises the entries' scopes by block (see blockSum).
+	// blk summarises the entries' scopes by block and marks their
+	// tombstones (see blockSum).
 	blk []blockSum
 }
 
@@ -49,7 +49,6 @@ func newListData(capacity, dim int) *listData {
 	return &listData{
 		ids:   make([]uint64, capacity),
 		metas: make([]nodeMeta, capacity),
-		dead:  make([]uint32, capacity),
 		lows:  make([]float32, capacity),
 		steps: make([]float32, capacity),
 		codes: make([]byte, capacity*nibbleBytes(dim)),
@@ -68,7 +67,12 @@ func (d *listData) entry(i, dim int) ivfEntry {
 	return ivfEntry{id: d.ids[i], meta: m, lo: d.lows[i], step: d.steps[i], code: d.codes[i*cb : (i+1)*cb], centre: d.centre, vec: d.vecs[i].Load()}
 }
 
-func (d *listData) isDead(i int) bool { return atomic.LoadUint32(&d.dead[i]) != 0 }
+func (d *listData) isDead(i int) bool {
+	return d.blk[i>>blockShift].dead.Load()>>(i&(blockSize-1))&1 != 0
+}
+
+// markDead makes entry i a tombstone (writer only).
+func (d *listData) markDead(i int) { d.blk[i>>blockShift].dead.Or(1 << (i & (blockSize - 1))) }
 
 // push appends e to list l (its code of the residual from l's centre),
 // growing its storage when full, and returns
@@ -106,7 +110,7 @@ func (l *ivfList) grow(d *listData, capacity, dim int, compact bool) *listData {
 			continue
 		}
 		if d.isDead(i) {
-			nd.dead[j] = 1
+			nd.markDead(j)
 		}
 		nd.set(j, d.entry(i, dim), cb)
 		j++

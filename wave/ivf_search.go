@@ -195,13 +195,15 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		// score ranked the list.
 		base := order[li].Score
 		for b := 0; b < n; b += blockSize {
-			// The block's entries to visit: all, or those its summary
-			// does not rule out, one bit each.
-			mask := uint32(blockAll)
+			// The block's entries to visit, one bit each: its live ones,
+			// less those its summary rules out.
+			blk := &d.blk[b>>blockShift]
+			mask := blockAll &^ blk.dead.Load()
 			if blockwise {
-				if mask = mc.visit(&d.blk[b>>blockShift]); mask == 0 {
-					continue
-				}
+				mask &= mc.visit(blk)
+			}
+			if mask == 0 {
+				continue
 			}
 			for i := b; i < min(n, b+blockSize); i++ {
 				if mask != blockAll {
@@ -212,9 +214,6 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 					if i >= n {
 						break
 					}
-				}
-				if d.isDead(i) {
-					continue
 				}
 				if !metaFree && !mc.admits(&d.metas[i]) {
 					continue

@@ -345,7 +345,6 @@ func readIVFList(d *decoder, c, dim, msize int, version byte, centre []float32) 
 	if !finite(ld.lows) || !finite(ld.steps) {
 		return nil, corrupt("non-finite code offset or step")
 	}
-	ld.dead = make([]uint32, c)
 	ld.vecs = make([]atomic.Pointer[float32], c)
 	ld.blk = newBlocks(c)
 	for i := range c {

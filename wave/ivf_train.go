@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -131,7 +130,7 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 	deleted := 0
 	replay := func(id uint64) { // the caller holds mu
 		if loc, ok := nids[id]; ok {
-			atomic.StoreUint32(&nst.lists[loc.list].d.Load().dead[loc.pos], 1)
+			nst.lists[loc.list].d.Load().markDead(int(loc.pos))
 			delete(nids, id)
 			deleted++
 		}
