@@ -195,26 +195,18 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		// score ranked the list.
 		base := order[li].Score
 		for b := 0; b < n; b += blockSize {
-			// The block's entries to visit, one bit each: its live ones,
-			// less those its summary rules out.
+			// The block's entries to visit, one bit each: its published
+			// live ones, less those its summary rules out.
 			blk := &d.blk[b>>blockShift]
 			mask := blockAll &^ blk.dead.Load()
 			if blockwise {
 				mask &= mc.visit(blk)
 			}
-			if mask == 0 {
-				continue
+			if left := n - b; left < blockSize {
+				mask &= 1<<left - 1
 			}
-			for i := b; i < min(n, b+blockSize); i++ {
-				if mask != blockAll {
-					if mask>>(i-b) == 0 {
-						break
-					}
-					i += bits.TrailingZeros32(mask >> (i - b))
-					if i >= n {
-						break
-					}
-				}
+			for ; mask != 0; mask &= mask - 1 {
+				i := b + bits.TrailingZeros32(mask)
 				if !metaFree && !mc.admits(&d.metas[i]) {
 					continue
 				}
