@@ -42,6 +42,9 @@ type Batch struct {
 	// key is scratch for building an alias or identity key to look up:
 	// a map index by string(key) does not allocate.
 	key []byte
+	// stale lists the seqs of the edges whose codes the published batch
+	// made stale, for the coder.
+	stale []uint64
 }
 
 func (s *Store) newBatch() *Batch {
@@ -465,6 +468,7 @@ func (b *Batch) publish() Changes {
 		s.v.redirects[from] = to
 	}
 	s.counts = b.counts
+	b.stale = s.v.codes.takeDirty()
 	return ch
 }
 

@@ -13,12 +13,15 @@ import (
 // (wave.CodeBound) without reading the embedding, and reads embeddings
 // only for the candidates whose bound may rank ([Reader.EdgeCode]).
 //
-// A code is made on first use, by the reader that asks for it: a put
-// only marks its seq's code stale, so ingest and a load pay nothing for
-// codes, and an edge no query reaches is never coded. Readers claim a
-// slot before writing it (codeBusy), so two never write one code, and
-// publish it by storing the scale; a writer, holding the store's lock,
-// has no reader beside it.
+// A put marks its seq's code stale only when it changes the edge's
+// embedding (a re-observation keeps the array: the code stays), and
+// lists the seq for the store's coder (coder.go), which makes the code
+// off the commit path soon after; a load leaves every code stale until
+// [Store.CodeAll]. A reader that finds a code stale makes it itself.
+// Readers (the coder is one) claim a slot before writing it
+// (codeBusy), so two never write one code, and publish it by storing
+// the scale; a writer, holding the store's lock, has no reader beside
+// it.
 //
 // Codes are of one dimension, the first embedding's; an edge with an
 // embedding of another has none. They live in fixed chunks, made on
@@ -28,6 +31,9 @@ type edgeCodes struct {
 	// chunks covers every seq the view has numbered (writers grow it);
 	// a chunk is made by the reader that first codes one of its seqs.
 	chunks []atomic.Pointer[codeChunk]
+	// dirty lists the seqs whose code a put made stale since the last
+	// takeDirty: the coder's next work.
+	dirty []uint64
 }
 
 // codeChunkSeqs is how many seqs a chunk covers.
@@ -47,7 +53,8 @@ const (
 	negZero   uint32 = 0x80000000 // a zero scale's bits, told from codeStale
 )
 
-// stale marks the code at seq as not made (a put changed the edge).
+// stale marks the code at seq as not made (a put changed the edge's
+// embedding to emb) and lists it for the coder if emb can have one.
 func (c *edgeCodes) stale(seq uint64, emb []float32) {
 	if seq == 0 {
 		return
@@ -59,6 +66,27 @@ func (c *edgeCodes) stale(seq uint64, emb []float32) {
 	if st := c.stateAt(seq); st != nil {
 		st.Store(codeStale)
 	}
+	if len(emb) > 0 && len(emb) == c.dim {
+		c.dirty = append(c.dirty, seq)
+	}
+}
+
+// takeDirty returns the seqs listed by stale since the last call (a
+// writer's call).
+func (c *edgeCodes) takeDirty() []uint64 {
+	d := c.dirty
+	c.dirty = nil
+	return d
+}
+
+// sameVector reports whether a and b are the same array (or both
+// empty): published embeddings are replaced, never changed in place,
+// so the same array holds the same vector and keeps its code.
+func sameVector(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0]
 }
 
 // unset drops the code at seq (no edge there now).

@@ -219,15 +219,15 @@ func EdgeAgentKey(e *Edge) uint32 {
 
 // setFacts stores the facts f of edge e at its seq (0: none), with e's
 // salience record, and returns them as stored: with the number of e's
-// namespace.
-func (v *view) setFacts(e *Edge, f EdgeFacts) EdgeFacts {
+// namespace. keepCode: e has the embedding its seq's code was made of.
+func (v *view) setFacts(e *Edge, f EdgeFacts, keepCode bool) EdgeFacts {
 	if e.Seq == 0 {
 		return f
 	}
 	f.NS = v.nsKey(e.Namespace)
 	v.recordAgents(e, &f)
 	v.recordSite(e, &f)
-	if !v.loading {
+	if !v.loading && !keepCode {
 		v.codes.stale(e.Seq, e.Embedding) // a load makes every code stale at its end
 	}
 	v.edgeFacts = setDense(v.edgeFacts, e.Seq, f)

@@ -182,6 +182,13 @@ func openFactsStore(t *testing.T) *factsStore {
 // Badger) and checks its records.
 func (fs *factsStore) reopen(t *testing.T) {
 	t.Helper()
+	fs.reload(t)
+	checkFacts(t, fs.Store, "reopened")
+}
+
+// reload closes the store and opens it again.
+func (fs *factsStore) reload(t *testing.T) {
+	t.Helper()
 	if err := fs.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +197,6 @@ func (fs *factsStore) reopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs.Store = s
-	checkFacts(t, s, "reopened")
 }
 
 // putThings puts entities "thing 0" to "thing n-1" of namespace ns and

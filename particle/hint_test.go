@@ -35,6 +35,7 @@ func TestHintsChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.syncCoder() // it makes the commit's codes: not while the hints run
 	// What the hints might touch, read without making codes (EdgeCode
 	// would): the facts and salience records, and every code chunk's
 	// presence and states.

@@ -111,6 +111,8 @@ type Store struct {
 	closeErr  error
 
 	fault atomic.Pointer[error] // see InjectFault
+
+	coder *coder // makes the edges' codes (coder.go)
 }
 
 // Open opens (or creates) the store described by o and loads its view.
@@ -137,6 +139,7 @@ func Open(o Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.startCoder()
 	return s, nil
 }
 
@@ -192,6 +195,7 @@ func badgerOptions(o Options) badger.Options {
 // call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopCoder()
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
 		s.mu.Lock()
@@ -701,6 +705,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 		return Changes{}, fmt.Errorf("%w: commit: %v", ErrStorage, err)
 	}
 	ch := b.publish()
+	s.feedCoder(b.stale)
 	s.subMu.RLock()
 	subs := s.subs
 	s.subMu.RUnlock()

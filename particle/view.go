@@ -118,7 +118,7 @@ func (v *view) putEdgeLoaded(e *Edge, f EdgeFacts, ik string) (created bool) {
 	if had && old.Seq != e.Seq {
 		v.unsetFacts(old.Seq)
 	}
-	f = v.setFacts(e, f)
+	f = v.setFacts(e, f, had && old.Seq == e.Seq && sameVector(old.Embedding, e.Embedding))
 	if !had {
 		if ik == "" {
 			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)

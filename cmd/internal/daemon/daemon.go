@@ -176,6 +176,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	}
 	d.ready.Store(true)
 	restoreGC()
+	// Serving: the edges' codes, which the expansion reads, are made in
+	// the background from here, instead of by the first calls to reach
+	// each edge.
+	d.store.CodeAll()
 	took := time.Since(d.started)
 	d.startTook.Store(int64(took))
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data,
