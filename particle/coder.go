@@ -56,11 +56,15 @@ func (s *Store) stopCoder() {
 // first planner calls after a reopen find the codes made.
 func (s *Store) CodeAll() { s.toCoder(coderJob{all: true}) }
 
-// syncCoder waits until the coder has done what it was given before.
+// syncCoder waits until the coder has done what it was given before
+// (or has stopped).
 func (s *Store) syncCoder() {
 	done := make(chan struct{})
 	if s.toCoder(coderJob{done: done}) {
-		<-done
+		select {
+		case <-done:
+		case <-s.coder.done:
+		}
 	}
 }
 
