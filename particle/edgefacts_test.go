@@ -28,6 +28,9 @@ func viewFacts(r Reader, e *Edge) EdgeFacts {
 // edge has facts or a salience record.
 func checkFacts(t *testing.T, s *Store, when string) {
 	t.Helper()
+	// The coder may be making a code as the check asks for it (EdgeCode
+	// then holds none): let it finish what the commits gave it.
+	s.syncCoder()
 	s.Read(func(r Reader) {
 		live := map[uint64]bool{}
 		nsOf := map[uint32]string{}
