@@ -275,15 +275,31 @@ func (b *Batch) putEdge(e *Edge, ik string) error {
 	return nil
 }
 
+// episodeView is the episode as the batch sees it (its pending copy,
+// else the view's shared one): read it, do not change it.
+func (b *Batch) episodeView(ns, id string) *Episode {
+	e, _ := b.episode(ns + "\x00" + id)
+	return e
+}
+
+// episode is the episode of key k: the batch's pending copy (pending
+// true), else the view's.
+func (b *Batch) episode(k string) (e *Episode, pending bool) {
+	if e, ok := b.episodes[k]; ok {
+		return e, true
+	}
+	b.s.mu.RLock()
+	defer b.s.mu.RUnlock()
+	return b.s.v.episodes[k], false
+}
+
 // Episode returns a private copy of the episode, or nil.
 func (b *Batch) Episode(ns, id string) *Episode {
 	k := ns + "\x00" + id
-	if e, ok := b.episodes[k]; ok {
+	e, pending := b.episode(k)
+	if pending {
 		return e
 	}
-	b.s.mu.RLock()
-	e := b.s.v.episodes[k]
-	b.s.mu.RUnlock()
 	if e == nil {
 		return nil
 	}
@@ -339,6 +355,17 @@ func (b *Batch) PutNewStep(ns, episode string, idx int, raw []byte) error {
 	b.counts.Steps++
 	b.set(stepKey(ns, episode, idx), raw)
 	return b.err
+}
+
+// StepStored reports whether step idx of an episode is stored, in this
+// batch or an earlier one. A step at or past the episode's step count is
+// not (see PutNewStep), which needs no read of Badger.
+func (b *Batch) StepStored(ns, episode string, idx int) (bool, error) {
+	ep := b.episodeView(ns, episode)
+	if ep == nil || idx >= ep.Steps {
+		return false, nil
+	}
+	return b.exists(stepKey(ns, episode, idx))
 }
 
 // PutBlob stores data under its SHA-256 and returns the reference

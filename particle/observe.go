@@ -185,6 +185,9 @@ func TouchNode(n *Node, episodeID, spanID string, conf float64, at time.Time) {
 const MaxAttributeIDs = 64
 
 func appendRecent(ids []string, id string) []string {
+	if n := len(ids); n > 0 && eqID(ids[n-1], id) {
+		return ids // the most recent already: a step touches its episode's nodes again and again
+	}
 	if i := indexOf(ids, id); i >= 0 {
 		if i == len(ids)-1 {
 			return ids

@@ -49,11 +49,22 @@ func (a *Applier) defaults() {
 // holds (a feature changing shape mid-episode, a step after the end).
 func (a *Applier) Apply(ctx context.Context, b *particle.Batch, msgID string, m *Message) error {
 	a.defaults()
-	done, err := b.Applied(a.Stream, msgID)
+	ns := particle.Namespace(m.Tenant, m.Project)
+	// A step's message id names its episode and index (Message.MsgID), so
+	// the stored step is its applied mark: no record of its own to read
+	// and write, and none to read at all for a step past every step the
+	// episode has stored, as a streaming controller's steps are.
+	stepMark := m.Kind == KindStep && m.Step != nil
+	var done bool
+	var err error
+	if stepMark {
+		done, err = b.StepStored(ns, m.EpisodeID, m.Step.Index)
+	} else {
+		done, err = b.Applied(a.Stream, msgID)
+	}
 	if err != nil || done {
 		return err
 	}
-	ns := particle.Namespace(m.Tenant, m.Project)
 	w := &episodeWriter{a: a, ctx: ctx, b: b, ns: ns, m: m}
 	switch m.Kind {
 	case KindEpisodeStart:
@@ -68,7 +79,9 @@ func (a *Applier) Apply(ctx context.Context, b *particle.Batch, msgID string, m 
 	if err != nil {
 		return err
 	}
-	b.MarkApplied(a.Stream, msgID)
+	if !stepMark {
+		b.MarkApplied(a.Stream, msgID)
+	}
 	return nil
 }
 
