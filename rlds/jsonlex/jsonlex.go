@@ -200,8 +200,18 @@ func (l *Lexer) Int() (int, bool) {
 // number, strconv converts the literal.
 func (l *Lexer) Float(bits int) (float64, bool) {
 	l.ws()
-	b, start := l.b, l.i
-	i := start
+	if f, next, ok := fastFloat(l.b, l.i, bits); ok {
+		l.i = next
+		return f, true
+	}
+	return l.floatSlow(bits)
+}
+
+// fastFloat converts the number at b[i:] by Clinger's fast path (see
+// Float) into a float of bits 32 or 64, returning it and the index past
+// it. ok is false where the fast path does not apply (or no number is
+// there): strconv must convert the literal.
+func fastFloat(b []byte, i, bits int) (f float64, next int, ok bool) {
 	neg := i < len(b) && b[i] == '-'
 	if neg {
 		i++
@@ -217,7 +227,7 @@ func (l *Lexer) Float(bits int) (float64, bool) {
 		digits++
 	}
 	if digits == 0 || digits > 1 && b[first] == '0' || sig > 15 {
-		return l.floatSlow(bits)
+		return 0, 0, false
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
@@ -230,7 +240,7 @@ func (l *Lexer) Float(bits int) (float64, bool) {
 			e10--
 		}
 		if i == frac || sig > 15 {
-			return l.floatSlow(bits)
+			return 0, 0, false
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -244,7 +254,7 @@ func (l *Lexer) Float(bits int) (float64, bool) {
 			e = e*10 + int(b[i]-'0')
 		}
 		if i == exp || i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			return l.floatSlow(bits)
+			return 0, 0, false
 		}
 		if eneg {
 			e = -e
@@ -252,9 +262,9 @@ func (l *Lexer) Float(bits int) (float64, bool) {
 		e10 += e
 	}
 	if e10 < -22 || e10 > 22 {
-		return l.floatSlow(bits)
+		return 0, 0, false
 	}
-	f := float64(mant)
+	f = float64(mant)
 	if e10 < 0 {
 		f /= pow10[-e10]
 	} else {
@@ -263,15 +273,14 @@ func (l *Lexer) Float(bits int) (float64, bool) {
 	if bits == 32 {
 		f32 := float32(f)
 		if float64(f32) != f && !clearOfMidpoint(f, f32) {
-			return l.floatSlow(bits)
+			return 0, 0, false
 		}
 		f = float64(f32)
 	}
 	if neg {
 		f = -f
 	}
-	l.i = i
-	return f, true
+	return f, i, true
 }
 
 // floatSlow is Float by strconv.
@@ -388,16 +397,47 @@ func (l *Lexer) Ints() ([]int, bool) {
 }
 
 // Float64s reads an array of numbers as float64.
-func (l *Lexer) Float64s() ([]float64, bool) {
-	return List(l, func() (float64, bool) { return l.Float(64) })
-}
+func (l *Lexer) Float64s() ([]float64, bool) { return floats[float64](l, 64) }
 
 // Float32s reads an array of numbers as float32.
-func (l *Lexer) Float32s() ([]float32, bool) {
-	return List(l, func() (float32, bool) {
-		f, ok := l.Float(32)
-		return float32(f), ok
-	})
+func (l *Lexer) Float32s() ([]float32, bool) { return floats[float32](l, 32) }
+
+// floats reads an array of numbers as floats of bits 32 or 64, as List
+// of Float would, in one loop: a vector's elements are most of a step
+// message's bytes. A number and its comma written without white space
+// between them, as encoders write vectors, take neither a call nor a
+// look for white space.
+func floats[T float32 | float64](l *Lexer, bits int) ([]T, bool) {
+	if !l.Eat('[') {
+		return nil, false
+	}
+	out := make([]T, 0, l.length())
+	if l.Eat(']') {
+		return out, true
+	}
+	b := l.b
+	for {
+		f, next, ok := fastFloat(b, l.i, bits)
+		if ok {
+			l.i = next
+		} else if f, ok = l.Float(bits); !ok {
+			return out, false
+		}
+		out = append(out, T(f))
+		if l.i < len(b) && b[l.i] == ',' {
+			l.i++
+			continue
+		}
+		switch l.Peek() {
+		case ',':
+			l.i++
+		case ']':
+			l.i++
+			return out, true
+		default:
+			return out, false
+		}
+	}
 }
 
 // Raw skips one value and returns its bytes (for encoding/json to

@@ -1,10 +1,13 @@
 package jsonlex
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -73,4 +76,62 @@ func BenchmarkFloat32(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestFloatListsMatchEncodingJSON reads arrays of numbers, written
+// compactly and with white space around the elements and commas, with
+// Float32s and Float64s: the values encoding/json gives, bit for bit,
+// and a malformed array refused.
+func TestFloatListsMatchEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		n := r.IntN(40)
+		lits := make([]string, n)
+		for i := range lits {
+			switch r.IntN(4) {
+			case 0:
+				lits[i] = strconv.Itoa(r.IntN(2000) - 1000)
+			case 1:
+				lits[i] = strconv.FormatFloat(float64(float32(r.NormFloat64())), 'g', -1, 32)
+			case 2:
+				lits[i] = strconv.FormatFloat(r.NormFloat64()*1e6, 'e', r.IntN(18), 64)
+			default:
+				lits[i] = fmt.Sprintf("%d.%0*d", r.IntN(1e6), 1+r.IntN(12), r.IntN(1e9))
+			}
+		}
+		sep, pad := ",", ""
+		if r.IntN(2) == 0 {
+			sep, pad = " ,\n", " "
+		}
+		src := "[" + pad + strings.Join(lits, sep+pad) + pad + "]"
+		var want32 []float32
+		var want64 []float64
+		if err := json.Unmarshal([]byte(src), &want32); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(src), &want64); err != nil {
+			t.Fatal(err)
+		}
+		l := New([]byte(src))
+		got32, ok := l.Float32s()
+		if !ok || !l.AtEnd() || len(got32) != len(want32) {
+			t.Fatalf("Float32s of %s: %v (%v)", src, got32, ok)
+		}
+		for i := range got32 {
+			if math.Float32bits(got32[i]) != math.Float32bits(want32[i]) {
+				t.Fatalf("Float32s of %s: element %d is %v, encoding/json %v", src, i, got32[i], want32[i])
+			}
+		}
+		l = New([]byte(src))
+		got64, ok := l.Float64s()
+		if !ok || !l.AtEnd() || !slices.Equal(got64, want64) {
+			t.Fatalf("Float64s of %s: %v (%v), encoding/json %v", src, got64, ok, want64)
+		}
+	}
+	for _, s := range []string{"[1,]", "[1 2]", "[,1]", "[1,2", "[01]", "[1,-]", "[1;2]", "[1e]"} {
+		l := New([]byte(s))
+		if v, ok := l.Float32s(); ok {
+			t.Errorf("Float32s took %s as %v", s, v)
+		}
+	}
 }
