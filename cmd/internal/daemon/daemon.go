@@ -67,8 +67,8 @@ type Daemon struct {
 	rldsApplier *rlds.Applier
 	cmsApplier  *cms.Applier
 	consumers   []*consumer
-	reqSlots    chan struct{}  // bounds concurrent NATS request handlers
-	reqWG       sync.WaitGroup // in-flight NATS request handlers
+	reqDone     chan struct{}  // closed to stop the NATS request workers
+	reqWG       sync.WaitGroup // the NATS request workers
 	respSubs    []*nats.Subscription
 	stopped     chan struct{} // closed by Shutdown; ends Start's watcher
 	maint       maintenanceMetrics
@@ -364,6 +364,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		// Stop taking requests, let those in flight answer, then drain.
 		for _, sub := range d.respSubs {
 			_ = sub.Unsubscribe()
+		}
+		if d.reqDone != nil {
+			close(d.reqDone)
 		}
 		d.reqWG.Wait()
 		if d.nc != nil {

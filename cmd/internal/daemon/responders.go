@@ -64,26 +64,18 @@ const maxRequestBytes = 1 << 20
 // package register in init (policy edits, ...).
 var extraResponders []func(d *Daemon) error
 
-// concurrent runs h for each message on its own goroutine, at most
-// 2×GOMAXPROCS at once: a NATS subscription delivers its messages one at
-// a time, which would serve planner requests in series. When all slots
-// are busy the subscription waits (NATS buffers, then reports the client
-// slow) rather than piling up goroutines.
-func (d *Daemon) concurrent(h nats.MsgHandler) nats.MsgHandler {
-	return func(m *nats.Msg) {
-		d.reqSlots <- struct{}{}
-		d.reqWG.Add(1)
-		go func() {
-			defer func() { <-d.reqSlots; d.reqWG.Done() }()
-			h(m)
-		}()
-	}
-}
+// requestQueue is how many requests wait for a free worker before NATS
+// reports the daemon a slow consumer and drops what comes next.
+const requestQueue = 8192
 
-// startResponders subscribes the request/reply subjects.
+// startResponders subscribes the request/reply subjects. Their requests
+// go into one channel that 2×GOMAXPROCS workers take from: the NATS
+// connection's reader hands a request straight to a waiting worker (an
+// asynchronous subscription's own goroutine, and a goroutine started per
+// request behind it, were two hand-offs where this is one), and no more
+// requests run at once however many arrive.
 func (d *Daemon) startResponders() error {
 	p := d.cfg.Prefix()
-	d.reqSlots = make(chan struct{}, 2*runtime.GOMAXPROCS(0))
 	subs := []struct {
 		subj string
 		fn   func(context.Context, *nats.Msg)
@@ -93,12 +85,23 @@ func (d *Daemon) startResponders() error {
 		{p + ".session.*.get", d.onSession},
 		{p + ".session.*.update", d.onSession},
 	}
+	requests := make(chan *nats.Msg, requestQueue)
+	handlers := make(map[*nats.Subscription]nats.MsgHandler, len(subs))
 	for _, s := range subs {
-		sub, err := d.nc.QueueSubscribe(s.subj, "ctxgraph", d.concurrent(d.guardNATS(s.fn)))
+		sub, err := d.nc.ChanQueueSubscribe(s.subj, "ctxgraph", requests)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
+		handlers[sub] = d.guardNATS(s.fn)
 		d.respSubs = append(d.respSubs, sub)
+	}
+	d.reqDone = make(chan struct{})
+	for range 2 * runtime.GOMAXPROCS(0) {
+		d.reqWG.Add(1)
+		go func() {
+			defer d.reqWG.Done()
+			d.serveRequests(requests, handlers)
+		}()
 	}
 	for _, add := range extraResponders {
 		if err := add(d); err != nil {
@@ -120,6 +123,31 @@ func (d *Daemon) startResponders() error {
 		return fmt.Errorf("register responders: %w", err)
 	}
 	return nil
+}
+
+// serveRequests is one responder worker: it answers requests until
+// reqDone is closed, then those already queued, and returns.
+func (d *Daemon) serveRequests(requests <-chan *nats.Msg, handlers map[*nats.Subscription]nats.MsgHandler) {
+	serve := func(m *nats.Msg) {
+		if h := handlers[m.Sub]; h != nil {
+			h(m)
+		}
+	}
+	for {
+		select {
+		case m := <-requests:
+			serve(m)
+		case <-d.reqDone:
+			for {
+				select {
+				case m := <-requests:
+					serve(m)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
 func (d *Daemon) respond(m *nats.Msg, v any, err error) {

@@ -2,9 +2,15 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ctxgraph/ctxgraph/planner"
 )
 
 func TestVectorIndexSnapshotAtCleanShutdownOnly(t *testing.T) {
@@ -62,4 +68,56 @@ func TestConcurrentPlannerRequestsOverNATS(t *testing.T) {
 			t.Fatalf("concurrent answer %d differs", i)
 		}
 	}
+}
+
+// TestShutdownWithPlannerRequestsQueued shuts the daemon down while
+// planner requests wait for its responder workers: the shutdown
+// completes, and every reply sent is a whole answer.
+func TestShutdownWithPlannerRequestsQueued(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	body, err := json.Marshal(redBlockQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies := make(chan *nats.Msg, 64)
+	inbox := nats.NewInbox()
+	if _, err := c.nc.ChanSubscribe(inbox, replies); err != nil {
+		t.Fatal(err)
+	}
+	const asked = 48
+	for range asked {
+		if err := c.nc.PublishRequest("ctxgraph.planner.context", inbox, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := <-replies // the workers are busy
+	done := make(chan error, 1)
+	go func() { done <- d.Shutdown(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown did not return with requests queued")
+	}
+	got := []*nats.Msg{first}
+	for more := true; more; {
+		select {
+		case m := <-replies:
+			got = append(got, m)
+		case <-time.After(200 * time.Millisecond):
+			more = false
+		}
+	}
+	for i, m := range got {
+		var a planner.Answer
+		if err := json.Unmarshal(m.Data, &a); err != nil || len(a.Nodes) == 0 {
+			t.Fatalf("reply %d of %d is not an answer (%v): %.200s", i, len(got), err, m.Data)
+		}
+	}
+	t.Logf("%d of %d requests answered before the shutdown", len(got), asked)
 }
