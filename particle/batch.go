@@ -472,11 +472,15 @@ func (b *Batch) publish() Changes {
 		}
 		ch.Nodes = append(ch.Nodes, n)
 	}
+	ch.Edges = make([]*Edge, 0, len(b.edges))
+	ch.EdgeFacts = make([]EdgeFacts, 0, len(b.edges))
 	for _, e := range b.edges {
-		if s.v.putEdge(e) {
+		f, created := s.v.putEdgeFacts(e)
+		if created {
 			b.counts.Edges[e.Type]++
 		}
 		ch.Edges = append(ch.Edges, e)
+		ch.EdgeFacts = append(ch.EdgeFacts, f)
 	}
 	for _, e := range b.episodes {
 		if s.v.putEpisode(e) {

@@ -178,6 +178,20 @@ func openFactsStore(t *testing.T) *factsStore {
 	}
 	fs := &factsStore{Store: s, o: o}
 	t.Cleanup(func() { fs.Close() })
+	// Each batch's changes carry its edges' facts as the view holds them.
+	s.Subscribe(func(ch Changes) {
+		if len(ch.EdgeFacts) != len(ch.Edges) {
+			t.Errorf("changes of %d edges carry %d facts", len(ch.Edges), len(ch.EdgeFacts))
+			return
+		}
+		s.Read(func(r Reader) {
+			for i, e := range ch.Edges {
+				if want := viewFacts(r, e); ch.EdgeFacts[i] != want {
+					t.Errorf("changes: edge %s: facts %+v, want %+v", e.ID, ch.EdgeFacts[i], want)
+				}
+			}
+		})
+	})
 	return fs
 }
 

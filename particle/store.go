@@ -72,9 +72,12 @@ func (o Options) validate() error {
 
 // Changes are what one committed batch wrote, as the view now holds it.
 type Changes struct {
-	Nodes    []*Node
-	Edges    []*Edge
-	Episodes []*Episode
+	Nodes []*Node
+	Edges []*Edge
+	// EdgeFacts are the facts of Edges, one for one, as the view holds
+	// them (EdgeFactsOf, NS set): computed once where they are published.
+	EdgeFacts []EdgeFacts
+	Episodes  []*Episode
 	// RemovedNodes and RemovedEdges were deleted by the batch.
 	RemovedNodes []*Node
 	RemovedEdges []*Edge
@@ -464,7 +467,7 @@ func (p *chunkPutter) put(c *loadChunk) error {
 			}
 		}
 		for i, e := range c.edges {
-			if p.v.putEdgeLoaded(e, c.facts[i], c.idents[i]) {
+			if p.v.putEdgeLoaded(e, &c.facts[i], c.idents[i]) {
 				p.counts.edges[e.Type]++
 			}
 		}

@@ -106,11 +106,22 @@ func (v *view) putNode(n *Node) (created bool) {
 	return !had
 }
 
-func (v *view) putEdge(e *Edge) (created bool) { return v.putEdgeLoaded(e, EdgeFactsOf(e), "") }
+func (v *view) putEdge(e *Edge) (created bool) {
+	_, created = v.putEdgeFacts(e)
+	return created
+}
+
+// putEdgeFacts is putEdge, returning e's facts as the view holds them.
+func (v *view) putEdgeFacts(e *Edge) (EdgeFacts, bool) {
+	f := EdgeFactsOf(e)
+	created := v.putEdgeLoaded(e, &f, "")
+	return f, created
+}
 
 // putEdgeLoaded is putEdge with e's facts, and its identity unless ik is
 // "", computed already (a load computes both in its parallel scanners).
-func (v *view) putEdgeLoaded(e *Edge, f EdgeFacts, ik string) (created bool) {
+// It leaves in f the facts as stored (with their NS).
+func (v *view) putEdgeLoaded(e *Edge, f *EdgeFacts, ik string) (created bool) {
 	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
@@ -118,13 +129,13 @@ func (v *view) putEdgeLoaded(e *Edge, f EdgeFacts, ik string) (created bool) {
 	if had && old.Seq != e.Seq {
 		v.unsetFacts(old.Seq)
 	}
-	f = v.setFacts(e, f, had && old.Seq == e.Seq && sameVector(old.Embedding, e.Embedding))
+	*f = v.setFacts(e, *f, had && old.Seq == e.Seq && sameVector(old.Embedding, e.Embedding))
 	if !had {
 		if ik == "" {
 			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
 		}
 		v.identity[ik] = e.ID
-		v.link(e, f)
+		v.link(e, *f)
 		return true
 	}
 	if old.Seq != e.Seq {
@@ -132,13 +143,13 @@ func (v *view) putEdgeLoaded(e *Edge, f EdgeFacts, ik string) (created bool) {
 		// follows, in place of the old seq.
 		v.edgeSeq = unsetSeq(v.edgeSeq, old.Seq, old)
 		v.unlink(old)
-		v.link(e, f)
+		v.link(e, *f)
 		return false
 	}
 	if e.Seq != 0 {
 		// The same edge, changed: its adjacency entries take its facts.
-		updateAdj(v.out[e.Source], e.Seq, f)
-		updateAdj(v.in[e.Target], e.Seq, f)
+		updateAdj(v.out[e.Source], e.Seq, *f)
+		updateAdj(v.in[e.Target], e.Seq, *f)
 	}
 	return false
 }

@@ -110,8 +110,14 @@ func (ix *Indexer) apply(ch particle.Changes) {
 	for _, n := range ch.Nodes {
 		_ = ix.add(n.Seq, n.Embedding, NodeMeta(n))
 	}
-	for _, e := range ch.Edges {
-		_ = ix.add(e.Seq, e.Embedding, EdgeMeta(e))
+	for i, e := range ch.Edges {
+		var m wave.Meta
+		if len(ch.EdgeFacts) == len(ch.Edges) {
+			m = edgeMetaOf(e, &ch.EdgeFacts[i]) // the facts the store published
+		} else {
+			m = EdgeMeta(e)
+		}
+		_ = ix.add(e.Seq, e.Embedding, m)
 	}
 	for _, e := range ch.Episodes {
 		_ = ix.add(e.Seq, e.Embedding, EpisodeMeta(e))
