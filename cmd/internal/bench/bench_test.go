@@ -213,6 +213,11 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("figure %s missing", k)
 		}
 	}
+	// The transport baseline took every bulk message, and none of its
+	// stream's reached the graph (checked below: graph.steps).
+	if f["ingest.transport.steps_per_s"] <= 0 || f["ingest.transport.cpu_us_per_step"] <= 0 {
+		t.Errorf("transport baseline: %v steps/s, %v µs of CPU per step", f["ingest.transport.steps_per_s"], f["ingest.transport.cpu_us_per_step"])
+	}
 	// (Whether the collector runs during a micro ingest depends on the
 	// heap the earlier tests left: only the figures' sense is checked.)
 	if f["ingest.gc_cycles"] < 0 || f["ingest.gc_cpu_s"] < 0 || f["ingest.cpu_s"] <= 0 {

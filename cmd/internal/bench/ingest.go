@@ -320,13 +320,19 @@ func (p *probes) drain() {
 	}
 }
 
+// bulkCut is how many of the workload's messages the bulk phase sends;
+// the paced phase sends the rest.
+func (r *runner) bulkCut() int {
+	return int(float64(len(r.w.msgs)) * (1 - r.o.VisibilityShare))
+}
+
 // ingest publishes the workload as a fleet's controllers would: a bulk
 // phase as fast as the daemon acknowledges (throughput), then a paced
 // phase below capacity with every step timed (visibility). Spans follow
 // the episodes they consolidate once those are applied (they name them).
 func (r *runner) ingest(ctx context.Context) error {
 	w := r.w
-	cut := int(float64(len(w.msgs)) * (1 - r.o.VisibilityShare))
+	cut := r.bulkCut()
 	bulk, paced := w.msgs[:cut], w.msgs[cut:]
 	endedIn := map[string]int{} // episode -> phase its end was sent in
 	for i, m := range w.msgs {

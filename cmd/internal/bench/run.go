@@ -155,6 +155,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		name string
 		fn   func(context.Context) error
 	}{
+		{"transport", r.transportBaseline},
 		{"ingest", r.ingest},
 		{"planner", r.planner},
 		{"reopen", r.reopen},
@@ -163,7 +164,10 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if r.d == nil && s.name == "reopen" || s.name != "ingest" && !slices.Contains(o.Phases, s.name) {
+		// The ingest always runs (the phases after it need its graph),
+		// and with an in-process daemon the transport baseline before it.
+		always := s.name == "ingest" || s.name == "transport"
+		if r.d == nil && (s.name == "reopen" || s.name == "transport") || !always && !slices.Contains(o.Phases, s.name) {
 			continue
 		}
 		stop, err := r.profile(s.name)
