@@ -165,7 +165,7 @@ func DefaultConfig() Config {
 	c.NATS.MaxStreamBytes = -1
 	c.NATS.SyncInterval = 2 * time.Minute
 	c.HTTP.Addr = "127.0.0.1:8080"
-	c.Ingest.BatchSize = 1024
+	c.Ingest.BatchSize = 2048
 	c.Ingest.MaxMessageBytes = 4 << 20
 	c.Ingest.MaxDeliver = 5
 	c.Ingest.Backoff = 250 * time.Millisecond
