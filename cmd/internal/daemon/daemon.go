@@ -361,14 +361,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			d.cancel()
 		}
 		d.wg.Wait()
-		// Stop taking requests, let those in flight answer, then drain.
-		for _, sub := range d.respSubs {
-			_ = sub.Unsubscribe()
-		}
-		if d.reqDone != nil {
-			close(d.reqDone)
-		}
-		d.reqWG.Wait()
+		// Stop taking requests, answer those already sent to the
+		// daemon, then drain.
+		d.stopResponders()
 		if d.nc != nil {
 			closed := make(chan struct{})
 			d.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })

@@ -125,6 +125,27 @@ func (d *Daemon) startResponders() error {
 	return nil
 }
 
+// stopResponders stops the request subscriptions and waits for the
+// workers to answer every request the server sent before: a drain (the
+// server is told to stop, and a round trip later everything it sent
+// before is in the queue) rather than an unsubscribe, which drops what is
+// still on its way.
+func (d *Daemon) stopResponders() {
+	for _, sub := range d.respSubs {
+		_ = sub.Drain()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, sub := range d.respSubs {
+		for sub.IsValid() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if d.reqDone != nil {
+		close(d.reqDone)
+	}
+	d.reqWG.Wait()
+}
+
 // serveRequests is one responder worker: it answers requests until
 // reqDone is closed, then those already queued, and returns.
 func (d *Daemon) serveRequests(requests <-chan *nats.Msg, handlers map[*nats.Subscription]nats.MsgHandler) {

@@ -72,7 +72,9 @@ func TestConcurrentPlannerRequestsOverNATS(t *testing.T) {
 
 // TestShutdownWithPlannerRequestsQueued shuts the daemon down while
 // planner requests wait for its responder workers: the shutdown
-// completes, and every reply sent is a whole answer.
+// completes, and every request sent before it is answered with a whole
+// answer (the responders drain: an unsubscribe dropped 22 to 42 of the
+// 48 here).
 func TestShutdownWithPlannerRequestsQueued(t *testing.T) {
 	d := startDaemon(t, testConfig(t.TempDir()))
 	c := connect(t, d)
@@ -119,5 +121,7 @@ func TestShutdownWithPlannerRequestsQueued(t *testing.T) {
 			t.Fatalf("reply %d of %d is not an answer (%v): %.200s", i, len(got), err, m.Data)
 		}
 	}
-	t.Logf("%d of %d requests answered before the shutdown", len(got), asked)
+	if len(got) != asked {
+		t.Errorf("%d of %d requests answered before the shutdown", len(got), asked)
+	}
 }
