@@ -343,8 +343,10 @@ func (d *Daemon) setStorageOK(ok bool) {
 }
 
 // Shutdown stops the daemon in reverse order of start: HTTP stops taking
-// requests, consumers finish their batch, the NATS client drains, the
-// store closes, the NATS server stops. It is safe to call twice.
+// requests, consumers finish their batch, the request/reply responders
+// drain (every request NATS had sent is answered), the NATS client
+// drains, the store closes, the NATS server stops. It is safe to call
+// twice.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.stopOnce.Do(func() {
 		if d.stopped != nil {
