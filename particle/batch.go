@@ -275,15 +275,8 @@ func (b *Batch) putEdge(e *Edge, ik string) error {
 	return nil
 }
 
-// episodeView is the episode as the batch sees it (its pending copy,
-// else the view's shared one): read it, do not change it.
-func (b *Batch) episodeView(ns, id string) *Episode {
-	e, _ := b.episode(ns + "\x00" + id)
-	return e
-}
-
 // episode is the episode of key k: the batch's pending copy (pending
-// true), else the view's.
+// true), else the view's shared one (read it, do not change it).
 func (b *Batch) episode(k string) (e *Episode, pending bool) {
 	if e, ok := b.episodes[k]; ok {
 		return e, true
@@ -361,7 +354,7 @@ func (b *Batch) PutNewStep(ns, episode string, idx int, raw []byte) error {
 // batch or an earlier one. A step at or past the episode's step count is
 // not (see PutNewStep), which needs no read of Badger.
 func (b *Batch) StepStored(ns, episode string, idx int) (bool, error) {
-	ep := b.episodeView(ns, episode)
+	ep, _ := b.episode(ns + "\x00" + episode)
 	if ep == nil || idx >= ep.Steps {
 		return false, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
+	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 )
 
 // The ingest's transport baseline: what JetStream alone takes for the
@@ -34,11 +35,7 @@ const (
 // to the daemon, and removes its stream.
 func (r *runner) transportBaseline(ctx context.Context) error {
 	msgs := r.w.msgs[:r.bulkCut()]
-	sc := jetstream.StreamConfig{
-		Name: transportStream, Subjects: []string{transportPrefix + ".>"},
-		Storage: jetstream.FileStorage, Duplicates: r.cfg.NATS.DedupeWindow,
-		MaxBytes: r.cfg.NATS.MaxStreamBytes, MaxMsgSize: r.cfg.NATS.MaxPayload,
-	}
+	sc := daemon.StreamConfig(r.cfg, transportStream, transportPrefix+".>")
 	if _, err := r.js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("transport baseline: %w", err)
 	}
@@ -47,10 +44,7 @@ func (r *runner) transportBaseline(ctx context.Context) error {
 		defer cancel()
 		_ = r.js.DeleteStream(dctx, transportStream)
 	}()
-	cons, err := r.js.CreateOrUpdateConsumer(ctx, transportStream, jetstream.ConsumerConfig{
-		Durable: "bench", AckPolicy: jetstream.AckExplicitPolicy, AckWait: r.cfg.Ingest.AckWait,
-		MaxDeliver: -1, MaxAckPending: 4 * r.cfg.Ingest.BatchSize, // as the daemon's
-	})
+	cons, err := r.js.CreateOrUpdateConsumer(ctx, transportStream, daemon.ConsumerConfig(r.cfg, "bench"))
 	if err != nil {
 		return fmt.Errorf("transport baseline: %w", err)
 	}
@@ -64,7 +58,7 @@ func (r *runner) transportBaseline(ctx context.Context) error {
 		if acked.Add(1) == want {
 			close(done)
 		}
-	}, jetstream.PullMaxMessages(2*r.cfg.Ingest.BatchSize))
+	}, jetstream.PullMaxMessages(daemon.PullMaxMessages(r.cfg)))
 	if err != nil {
 		return fmt.Errorf("transport baseline: %w", err)
 	}

@@ -244,19 +244,36 @@ func (d *Daemon) startNATS() error {
 // streamConfigs are the daemon's JetStream streams under cfg.
 func streamConfigs(cfg Config) []jetstream.StreamConfig {
 	p := cfg.Prefix()
-	out := []jetstream.StreamConfig{
-		{Name: StreamRLDS, Subjects: []string{p + ".rlds.>"}},
-		{Name: StreamCMS, Subjects: []string{p + ".cms.>"}},
-		{Name: StreamDLQ, Subjects: []string{p + ".dlq.>"}},
+	return []jetstream.StreamConfig{
+		StreamConfig(cfg, StreamRLDS, p+".rlds.>"),
+		StreamConfig(cfg, StreamCMS, p+".cms.>"),
+		StreamConfig(cfg, StreamDLQ, p+".dlq.>"),
 	}
-	for i := range out {
-		out[i].Storage = jetstream.FileStorage
-		out[i].Duplicates = cfg.NATS.DedupeWindow
-		out[i].MaxBytes = cfg.NATS.MaxStreamBytes
-		out[i].MaxMsgSize = cfg.NATS.MaxPayload
-	}
-	return out
 }
+
+// StreamConfig is a stream as cfg makes the daemon's: file storage, the
+// dedupe window and the size limits.
+func StreamConfig(cfg Config, name, subjects string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: name, Subjects: []string{subjects}, Storage: jetstream.FileStorage,
+		Duplicates: cfg.NATS.DedupeWindow, MaxBytes: cfg.NATS.MaxStreamBytes, MaxMsgSize: cfg.NATS.MaxPayload,
+	}
+}
+
+// ConsumerConfig is a durable pull consumer as cfg makes the daemon's
+// ingest consumers (before a restore moves their start): explicit acks
+// within ingest.ack_wait, redelivered without limit, up to four batches
+// unacknowledged.
+func ConsumerConfig(cfg Config, durable string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.Ingest.AckWait,
+		MaxDeliver: -1, MaxAckPending: 4 * cfg.Ingest.BatchSize,
+	}
+}
+
+// PullMaxMessages is the messages an ingest consumer's pulls keep in
+// flight under cfg: two batches.
+func PullMaxMessages(cfg Config) int { return 2 * cfg.Ingest.BatchSize }
 
 func (d *Daemon) startConsumers(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

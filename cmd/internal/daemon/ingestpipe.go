@@ -38,7 +38,7 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 		case <-ctx.Done():
 			_ = m.Nak() // not applied: hand it back at once
 		}
-	}, jetstream.PullMaxMessages(2*size), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(PullMaxMessages(c.d.cfg)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if ctx.Err() == nil {
 			c.log.Warn("pull failed", "err", err)
 		}

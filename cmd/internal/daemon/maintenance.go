@@ -19,10 +19,7 @@ import (
 // restored store re-consumes what arrived after the backup; a consumer
 // that was started that way keeps its start on later runs.
 func (d *Daemon) consumerConfig(ctx context.Context, stream, durable string) (jetstream.ConsumerConfig, error) {
-	cc := jetstream.ConsumerConfig{
-		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.Ingest.AckWait,
-		MaxDeliver: -1, MaxAckPending: 4 * d.cfg.Ingest.BatchSize,
-	}
+	cc := ConsumerConfig(d.cfg, durable)
 	if m, err := readRestoreMarker(d.cfg.Data); err != nil {
 		return cc, err
 	} else if m != nil {
