@@ -414,7 +414,8 @@ func (b *Batch) PutRecord(kind, key string, raw []byte) error {
 	return b.err
 }
 
-// flush writes every staged value into the transaction.
+// flush writes every staged value into the transaction, and packs the
+// nodes and edges for the view (pack.go).
 func (b *Batch) flush() error {
 	for _, n := range b.nodes {
 		v, err := encodeNodeV2(n, b.s.slab)
@@ -422,6 +423,7 @@ func (b *Batch) flush() error {
 			return err
 		}
 		b.set(nodeKey(n.Namespace, n.ID), v)
+		packNode(n)
 	}
 	for ak, id := range b.aliases {
 		b.set(aliasDBKey(ak), []byte(id))
@@ -434,6 +436,7 @@ func (b *Batch) flush() error {
 		// Only the edge: its adjacency and identity are derived from it
 		// (the view's, on load), not stored beside it.
 		b.set(edgeKey(e.Namespace, e.ID), v)
+		packEdge(e)
 	}
 	for _, e := range b.episodes {
 		v, err := encodeEpisodeV2(e, b.s.slab)

@@ -1,0 +1,127 @@
+package particle
+
+import (
+	"slices"
+	"unsafe"
+)
+
+// A record written by a batch is packed before the view takes it: its
+// strings are copied into one allocation, its provenance's step
+// indices into another. A record decoded from its stored bytes (a load,
+// the view snapshot) lies this way already; one built by an ingest
+// holds strings made one by one, from many messages, scattered over the
+// heap. Readers that walk a record's strings, such as the planner's
+// answer encoders, then touch a few adjacent cache lines instead of a
+// line per string: on the medium bench store, encoding an answer after
+// an ingest took as long as after a reopen once packed, where it took
+// about 1.6 times as long before.
+//
+// The id stays as it is. It is the key of the view's maps, which keep
+// the string they were first given; packing it would have every key
+// hold on to its record's first packed strings after later versions
+// replace them.
+
+// packer copies strings into one buffer sized beforehand.
+type packer struct {
+	n   int
+	buf []byte
+}
+
+func (p *packer) size(s *string) { p.n += len(*s) }
+
+func (p *packer) pack(s *string) {
+	if len(*s) == 0 {
+		return
+	}
+	at := len(p.buf)
+	p.buf = append(p.buf, *s...)
+	*s = unsafe.String(&p.buf[at], len(*s))
+}
+
+// packStrings calls visit twice, to size the buffer and then to fill
+// it; visit must hand its callback the same strings both times.
+func packStrings(visit func(each func(*string))) {
+	var p packer
+	visit(p.size)
+	if p.n == 0 {
+		return
+	}
+	p.buf = make([]byte, 0, p.n)
+	visit(p.pack)
+}
+
+// packEdge packs e's strings and step indices. The slices that hold
+// them are copied first: a batch's edge may share arrays with the
+// version readers see, or with other edges of its step.
+func packEdge(e *Edge) {
+	e.Provenance = slices.Clone(e.Provenance)
+	steps := 0
+	for _, p := range e.Provenance {
+		if p.StepIndex != nil {
+			steps++
+		}
+	}
+	if steps > 0 {
+		ints := make([]int, 0, steps)
+		for i := range e.Provenance {
+			if p := &e.Provenance[i]; p.StepIndex != nil {
+				ints = append(ints, *p.StepIndex)
+				p.StepIndex = &ints[len(ints)-1]
+			}
+		}
+	}
+	e.Scope.Audience = slices.Clone(e.Scope.Audience)
+	e.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
+	e.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
+	e.Contradicts = slices.Clone(e.Contradicts)
+	if e.Assertion != nil {
+		a := *e.Assertion
+		e.Assertion = &a
+	}
+	packStrings(func(each func(*string)) {
+		each(&e.Source)
+		each(&e.Target)
+		if e.Assertion != nil {
+			each(&e.Assertion.Predicate)
+			each(&e.Assertion.Value)
+		}
+		for i := range e.Provenance {
+			p := &e.Provenance[i]
+			each(&p.EpisodeID)
+			each(&p.CMSSpanID)
+			each(&p.Agent)
+		}
+		each(&e.Scope.Location)
+		eachString(e.Scope.Audience, each)
+		each(&e.Salience.DecayFn)
+		eachString(e.Policy.AllowRoles, each)
+		eachString(e.Policy.DenyRoles, each)
+		each(&e.Policy.Subject)
+		each(&e.Policy.Origin)
+		each(&e.SupersededBy)
+		eachString(e.Contradicts, each)
+	})
+}
+
+// packNode packs n's strings, its props aside (a map keeps its own).
+// The slices that hold them are copied first, as packEdge's.
+func packNode(n *Node) {
+	a := &n.Attributes
+	n.Aliases = slices.Clone(n.Aliases)
+	a.Tags = slices.Clone(a.Tags)
+	a.CMSSpanIDs = slices.Clone(a.CMSSpanIDs)
+	a.RLDSEpisodeIDs = slices.Clone(a.RLDSEpisodeIDs)
+	packStrings(func(each func(*string)) {
+		each(&n.Name)
+		eachString(n.Aliases, each)
+		eachString(a.Tags, each)
+		eachString(a.RLDSEpisodeIDs, each)
+		eachString(a.CMSSpanIDs, each)
+	})
+}
+
+func eachString(ss []string, each func(*string)) {
+	for i := range ss {
+		each(&ss[i])
+	}
+}

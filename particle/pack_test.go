@@ -1,0 +1,149 @@
+package particle
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"unsafe"
+)
+
+// stringsOf appends the plain strings of v (not those of a map, not the
+// top level's ID and Namespace, not named string types such as EdgeType)
+// to out, following pointers and slices.
+func stringsOf(v reflect.Value, top bool, out *[]string) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.Type() == reflect.TypeFor[string]() {
+			*out = append(*out, v.String())
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			stringsOf(v.Elem(), false, out)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			stringsOf(v.Index(i), false, out)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			name := v.Type().Field(i).Name
+			if top && (name == "ID" || name == "Namespace") {
+				continue
+			}
+			stringsOf(v.Field(i), false, out)
+		}
+	}
+}
+
+// checkPacked fails unless the strings of rec (stringsOf) fill one
+// stretch of memory with nothing else in it: one buffer, each string
+// its own bytes.
+func checkPacked(t *testing.T, what string, rec any) {
+	t.Helper()
+	var ss []string
+	stringsOf(reflect.ValueOf(rec).Elem(), true, &ss)
+	lo, hi, total, n := ^uintptr(0), uintptr(0), uintptr(0), 0
+	for _, s := range ss {
+		if s == "" {
+			continue
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		lo, hi = min(lo, p), max(hi, p+uintptr(len(s)))
+		total += uintptr(len(s))
+		n++
+	}
+	if n < 2 {
+		t.Fatalf("%s: %d strings to check, want at least two", what, n)
+	}
+	if hi-lo != total {
+		t.Fatalf("%s: %d strings of %d bytes span %d bytes: not packed in one buffer", what, n, total, hi-lo)
+	}
+}
+
+// dataOf is the address of every string of rec (stringsOf), in order.
+func dataOf(rec any) []*byte {
+	var ss []string
+	stringsOf(reflect.ValueOf(rec).Elem(), true, &ss)
+	var out []*byte
+	for _, s := range ss {
+		out = append(out, unsafe.StringData(s))
+	}
+	return out
+}
+
+// TestPackEveryField packs a node and an edge with every field set:
+// their values stay the same, their strings end up in one buffer, and a
+// record sharing their slices (as a batch's copy shares them with the
+// version readers see) is not written to.
+func TestPackEveryField(t *testing.T) {
+	for _, c := range codecCases[:2] {
+		t.Run(c.name, func(t *testing.T) {
+			rec := c.fresh()
+			(&filler{t: t}).fill(reflect.ValueOf(rec).Elem(), c.name)
+			b, err := c.encode(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := c.decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var shared any
+			switch r := rec.(type) {
+			case *Node:
+				s := *r
+				shared = &s
+				packNode(r)
+			case *Edge:
+				s := *r
+				shared = &s
+				before := dataOf(shared)
+				packEdge(r)
+				if !reflect.DeepEqual(dataOf(shared), before) {
+					t.Fatal("packing wrote into arrays another version of the edge shares")
+				}
+				p := r.Provenance
+				if p[0].StepIndex == shared.(*Edge).Provenance[0].StepIndex ||
+					uintptr(unsafe.Pointer(p[1].StepIndex)) != uintptr(unsafe.Pointer(p[0].StepIndex))+unsafe.Sizeof(0) {
+					t.Fatal("the step indices are not copied into one array")
+				}
+			}
+			if !reflect.DeepEqual(rec, want) {
+				t.Fatalf("packing changed the value:\n got %+v\nwant %+v", rec, want)
+			}
+			checkPacked(t, c.name, rec)
+		})
+	}
+}
+
+// TestCommittedRecordsArePacked: the nodes and edges a commit gives the
+// view are packed.
+func TestCommittedRecordsArePacked(t *testing.T) {
+	s := openFactsStore(t)
+	observeEdges(t, s.Store, 3, testEmbedding)
+	var tagged string
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		n, _, err := b.Resolve(DefaultNamespace, NodeEntity, "tagged thing")
+		if err != nil {
+			return err
+		}
+		n.Aliases = append(n.Aliases, "the thing")
+		n.Attributes.Tags = append(n.Attributes.Tags, "red", "small")
+		tagged = n.ID
+		return b.PutNode(n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Read(func(r Reader) {
+		n := 0
+		r.EdgesBySeq(func(e *Edge, _ *EdgeFacts) bool {
+			checkPacked(t, "edge "+e.ID, e)
+			n++
+			return true
+		})
+		if n != 3 {
+			t.Fatalf("%d edges in the view, want 3", n)
+		}
+		checkPacked(t, "node "+tagged, r.Node(tagged))
+	})
+}
