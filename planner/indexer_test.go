@@ -121,7 +121,8 @@ func TestIndexerFillsFromIVFSnapshot(t *testing.T) {
 	if _, err := first.WriteTo(&b); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := wave.ReadIVF(&b)
+	snap := b.Bytes()
+	loaded, err := wave.ReadIVF(bytes.NewReader(snap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +131,33 @@ func TestIndexerFillsFromIVFSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ix2.Close()
+	ix2.Close()
 	if idx.adds != 0 || idx.Len() != first.Len() || first.Len() == 0 {
 		t.Fatalf("fill over a loaded IVF added %d vectors (Len %d, want %d)", idx.adds, idx.Len(), first.Len())
 	}
 	hits := idx.Search(e.Embedding, 1, &wave.Filter{Kinds: []wave.Kind{wave.KindEdge}, From: t0.UnixNano(), To: t0.UnixNano()})
 	if len(hits) != 1 || hits[0].ID != e.Seq || hits[0].Score != wave.Dot(e.Embedding, e.Embedding) {
 		t.Fatalf("edge after the fill: %v, want seq %d with its exact float score", hits, e.Seq)
+	}
+
+	// An edge the snapshot does not hold is added by the fill.
+	later := f.fact(particle.EdgeCausal, "lamp", "lights", "table", "", t0.Add(2*time.Minute), 0.9)
+	loaded, err = wave.ReadIVF(bytes.NewReader(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx = &countingIVF{IVF: loaded}
+	ix3, err := NewIndexer(f.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix3.Close()
+	if idx.adds == 0 || !idx.Has(later.Seq) {
+		t.Fatalf("the fill added %d vectors; has the new edge: %v", idx.adds, idx.Has(later.Seq))
+	}
+	hits = idx.Search(later.Embedding, 1, &wave.Filter{Kinds: []wave.Kind{wave.KindEdge}})
+	if len(hits) != 1 || hits[0].ID != later.Seq || hits[0].Score != wave.Dot(later.Embedding, later.Embedding) {
+		t.Fatalf("new edge after the fill: %v, want seq %d with its exact float score", hits, later.Seq)
 	}
 }
 
