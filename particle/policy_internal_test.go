@@ -502,3 +502,37 @@ func BenchmarkEdgeVisible(b *testing.B) {
 		}
 	}
 }
+
+// graphRuleEdges finds the same edges as a scan of every edge, by the
+// facts and, when they do not account for every edge, by the scan.
+func TestGraphRuleEdgesFromFacts(t *testing.T) {
+	v := newView()
+	edge := func(seq uint64, typ EdgeType, pol Policy, status Status) *Edge {
+		return &Edge{ID: fmt.Sprintf("e%d", seq), Namespace: DefaultNamespace, Source: "a", Target: "b",
+			Type: typ, Policy: pol, Status: status, Seq: seq}
+	}
+	deny := Policy{DenyRoles: []string{"planner"}}
+	want := []*Edge{edge(3, EdgePolicy, deny, ""), edge(6, EdgePolicy, Policy{Sensitivity: "pii"}, "")}
+	for _, e := range []*Edge{edge(1, EdgeTemporal, Policy{}, ""), edge(2, EdgeTemporal, deny, ""), want[0],
+		edge(4, EdgePolicy, deny, StatusSuperseded), edge(5, EdgePolicy, Policy{}, ""), want[1]} {
+		v.putEdge(e)
+	}
+	byID := func(es []*Edge) []string {
+		var ids []string
+		for _, e := range es {
+			ids = append(ids, e.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := byID(v.graphRuleEdges()); !slices.Equal(got, byID(want)) {
+		t.Fatalf("graph rule edges %v, want %v", got, byID(want))
+	}
+	// An edge the facts do not hold (no seq): the edges are scanned.
+	odd := edge(0, EdgePolicy, deny, "")
+	odd.ID = "odd"
+	v.edges[odd.ID] = odd
+	if got := byID(v.graphRuleEdges()); !slices.Equal(got, byID(append(want, odd))) {
+		t.Fatalf("with an edge outside the facts: %v", got)
+	}
+}
