@@ -122,6 +122,23 @@ func (v *view) putEdgeFacts(e *Edge) (EdgeFacts, bool) {
 // "", computed already (a load computes both in its parallel scanners).
 // It leaves in f the facts as stored (with their NS).
 func (v *view) putEdgeLoaded(e *Edge, f *EdgeFacts, ik string) (created bool) {
+	if created = v.putEdgeLinked(e, f); created {
+		v.identity[identityOf(e, ik)] = e.ID
+	}
+	return created
+}
+
+// identityOf is ik, or e's identity when ik is "".
+func identityOf(e *Edge, ik string) string {
+	if ik == "" {
+		ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+	}
+	return ik
+}
+
+// putEdgeLinked is putEdgeLoaded but for the identity of a new edge,
+// which the caller records.
+func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created bool) {
 	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
@@ -131,10 +148,6 @@ func (v *view) putEdgeLoaded(e *Edge, f *EdgeFacts, ik string) (created bool) {
 	}
 	*f = v.setFacts(e, *f, had && old.Seq == e.Seq && sameVector(old.Embedding, e.Embedding))
 	if !had {
-		if ik == "" {
-			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
-		}
-		v.identity[ik] = e.ID
 		v.link(e, *f)
 		return true
 	}

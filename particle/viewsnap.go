@@ -388,10 +388,11 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 		wg.Wait()
 		return errors.Join(errs...)
 	}, put.put)
+	counts, finished := put.finish()
 	if err != nil {
 		return loadCounts{}, err
 	}
-	return put.finish()
+	return counts, finished
 }
 
 // readChunk checks chunk e of the snapshot in mem and decodes its values

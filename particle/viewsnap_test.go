@@ -103,6 +103,15 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 	if !reflect.DeepEqual(fromSnap, fromBadger) {
 		t.Fatal("the view loaded from the snapshot differs from Badger's")
 	}
+	// Each load recorded every edge's identity (on the putter's side
+	// goroutine).
+	for _, v := range []*view{fromSnap, fromBadger} {
+		for id, e := range v.edges {
+			if got := v.identity[identityOf(e, "")]; got != id {
+				t.Fatalf("edge %s: identity names %q", id, got)
+			}
+		}
+	}
 }
 
 // TestViewSnapshotAcrossReopen closes a store (which writes its
