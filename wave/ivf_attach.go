@@ -24,6 +24,7 @@ const absent = math.MaxUint32
 // whole lists, so that no two write one list's entries or block
 // summaries. An item whose written-once Meta fields changed is
 // re-appended afterwards, on the caller's goroutine, as AttachMeta does.
+// The items' ids must be distinct, as a fill's are.
 func (x *IVF) AttachMetaAll(items []Attachment, workers int, found []bool) {
 	if len(found) != len(items) {
 		panic("wave: AttachMetaAll: found and items differ in length")
