@@ -490,7 +490,7 @@ func (p *chunkPutter) put(c *loadChunk) error {
 		for i, e := range c.edges {
 			if p.v.putEdgeLinked(e, &c.facts[i]) {
 				p.counts.edges[e.Type]++
-				idents = append(idents, identityOfEdge{identityOf(e, c.idents[i]), e.ID})
+				idents = append(idents, identityOfEdge{c.idents[i], e.ID})
 			}
 		}
 		p.idents <- idents

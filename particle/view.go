@@ -114,30 +114,17 @@ func (v *view) putEdge(e *Edge) (created bool) {
 // putEdgeFacts is putEdge, returning e's facts as the view holds them.
 func (v *view) putEdgeFacts(e *Edge) (EdgeFacts, bool) {
 	f := EdgeFactsOf(e)
-	created := v.putEdgeLoaded(e, &f, "")
+	created := v.putEdgeLinked(e, &f)
+	if created {
+		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+	}
 	return f, created
 }
 
-// putEdgeLoaded is putEdge with e's facts, and its identity unless ik is
-// "", computed already (a load computes both in its parallel scanners).
-// It leaves in f the facts as stored (with their NS).
-func (v *view) putEdgeLoaded(e *Edge, f *EdgeFacts, ik string) (created bool) {
-	if created = v.putEdgeLinked(e, f); created {
-		v.identity[identityOf(e, ik)] = e.ID
-	}
-	return created
-}
-
-// identityOf is ik, or e's identity when ik is "".
-func identityOf(e *Edge, ik string) string {
-	if ik == "" {
-		ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
-	}
-	return ik
-}
-
-// putEdgeLinked is putEdgeLoaded but for the identity of a new edge,
-// which the caller records.
+// putEdgeLinked is putEdge with e's facts, computed already (a load
+// computes them in its parallel scanners), but for the identity of a new
+// edge, which the caller records. It leaves in f the facts as stored
+// (with their NS).
 func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created bool) {
 	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
@@ -205,7 +192,7 @@ func atSeq[T any](s []*T, seq uint64) *T {
 
 // adjEdge is an edge in a node's adjacency list: its seq, a copy of its
 // facts (the view's EdgeFacts for that seq, kept equal by
-// putEdgeLoaded) and the seq of the node at its other end. A walk reads
+// putEdgeLinked) and the seq of the node at its other end. A walk reads
 // a hub's edges in one sequential pass over its list, instead of one
 // read at a random seq per edge, and reaches the nodes at their other
 // ends by seq, instead of hashing their ids.

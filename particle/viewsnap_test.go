@@ -107,7 +107,7 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 	// goroutine).
 	for _, v := range []*view{fromSnap, fromBadger} {
 		for id, e := range v.edges {
-			if got := v.identity[identityOf(e, "")]; got != id {
+			if got := v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)]; got != id {
 				t.Fatalf("edge %s: identity names %q", id, got)
 			}
 		}

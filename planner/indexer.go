@@ -232,7 +232,7 @@ func (ix *Indexer) add(id uint64, vec []float32, m wave.Meta) error {
 		}
 		return nil
 	}
-	if ix.loading && ix.loaded(id, vec, m) {
+	if ix.loading && ix.loaded(id, m) {
 		// Filling from the view over an index loaded from a snapshot
 		// taken at the last clean shutdown: it already holds this vector
 		// (its Meta may be from an older format: loaded refreshed it).
@@ -267,24 +267,17 @@ func (ix *Indexer) setVec(id uint64, p *float32) {
 }
 
 // loaded reports whether the index, loaded from a snapshot, holds id,
-// and refreshes its Meta to m. An index whose snapshot holds no float
-// vectors (wave.IVF) is given vec back, with m, in one call.
-func (ix *Indexer) loaded(id uint64, vec []float32, m wave.Meta) bool {
-	switch x := ix.idx.(type) {
-	case interface {
-		AttachMeta(uint64, []float32, wave.Meta) bool
-	}:
-		return x.AttachMeta(id, vec, m)
-	case interface{ Has(uint64) bool }:
-		if !x.Has(id) {
-			return false
-		}
-		if ms, ok := ix.idx.(wave.MetaSetter); ok {
-			ms.SetMeta(id, m)
-		}
-		return true
+// and refreshes its Meta to m. (An index whose snapshot holds no float
+// vectors, wave.IVF, is a bulkAttacher: the fill gives it theirs.)
+func (ix *Indexer) loaded(id uint64, m wave.Meta) bool {
+	x, ok := ix.idx.(interface{ Has(uint64) bool })
+	if !ok || !x.Has(id) {
+		return false
 	}
-	return false
+	if ms, ok := ix.idx.(wave.MetaSetter); ok {
+		ms.SetMeta(id, m)
+	}
+	return true
 }
 
 func (ix *Indexer) remove(id uint64) {

@@ -171,6 +171,12 @@ type nodeMeta struct {
 	typ   uint8
 }
 
+// fixedDiffer reports whether m changes a field of nm written once
+// (namespace, kind, type): an index then re-appends the entry.
+func (nm *nodeMeta) fixedDiffer(m Meta) bool {
+	return nm.ns != m.Namespace || nm.kind != m.Kind || nm.typ != m.Type
+}
+
 func packPlace(m Meta) uint32 { return (m.Site&siteMask)<<8 | uint32(m.Confidence) }
 
 func packMeta(m Meta) nodeMeta {

@@ -305,7 +305,7 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 	d := x.st.Load().lists[loc.list].d.Load()
 	nm := &d.metas[loc.pos]
-	if nm.ns != m.Namespace || nm.kind != m.Kind || nm.typ != m.Type {
+	if nm.fixedDiffer(m) {
 		// Fields written once: re-append the entry with the new Meta.
 		e := d.entry(int(loc.pos), x.dim)
 		e.meta = packMeta(m)

@@ -81,7 +81,7 @@ func (x *IVF) AttachMetaAll(items []Attachment, workers int, found []bool) {
 				d := st.lists[loc.list].d.Load()
 				d.vecs[loc.pos].Store(&unit(it.Vec)[0])
 				nm := &d.metas[loc.pos]
-				if nm.ns != it.Meta.Namespace || nm.kind != it.Meta.Kind || nm.typ != it.Meta.Type {
+				if nm.fixedDiffer(it.Meta) {
 					again[w] = append(again[w], i)
 					continue
 				}
