@@ -707,14 +707,10 @@ func (s *Store) Counts() Counts {
 // transaction, or nothing does. After the commit the view shows the
 // changes and subscribers are told.
 func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
-		return Changes{}, ErrClosed
+	if err := s.lockWriter(); err != nil {
+		return Changes{}, err
 	}
+	defer s.writeMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return Changes{}, err
 	}
@@ -742,6 +738,21 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 		fn(ch)
 	}
 	return ch, nil
+}
+
+// lockWriter takes the writer's lock (which Update holds through its
+// commit and its subscribers' calls); after Close it fails with
+// [ErrClosed], not holding it.
+func (s *Store) lockWriter() error {
+	s.writeMu.Lock()
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		s.writeMu.Unlock()
+		return ErrClosed
+	}
+	return nil
 }
 
 // badgerLogger adapts slog to Badger's Logger.

@@ -76,7 +76,8 @@ func BenchmarkSearch(b *testing.B) {
 }
 
 // BenchmarkOpen: building the index from a store of 20k documents, and
-// reopening it from disk after a clean close (fingerprint check only).
+// reopening it from disk after a clean close (the store unwritten since:
+// the saved documents taken as they are).
 func BenchmarkOpen(b *testing.B) {
 	s := benchStore(b, 10000)
 	dir := b.TempDir() + "/kw"

@@ -3,7 +3,6 @@ package keyword
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
 	"slices"
@@ -97,9 +96,12 @@ type Index struct {
 	// compared with it (no hashing, no allocation), and only what
 	// changed reaches bleve.
 	texts map[docKey]document
-	// saved are the fingerprints a clean index on disk was closed with
-	// (until the build has used them).
-	saved     map[string]uint64
+	// saved is what a clean index on disk was closed with (until the
+	// build has used it); diskGen is the store generation the documents
+	// saved on disk match (diskGenOK false: none does).
+	saved     *savedDocs
+	diskGen   particle.Generation
+	diskGenOK bool
 	nss       map[string]bool     // namespaces with documents (never shrinks)
 	spanNodes map[docKey][]string // span -> nodes listing it
 	dirty     bool                // the on-disk clean marker has been cleared
@@ -115,7 +117,7 @@ type Index struct {
 var (
 	keyState   = []byte("ctxgraph.state")
 	keyVersion = []byte("ctxgraph.version")
-	keyFPs     = []byte("ctxgraph.fingerprints")
+	keyDocs    = []byte("ctxgraph.documents") // saved.go
 )
 
 // Open builds (or, from Dir, reconciles) the index from store and keeps
@@ -145,7 +147,7 @@ func OpenDisk(o Options) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyword: mapping: %w", err)
 	}
-	ix := &Index{m: m, opts: o, log: o.Logger, texts: map[docKey]document{}, saved: map[string]uint64{},
+	ix := &Index{m: m, opts: o, log: o.Logger, texts: map[docKey]document{},
 		nss: map[string]bool{}, spanNodes: map[docKey][]string{}, q: newQueue()}
 	if o.Dir == "" {
 		ix.bl, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
@@ -173,7 +175,7 @@ func (ix *Index) Attach(store *particle.Store) error {
 }
 
 // openDisk opens the index in Dir when it was closed cleanly with this
-// mapping, loading its fingerprints; otherwise it starts a new one.
+// mapping, loading its saved documents; otherwise it starts a new one.
 func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 	cfg := map[string]any{"unsafe_batch": true} // durability is the clean marker's job
 	if _, err := os.Stat(ix.opts.Dir); err == nil {
@@ -181,14 +183,15 @@ func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 		if err == nil {
 			state, _ := bl.GetInternal(keyState)
 			version, _ := bl.GetInternal(keyVersion)
-			raw, _ := bl.GetInternal(keyFPs)
-			fps, derr := decodeFingerprints(raw)
+			raw, _ := bl.GetInternal(keyDocs)
+			saved, derr := decodeDocs(raw)
 			if string(state) == "clean" && string(version) == mappingVersion && derr == nil {
-				ix.bl, ix.saved = bl, fps
+				ix.bl, ix.saved = bl, saved
+				ix.diskGen, ix.diskGenOK = saved.gen, saved.hasGen
 				return nil
 			}
-			ix.log.Warn("keyword index not closed cleanly or from another version; rebuilding",
-				"dir", ix.opts.Dir, "state", string(state), "version", string(version))
+			ix.log.Warn("keyword index not closed cleanly, from another version or without its saved documents; rebuilding",
+				"dir", ix.opts.Dir, "state", string(state), "version", string(version), "saved_documents_err", derr)
 			bl.Close()
 		} else {
 			ix.log.Warn("keyword index unreadable; rebuilding", "dir", ix.opts.Dir, "err", err)
@@ -234,12 +237,6 @@ func (k docKey) docID() string {
 		return string(k.kind) + sep + k.id
 	}
 	return string(k.kind) + sep + k.ns + sep + k.id
-}
-
-func fingerprint(ns, text string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(ns + "\x00" + text))
-	return h.Sum64()
 }
 
 // parseDocID inverts the doc id builders.
@@ -338,10 +335,29 @@ func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]st
 	return docs, spanNodes, nil
 }
 
-// build computes every document from the store, indexes those whose
-// fingerprint differs from what the index holds and deletes the rest.
+// build fills the index with what the store holds. When the documents
+// saved at the last clean close are those of the store's generation
+// (nothing committed since), it takes them as they are: the index on
+// disk holds exactly them. Otherwise it computes every document from the
+// store, indexes those whose text differs from the saved one and deletes
+// the saved ones the store no longer calls for.
 func (ix *Index) build() error {
 	t0 := time.Now()
+	saved := ix.saved
+	ix.saved = nil
+	if saved == nil {
+		saved = &savedDocs{} // a new index: bleve holds nothing
+	}
+	if gen, err := ix.store.Generation(); err == nil && saved.matches(gen) {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		ix.texts, ix.spanNodes = saved.texts, saved.spanNodes
+		for _, d := range ix.texts {
+			ix.nss[d.NS] = true
+		}
+		ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", 0, "reconciled", false, "took", time.Since(t0))
+		return nil
+	}
 	docs, spanNodes, err := documents(ix.store)
 	if err != nil {
 		return err
@@ -351,7 +367,6 @@ func (ix *Index) build() error {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	seen := make(map[string]bool, len(docs))
 	b := ix.bl.NewBatch()
 	changed := 0
 	flush := func() error {
@@ -363,10 +378,9 @@ func (ix *Index) build() error {
 		return err
 	}
 	for _, p := range docs {
-		seen[p.id] = true
 		ix.nss[p.NS] = true
 		ix.texts[p.key] = p.document
-		if old, ok := ix.saved[p.id]; ok && old == fingerprint(p.NS, p.Text) {
+		if old, ok := saved.texts[p.key]; ok && old == p.document {
 			continue
 		}
 		if err := b.Index(p.id, p.document); err != nil {
@@ -379,17 +393,16 @@ func (ix *Index) build() error {
 			}
 		}
 	}
-	for id := range ix.saved {
-		if !seen[id] {
-			b.Delete(id)
+	for k := range saved.texts {
+		if _, ok := ix.texts[k]; !ok {
+			b.Delete(k.docID())
 			changed++
 		}
 	}
-	ix.saved = nil
 	if err := flush(); err != nil {
 		return err
 	}
-	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "took", time.Since(t0))
+	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "reconciled", true, "took", time.Since(t0))
 	return nil
 }
 
@@ -543,23 +556,35 @@ func (ix *Index) Len() int {
 }
 
 // Close stops following the store and closes the index. On disk it
-// first persists the fingerprints and the clean marker, so that the next
-// Open reuses the index. It is safe to call twice.
+// first saves every document's text with the store's generation, and the
+// clean marker, so that the next Open reuses the index (and, if nothing
+// was committed to the store meanwhile, the documents). It is safe to
+// call twice.
 func (ix *Index) Close() error {
 	ix.closeOnce.Do(func() {
+		// The generation first: every batch of it has been queued by
+		// now, and stop indexes what is queued (the documents saved may
+		// be newer than the generation, never older).
+		gen, genErr := particle.Generation{}, errors.New("not attached")
+		if ix.store != nil {
+			gen, genErr = ix.store.Generation()
+		}
 		ix.stop()
 		ix.mu.Lock()
 		ix.closed = true
-		dirty := ix.dirty
-		saved := make(map[string]uint64, len(ix.texts))
-		for k, d := range ix.texts {
-			saved[k.docID()] = fingerprint(d.NS, d.Text)
+		// An index never attached holds none of the store's documents:
+		// its saved ones stay as they are, unless bleve was written
+		// (a new index, empty like its texts).
+		current := genErr == nil && ix.diskGenOK && ix.diskGen == gen
+		save := ix.opts.Dir != "" && (ix.dirty || (ix.store != nil && !current))
+		var docs []byte
+		if save {
+			docs = encodeDocs(&savedDocs{gen: gen, hasGen: genErr == nil, texts: ix.texts, spanNodes: ix.spanNodes})
 		}
-		fps := encodeFingerprints(saved)
 		ix.mu.Unlock()
 		var errs []error
-		if ix.opts.Dir != "" && dirty {
-			errs = append(errs, ix.markClean(fps))
+		if save {
+			errs = append(errs, ix.markClean(docs))
 		}
 		errs = append(errs, ix.bl.Close())
 		ix.closeErr = errors.Join(errs...)
@@ -567,11 +592,11 @@ func (ix *Index) Close() error {
 	return ix.closeErr
 }
 
-// markClean persists the fingerprints and the clean marker in one batch
-// and waits until scorch has written it.
-func (ix *Index) markClean(fps []byte) error {
+// markClean persists the saved documents and the clean marker in one
+// batch and waits until scorch has written it.
+func (ix *Index) markClean(docs []byte) error {
 	b := ix.bl.NewBatch()
-	b.SetInternal(keyFPs, fps)
+	b.SetInternal(keyDocs, docs)
 	b.SetInternal(keyVersion, []byte(mappingVersion))
 	b.SetInternal(keyState, []byte("clean"))
 	done := make(chan error, 1)

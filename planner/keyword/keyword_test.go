@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blevesearch/bleve/v2"
+
 	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/particle"
 )
@@ -270,20 +272,154 @@ func TestReopenReusesACleanIndexAndRebuildsADirtyOne(t *testing.T) {
 	}
 }
 
-func TestFingerprintsRoundTrip(t *testing.T) {
-	in := map[string]uint64{"n\x1fa": 1, "s\x1fdefault/default\x1fspan": 1 << 63, "": 7}
-	out, err := decodeFingerprints(encodeFingerprints(in))
-	if err != nil || len(out) != len(in) {
-		t.Fatalf("round trip: %v %v", out, err)
+func TestSavedDocumentsRoundTrip(t *testing.T) {
+	in := &savedDocs{gen: particle.Generation{Version: 1 << 40, Sum: 1<<63 + 5}, hasGen: true,
+		texts: map[docKey]document{
+			nodeKey("n-1"):                   {ns, "red block\ncrimson cube"},
+			spanKey("acme/lab", "span-0200"): {"acme/lab", "peg insertion fails"},
+			edgeKey(""):                      {"", ""},
+		},
+		spanNodes: map[docKey][]string{spanKey("acme/lab", "span-0200"): {"n-1", "n-2"}, spanKey(ns, "s"): {}},
 	}
-	for k, v := range in {
-		if out[k] != v {
-			t.Errorf("%q: %d != %d", k, out[k], v)
+	b := encodeDocs(in)
+	out, err := decodeDocs(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.gen != in.gen || !out.hasGen || len(out.texts) != len(in.texts) || len(out.spanNodes) != len(in.spanNodes) {
+		t.Fatalf("round trip: %+v", out)
+	}
+	for k, d := range in.texts {
+		if out.texts[k] != d {
+			t.Errorf("%+v: %+v != %+v", k, out.texts[k], d)
 		}
 	}
-	for _, bad := range [][]byte{nil, {0}, {fpsV1, 5, 'a'}, {fpsV1, 1, 'a', 1, 2}} {
-		if _, err := decodeFingerprints(bad); err == nil {
+	for k, nodes := range in.spanNodes {
+		if !slices.Equal(out.spanNodes[k], nodes) {
+			t.Errorf("%+v: %v != %v", k, out.spanNodes[k], nodes)
+		}
+	}
+	noGen, err := decodeDocs(encodeDocs(&savedDocs{}))
+	if err != nil || noGen.hasGen || len(noGen.texts) != 0 {
+		t.Errorf("empty, no generation: %+v %v", noGen, err)
+	}
+	// Every truncation, a trailing byte, another version or flag fails.
+	for n := range len(b) {
+		if _, err := decodeDocs(b[:n]); err == nil {
+			t.Errorf("decode of the first %d of %d bytes: no error", n, len(b))
+		}
+	}
+	for _, bad := range [][]byte{append(slices.Clone(b), 0), append([]byte{2}, b[1:]...), append([]byte{docsV1, 3}, b[2:]...)} {
+		if _, err := decodeDocs(bad); err == nil {
 			t.Errorf("decode %x: no error", bad)
 		}
 	}
+}
+
+// rewriteSaved replaces the documents a closed index in dir saved with
+// what edit makes of them, as a damaged or hand-edited index would hold.
+func rewriteSaved(t *testing.T, dir string, edit func(*savedDocs)) {
+	t.Helper()
+	bl, err := bleve.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bl.GetInternal(keyDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := decodeDocs(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(saved)
+	// The index was made with unsafe_batch: a batch is persisted when
+	// its callback says so, not when Batch returns.
+	batch := bl.NewBatch()
+	batch.SetInternal(keyDocs, encodeDocs(saved))
+	persisted := make(chan error, 1)
+	batch.SetPersistedCallback(func(err error) { persisted <- err })
+	if err := bl.Batch(batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-persisted; err != nil {
+		t.Fatal(err)
+	}
+	if err := bl.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReopenTakesTheSavedDocumentsOfTheStoresGeneration: an index closed
+// cleanly and reopened on a store nobody wrote to since takes its saved
+// documents as they are (shown by a document removed from them behind
+// its back staying unknown); once the store is written, even with text
+// the index already holds, the next reopen reconciles, finds what
+// changed while it was closed and saves the new generation.
+func TestReopenTakesTheSavedDocumentsOfTheStoresGeneration(t *testing.T) {
+	dir := t.TempDir() + "/keyword"
+	s := openStore(t)
+	fixture(t, s)
+	open := func() *Index {
+		t.Helper()
+		ix, err := Open(s, Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	closeIndex := func(ix *Index) {
+		t.Helper()
+		if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix := open()
+	want := ix.Len()
+	closeIndex(ix)
+	rewriteSaved(t, dir, func(d *savedDocs) {
+		for k := range d.texts {
+			if k.kind == 'p' {
+				delete(d.texts, k)
+			}
+		}
+	})
+	ix = open()
+	if got := ix.Len(); got != want-1 {
+		t.Fatalf("reopen at the same generation: %d docs, want the %d saved", got, want-1)
+	}
+	if hits := search(t, ix, ns, "SN-4471-XQ"); len(hits) != 1 {
+		t.Errorf("saved documents searchable: %v", hitIDs(hits))
+	}
+	closeIndex(ix)
+
+	// Written while the index is closed: the value changes, and a
+	// reinforcement leaves the documents as they were.
+	fact(t, s, ns, "fixture", "serial_number", "calibration rig", "QT-9000-AB")
+	ix = open()
+	if got := ix.Len(); got != want {
+		t.Errorf("reconciled: %d docs, want %d (the episode restored)", got, want)
+	}
+	if hits := search(t, ix, ns, "QT-9000-AB"); len(hits) != 1 {
+		t.Errorf("value written while closed: %v", hitIDs(hits))
+	}
+	if hits := search(t, ix, ns, "SN-4471-XQ"); len(hits) != 0 {
+		t.Errorf("old value still found: %v", hitIDs(hits))
+	}
+	closeIndex(ix)
+	fact(t, s, ns, "fixture", "serial_number", "calibration rig", "QT-9000-AB")
+	ix = open()
+	if ix.dirty {
+		t.Error("a reconcile that changed nothing wrote to the index")
+	}
+	closeIndex(ix)
+	gen, err := s.Generation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewriteSaved(t, dir, func(d *savedDocs) {
+		if !d.matches(gen) {
+			t.Errorf("saved at generation %+v (%v), the store is at %+v", d.gen, d.hasGen, gen)
+		}
+	})
 }

@@ -2,8 +2,6 @@ package keyword
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"regexp"
 	"strings"
 
@@ -158,39 +156,4 @@ func (ix *Index) docFreqs(tokens analysis.TokenStream) (docFreqs, error) {
 		tfr.Close()
 	}
 	return out, nil
-}
-
-// Fingerprints on disk: a version byte, then per document
-// uvarint(len(id)) id fingerprint(8 bytes, little-endian).
-const fpsV1 = 1
-
-func encodeFingerprints(fps map[string]uint64) []byte {
-	out := []byte{fpsV1}
-	for id, fp := range fps {
-		out = binary.AppendUvarint(out, uint64(len(id)))
-		out = append(out, id...)
-		out = binary.LittleEndian.AppendUint64(out, fp)
-	}
-	return out
-}
-
-var errBadFingerprints = errors.New("keyword: corrupt fingerprints")
-
-func decodeFingerprints(b []byte) (map[string]uint64, error) {
-	if len(b) == 0 || b[0] != fpsV1 {
-		return nil, errBadFingerprints
-	}
-	b = b[1:]
-	fps := map[string]uint64{}
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n+8 {
-			return nil, errBadFingerprints
-		}
-		b = b[k:]
-		id := string(b[:n])
-		fps[id] = binary.LittleEndian.Uint64(b[n : n+8])
-		b = b[n+8:]
-	}
-	return fps, nil
 }

@@ -24,8 +24,11 @@ type Verification struct {
 
 // Verify compares the on-disk index in dir with what store holds,
 // changing neither, as a stopped daemon's check does. An index closed
-// cleanly is one the next Open trusts: its fingerprints must match the
-// store's documents exactly and bleve must hold as many documents. An
+// cleanly at the store's current generation is one the next Open takes
+// as it is: its saved documents must be the store's exactly. One closed
+// before the store was last written is reconciled by the next Open, so
+// its differences are counted in the note, not reported as problems.
+// Either way bleve must hold as many documents as were saved. An
 // index not closed cleanly (a crash) or of another mapping version is
 // rebuilt at the next Open, so it is noted, not a problem. Without an
 // index in dir, Verify builds one in memory from the store and checks
@@ -64,31 +67,39 @@ func Verify(store *particle.Store, dir string) (*Verification, error) {
 		v.Note = fmt.Sprintf("on-disk index of mapping %q, not %q: the next start rebuilds it", version, mappingVersion)
 		return v, nil
 	}
-	raw, _ := bl.GetInternal(keyFPs)
-	fps, err := decodeFingerprints(raw)
+	raw, _ := bl.GetInternal(keyDocs)
+	saved, err := decodeDocs(raw)
 	if err != nil {
-		v.Problems = append(v.Problems, fmt.Sprintf("index marked clean but its fingerprints are unreadable: %v", err))
+		v.Problems = append(v.Problems, fmt.Sprintf("index marked clean but its saved documents are unreadable: %v", err))
 		return v, nil
 	}
-	v.Note = "on-disk index, closed cleanly, compared document by document"
-	seen := make(map[string]bool, len(want))
-	var bad []string
+	var diffs []string
+	stored := make(map[docKey]bool, len(want))
 	for _, p := range want {
-		seen[p.id] = true
-		switch fp, ok := fps[p.id]; {
+		stored[p.key] = true
+		switch d, ok := saved.texts[p.key]; {
 		case !ok:
-			bad = append(bad, fmt.Sprintf("document %q is missing from the index", p.id))
-		case fp != fingerprint(p.NS, p.Text):
-			bad = append(bad, fmt.Sprintf("document %q is indexed with other text than the store holds", p.id))
+			diffs = append(diffs, fmt.Sprintf("document %q is missing from the index", p.id))
+		case d != p.document:
+			diffs = append(diffs, fmt.Sprintf("document %q is indexed with other text than the store holds", p.id))
 		}
 	}
-	for id := range fps {
-		if !seen[id] {
-			bad = append(bad, fmt.Sprintf("the index holds %q, which the store does not", id))
+	for k := range saved.texts {
+		if !stored[k] {
+			diffs = append(diffs, fmt.Sprintf("the index holds %q, which the store does not", k.docID()))
 		}
 	}
-	if n, err := bl.DocCount(); err != nil || int(n) != len(fps) {
-		bad = append(bad, fmt.Sprintf("bleve holds %d documents (%v), the fingerprints %d", n, err, len(fps)))
+	var bad []string
+	if gen, err := store.Generation(); err == nil && saved.matches(gen) {
+		// The next Open takes the saved documents as they are: every
+		// difference would stay.
+		v.Note = "on-disk index, closed cleanly at the store's current generation (the next start takes it as it is), compared document by document"
+		bad = diffs
+	} else {
+		v.Note = fmt.Sprintf("on-disk index, closed cleanly; the store was written since, and the next start reconciles the %d documents that differ", len(diffs))
+	}
+	if n, err := bl.DocCount(); err != nil || int(n) != len(saved.texts) {
+		bad = append(bad, fmt.Sprintf("bleve holds %d documents (%v), the saved documents %d", n, err, len(saved.texts)))
 	}
 	slices.Sort(bad)
 	if len(bad) > 20 {
