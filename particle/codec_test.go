@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // filler sets every field of a value, however deeply nested, to a
@@ -271,5 +273,30 @@ func TestCodecFloatsPortable(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Embedding, e.Embedding) {
 		t.Fatalf("decoded %v, want %v", got.Embedding, e.Embedding)
+	}
+}
+
+// TestDecodedEdgeTypesAreInterned: a decoded edge's known type is the
+// EdgeTypes entry itself, not a copy in its record (in place or not); an
+// unknown one decodes as it was.
+func TestDecodedEdgeTypesAreInterned(t *testing.T) {
+	for _, typ := range append(slices.Clone(EdgeTypes), "made_up") {
+		b, err := encodeEdgeV2(&Edge{ID: "e", Type: typ}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, inPlace := range []bool{false, true} {
+			e, err := decodeEdgeV2(b, inPlace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.Index(EdgeTypes, typ)
+			switch {
+			case e.Type != typ:
+				t.Errorf("%s (in place %v) decoded as %q", typ, inPlace, e.Type)
+			case i >= 0 && unsafe.StringData(string(e.Type)) != unsafe.StringData(string(EdgeTypes[i])):
+				t.Errorf("%s (in place %v) not interned", typ, inPlace)
+			}
+		}
 	}
 }

@@ -206,7 +206,7 @@ func decodeEdgeV2(b []byte, inPlace bool) (*Edge, error) {
 	e.Namespace = r.str()
 	e.Source = r.str()
 	e.Target = r.str()
-	e.Type = EdgeType(r.str())
+	e.Type = internEdgeType(EdgeType(r.str()))
 	e.Scope.TimeRange.From = r.time()
 	e.Scope.TimeRange.To = r.time()
 	e.Scope.Location = r.str()

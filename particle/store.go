@@ -633,6 +633,18 @@ func (sc scanner) part(part int, p loadPart) error {
 
 // decoder returns the function that decodes one value of table p into
 // c, calling legacy first if the value is in format 1.
+// presize makes room in c for n values of table p.
+func (c *loadChunk) presize(p prefix, n int) {
+	switch p {
+	case prefixNode:
+		c.nodes = slices.Grow(c.nodes, n)
+	case prefixEdge:
+		c.edges, c.facts, c.idents = slices.Grow(c.edges, n), slices.Grow(c.facts, n), slices.Grow(c.idents, n)
+	default:
+		c.episodes = slices.Grow(c.episodes, n)
+	}
+}
+
 func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
 	return func(b []byte) error { return c.add(p, b, legacy, nil, false) }
 }

@@ -54,6 +54,18 @@ var EdgeTypes = []EdgeType{EdgeCausal, EdgeTemporal, EdgeMembership, EdgePolicy,
 // Code is the compact code of t (0 when unknown).
 func (t EdgeType) Code() uint8 { return uint8(slices.Index(EdgeTypes, t) + 1) }
 
+// internEdgeType is the entry of EdgeTypes equal to t, or t when none is.
+// A decoded edge's type points into its record otherwise: comparing the
+// interned one with a constant finds the same pointer, without reading
+// the record's bytes again (a reopen's index fill asks every edge's
+// Code).
+func internEdgeType(t EdgeType) EdgeType {
+	if i := slices.Index(EdgeTypes, t); i >= 0 {
+		return EdgeTypes[i]
+	}
+	return t
+}
+
 // Valid reports whether t is an edge type of the data model.
 func (t EdgeType) Valid() bool { return t.Code() != 0 }
 

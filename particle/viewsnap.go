@@ -408,6 +408,7 @@ func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) 
 	if e.floats > 0 {
 		emb = unsafe.Slice((*float32)(unsafe.Pointer(&embBytes[0])), e.floats)
 	}
+	c.presize(p, int(e.values))
 	at, pos := 0, 0
 	for range e.values {
 		tag, n := binary.Uvarint(buf[at:])
