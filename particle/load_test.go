@@ -66,29 +66,41 @@ func TestReopenLoadsEverythingInOrder(t *testing.T) {
 }
 
 // TestReopenRefusesCorruptValue damages one edge value in the middle of
-// the table: Open fails with ErrCorrupt and leaves nothing running.
+// the table, or one node (whose chunk then never reaches the view, while
+// the scanners of edges wait for every node to): Open fails with
+// ErrCorrupt, from the view snapshot and from Badger, and leaves nothing
+// running.
 func TestReopenRefusesCorruptValue(t *testing.T) {
-	dir := t.TempDir()
-	s := writeFleet(t, dir, 4, testEntities, benchEdgesPerTxn)
-	var victim *Edge
-	s.Read(func(r Reader) {
-		r.Edges(func(e *Edge) bool { victim = e; return false })
-	})
-	if err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(edgeKey(victim.Namespace, victim.ID), []byte{formatV2, kindEdge, 0xff})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(DefaultOptions(dir)); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Open = %v, want ErrCorrupt", err)
-	}
-	// The failed Open released Badger's directory lock: a second Open
-	// gets as far as the damage again.
-	if _, err := Open(DefaultOptions(dir)); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("second Open = %v, want ErrCorrupt", err)
+	for _, node := range []bool{false, true} {
+		t.Run(map[bool]string{false: "edge", true: "node"}[node], func(t *testing.T) {
+			dir := t.TempDir()
+			s := writeFleet(t, dir, 4, testEntities, benchEdgesPerTxn)
+			var key []byte
+			s.Read(func(r Reader) {
+				if node {
+					r.Nodes(func(n *Node) bool { key = nodeKey(n.Namespace, n.ID); return false })
+					return
+				}
+				r.Edges(func(e *Edge) bool { key = edgeKey(e.Namespace, e.ID); return false })
+			})
+			kind := map[bool]byte{false: kindEdge, true: kindNode}[node]
+			if err := s.db.Update(func(txn *badger.Txn) error {
+				return txn.Set(key, []byte{formatV2, kind, 0xff})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(DefaultOptions(dir)); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open = %v, want ErrCorrupt", err)
+			}
+			// The failed Open released Badger's directory lock: a second
+			// Open gets as far as the damage again.
+			if _, err := Open(DefaultOptions(dir)); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("second Open = %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }
 

@@ -276,10 +276,12 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 			return nil, err
 		}
 		for i := range c {
-			if _, dup := x.ids[ld.ids[i]]; dup {
+			// One hash of each id: a duplicate leaves the map's size.
+			n := len(x.ids)
+			x.ids[ld.ids[i]] = ivfLoc{uint32(li), uint32(i)}
+			if len(x.ids) == n {
 				return nil, corrupt("id %d held twice", ld.ids[i])
 			}
-			x.ids[ld.ids[i]] = ivfLoc{uint32(li), uint32(i)}
 		}
 		st.lists[li].d.Store(ld)
 	}

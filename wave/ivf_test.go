@@ -2,12 +2,15 @@ package wave
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -518,6 +521,30 @@ func TestIVFSnapshotHugeCountIsBounded(t *testing.T) {
 	}
 	if got := after.TotalAlloc - before.TotalAlloc; got > 256<<20 {
 		t.Fatalf("reading the damaged snapshot allocated %d MB", got>>20)
+	}
+}
+
+// TestIVFSnapshotDuplicateIDIsCorrupt: a snapshot whose lists hold one
+// id twice (its checksum made right again) is refused, not loaded with
+// one of the two entries unreachable.
+func TestIVFSnapshotDuplicateIDIsCorrupt(t *testing.T) {
+	const n = 300 // untrained: one list, ids 0..n-1 in order
+	x, _ := buildIVF(t, clustered(44, n, 8, 3), IVFOptions{TrainAt: 4096})
+	bad := snapshotOf(t, x)
+	run := make([]byte, 0, 8*n)
+	for id := range uint64(n) {
+		run = binary.LittleEndian.AppendUint64(run, id)
+	}
+	at := bytes.Index(bad, run)
+	if at < 0 {
+		t.Fatal("the list's ids not found in the snapshot")
+	}
+	binary.LittleEndian.PutUint64(bad[at+8*7:], 3) // id 7 becomes a second 3
+	body := bad[8 : len(bad)-4]
+	binary.LittleEndian.PutUint32(bad[len(bad)-4:], crc32.Checksum(body, castagnoli))
+	_, err := ReadIVF(bytes.NewReader(bad))
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "id 3 held twice") {
+		t.Fatalf("err %v, want ErrCorrupt naming id 3", err)
 	}
 }
 
