@@ -248,3 +248,63 @@ func TestReopenListsEdgesOfMissingNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestReopenedStoreFindsItsEdgesByIdentity: Open leaves the loaded
+// edges' identities to the first write (or IndexIdentities). Observing
+// known facts again after a reopen, from the view snapshot and from
+// Badger, reinforces the edges they made instead of adding new ones,
+// with IndexIdentities running beside the writes (for the race
+// detector) or not at all.
+func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		snapshot bool
+		index    bool
+	}{{"snapshot", true, false}, {"badger", false, false}, {"snapshot, indexed beside", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := DefaultOptions(dir)
+			o.ViewSnapshot = c.snapshot
+			s, err := Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pairs := [][2]string{{"cup", "table"}, {"bowl", "shelf"}, {"lid", "cup"}}
+			for _, p := range pairs {
+				observeOn(t, s, p[0], p[1])
+			}
+			edges, _, _ := snapshotView(s)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.LoadedFromSnapshot() != c.snapshot {
+				t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), c.snapshot)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if c.index {
+					s.IndexIdentities()
+				}
+			}()
+			for _, p := range pairs {
+				observeOn(t, s, p[0], p[1])
+			}
+			<-done
+			again, _, _ := snapshotView(s)
+			if len(again) != len(edges) {
+				t.Fatalf("%d edges after observing the same facts again, want %d", len(again), len(edges))
+			}
+			for id, e := range again {
+				if edges[id] == nil || e.Evidence <= edges[id].Evidence {
+					t.Errorf("edge %s: evidence %d, was %v", id, e.Evidence, edges[id])
+				}
+			}
+		})
+	}
+}

@@ -178,8 +178,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	restoreGC()
 	// Serving: the edges' codes, which the expansion reads, are made in
 	// the background from here, instead of by the first calls to reach
-	// each edge.
+	// each edge; so are the loaded edges' identities, which ingest's
+	// first batch would otherwise wait for.
 	d.store.CodeAll()
+	go d.store.IndexIdentities()
 	took := time.Since(d.started)
 	d.startTook.Store(int64(took))
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data,
