@@ -113,6 +113,12 @@ const (
 	FactSuperseded
 	// FactLocated: the edge's scope names a location.
 	FactLocated
+	// FactUnit: the edge's embedding has unit length ([wave.IsUnit]), so
+	// a vector index can keep it as it is without checking (a reopen's
+	// index fill would read 1.5 GB of embeddings at 1M edges to find
+	// that out; the load computes it while a chunk's embeddings are in
+	// cache from its checksum).
+	FactUnit
 )
 
 // EdgeFactsOf computes e's facts, as the view holds them but for NS.
@@ -139,6 +145,9 @@ func EdgeFactsOf(e *Edge) EdgeFacts {
 	if e.Scope.Location != "" {
 		f.Flags |= FactLocated
 		f.Site = wave.SiteKey(Canonical(e.Scope.Location))
+	}
+	if wave.IsUnit(e.Embedding) {
+		f.Flags |= FactUnit
 	}
 	return f
 }

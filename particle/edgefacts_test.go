@@ -585,3 +585,18 @@ func TestEdgeCodesMadeByConcurrentReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgeFactsMarkUnitEmbeddings: FactUnit is set exactly for an edge
+// whose embedding has unit length.
+func TestEdgeFactsMarkUnitEmbeddings(t *testing.T) {
+	unit := []float32{0.6, 0.8, 0}
+	for _, c := range []struct {
+		emb  []float32
+		want bool
+	}{{unit, true}, {[]float32{1.2, 1.6, 0}, false}, {[]float32{0, 0, 0}, false}, {[]float32{}, false}, {nil, false}} {
+		f := EdgeFactsOf(&Edge{ID: "e", Type: EdgeAssertion, Embedding: c.emb})
+		if got := f.Flags&FactUnit != 0; got != c.want {
+			t.Errorf("embedding %v: FactUnit %v, want %v", c.emb, got, c.want)
+		}
+	}
+}

@@ -53,21 +53,21 @@ func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, err
 		// By seq: dense slices, in about the order the items were
 		// allocated, and the edges' metas from the view's facts.
 		r.NodesBySeq(func(n *particle.Node) bool {
-			err = f.add(n.Seq, n.Embedding, NodeMeta(n))
+			err = f.add(n.Seq, n.Embedding, NodeMeta(n), false)
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
 		r.EdgesBySeq(func(e *particle.Edge, facts *particle.EdgeFacts) bool {
-			err = f.add(e.Seq, e.Embedding, edgeMetaOf(e, facts))
+			err = f.add(e.Seq, e.Embedding, edgeMetaOf(e, facts), facts.Flags&particle.FactUnit != 0)
 			return err == nil
 		})
 		if err != nil {
 			return
 		}
 		r.EpisodesBySeq(func(e *particle.Episode) bool {
-			err = f.add(e.Seq, e.Embedding, EpisodeMeta(e))
+			err = f.add(e.Seq, e.Embedding, EpisodeMeta(e), false)
 			return err == nil
 		})
 		if err == nil {
@@ -114,14 +114,15 @@ func (ix *Indexer) newFill() *fill {
 	return f
 }
 
-func (f *fill) add(id uint64, vec []float32, m wave.Meta) error {
+// add feeds one item; unit says vec is known to have unit length.
+func (f *fill) add(id uint64, vec []float32, m wave.Meta, unit bool) error {
 	if f.bulk == nil {
 		return f.ix.add(id, vec, m)
 	}
 	if len(vec) != f.ix.idx.Dim() {
 		return nil
 	}
-	f.items = append(f.items, wave.Attachment{ID: id, Vec: vec, Meta: m})
+	f.items = append(f.items, wave.Attachment{ID: id, Vec: vec, Meta: m, Unit: unit})
 	if len(f.items) == fillBatch {
 		return f.flush()
 	}

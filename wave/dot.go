@@ -103,8 +103,9 @@ func Normalize(v []float32) bool {
 // room to spare.
 const unitTolerance = 1e-4
 
-// IsUnit reports whether v has unit length, within float32 rounding.
-func IsUnit(v []float32) bool { return unitNorm(dot(v, v)) }
+// IsUnit reports whether v has unit length, within float32 rounding (an
+// empty v has not).
+func IsUnit(v []float32) bool { return len(v) > 0 && unitNorm(dot(v, v)) }
 
 // unitNorm reports whether ss, a squared norm, is that of a unit vector.
 func unitNorm(ss float32) bool { return math.Abs(float64(ss)-1) < unitTolerance }

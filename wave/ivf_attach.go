@@ -11,6 +11,10 @@ type Attachment struct {
 	ID   uint64
 	Vec  []float32
 	Meta Meta
+	// Unit says Vec has unit length ([IsUnit]) already: it is kept
+	// without checking. Otherwise a vector that is not is replaced by a
+	// normalised copy, as Add does.
+	Unit bool
 }
 
 // absent marks an item AttachMetaAll did not find.
@@ -79,7 +83,11 @@ func (x *IVF) AttachMetaAll(items []Attachment, workers int, found []bool) {
 			for _, i := range run {
 				it, loc := &items[i], locs[i]
 				d := st.lists[loc.list].d.Load()
-				d.vecs[loc.pos].Store(&unit(it.Vec)[0])
+				vec := it.Vec
+				if !it.Unit {
+					vec = unit(vec)
+				}
+				d.vecs[loc.pos].Store(&vec[0])
 				nm := &d.metas[loc.pos]
 				if nm.fixedDiffer(it.Meta) {
 					again[w] = append(again[w], i)

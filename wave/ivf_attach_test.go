@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // AttachMetaAll leaves a loaded index as AttachMeta item by item does:
@@ -61,5 +62,46 @@ func TestIVFAttachMetaAllAsOneByOne(t *testing.T) {
 	}
 	if !bytes.Equal(snapshotOf(t, one), snapshotOf(t, all)) {
 		t.Fatal("the snapshots differ")
+	}
+}
+
+// TestIVFAttachMetaAllKeepsUnitVectors: an item marked Unit keeps the
+// caller's vector, unchecked; one not marked and not of unit length is
+// replaced by a normalised copy, as Add does.
+func TestIVFAttachMetaAllKeepsUnitVectors(t *testing.T) {
+	vecs := clustered(35, 2000, 16, 4)
+	x, _ := buildIVF(t, vecs, IVFOptions{TrainAt: 500, Seed: 3})
+	y := reloaded(t, x)
+	scaled := func(v []float32) []float32 {
+		c := slices.Clone(v)
+		for j := range c {
+			c[j] *= 2
+		}
+		return c
+	}
+	items := []Attachment{
+		{ID: 1, Vec: slices.Clone(vecs[1]), Meta: fixMeta(1), Unit: true},
+		{ID: 2, Vec: scaled(vecs[2]), Meta: fixMeta(2), Unit: true}, // the caller's word is taken
+		{ID: 3, Vec: scaled(vecs[3]), Meta: fixMeta(3)},
+	}
+	found := make([]bool, len(items))
+	y.AttachMetaAll(items, 2, found)
+	st := y.st.Load()
+	for i, it := range items {
+		if !found[i] {
+			t.Fatalf("item %d not found", i)
+		}
+		loc := y.ids[it.ID]
+		got := st.lists[loc.list].d.Load().vecs[loc.pos].Load()
+		kept := got == &it.Vec[0]
+		if kept != it.Unit {
+			t.Errorf("item %d (Unit %v): the caller's vector kept %v", i, it.Unit, kept)
+		}
+		if !it.Unit && !IsUnit(unsafe.Slice(got, len(it.Vec))) {
+			t.Errorf("item %d: the vector kept is not of unit length", i)
+		}
+	}
+	if IsUnit(nil) || IsUnit([]float32{}) {
+		t.Error("an empty vector counts as unit length")
 	}
 }
