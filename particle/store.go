@@ -647,8 +647,6 @@ func (sc scanner) part(part int, p loadPart) error {
 	return nil
 }
 
-// decoder returns the function that decodes one value of table p into
-// c, calling legacy first if the value is in format 1.
 // presize makes room in c for n values of table p.
 func (c *loadChunk) presize(p prefix, n int) {
 	switch p {
@@ -661,6 +659,8 @@ func (c *loadChunk) presize(p prefix, n int) {
 	}
 }
 
+// decoder returns the function that decodes one value of table p into
+// c, calling legacy first if the value is in format 1.
 func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
 	return func(b []byte) error { return c.add(p, b, legacy, nil, false) }
 }
