@@ -181,6 +181,12 @@ func TestKeywordStrategyThroughTheDaemon(t *testing.T) {
 	if len(after.Hits) != len(before.Hits) || after.Hits[0].ID != before.Hits[0].ID || after.Hits[0].Score != before.Hits[0].Score {
 		t.Errorf("search after restart %+v, before %+v", after.Hits, before.Hits)
 	}
+	// The store was not written meanwhile: the index came back with the
+	// documents it saved, the nodes listing each span among them.
+	if i := slices.IndexFunc(after.Hits, func(h planner.SearchHit) bool { return h.Kind == "span" }); i < 0 ||
+		!slices.Equal(after.Hits[i].Nodes, before.Hits[span].Nodes) {
+		t.Errorf("span hit after restart %+v, before %+v", after.Hits, before.Hits[span])
+	}
 }
 
 func nodeNamesOf(a *planner.Answer) []string {
