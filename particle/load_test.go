@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -285,17 +286,14 @@ func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 			if s.LoadedFromSnapshot() != c.snapshot {
 				t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), c.snapshot)
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				if c.index {
-					s.IndexIdentities()
-				}
-			}()
+			var beside sync.WaitGroup
+			if c.index {
+				beside.Go(s.IndexIdentities)
+			}
 			for _, p := range pairs {
 				observeOn(t, s, p[0], p[1])
 			}
-			<-done
+			beside.Wait()
 			again, _, _ := snapshotView(s)
 			if len(again) != len(edges) {
 				t.Fatalf("%d edges after observing the same facts again, want %d", len(again), len(edges))

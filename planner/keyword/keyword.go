@@ -98,10 +98,9 @@ type Index struct {
 	texts map[docKey]document
 	// saved is what a clean index on disk was closed with (until the
 	// build has used it); diskGen is the store generation the documents
-	// saved on disk match (diskGenOK false: none does).
+	// saved on disk match (nil: none does).
 	saved     *savedDocs
-	diskGen   particle.Generation
-	diskGenOK bool
+	diskGen   *particle.Generation
 	nss       map[string]bool     // namespaces with documents (never shrinks)
 	spanNodes map[docKey][]string // span -> nodes listing it
 	dirty     bool                // the on-disk clean marker has been cleared
@@ -187,7 +186,7 @@ func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 			saved, derr := decodeDocs(raw)
 			if string(state) == "clean" && string(version) == mappingVersion && derr == nil {
 				ix.bl, ix.saved = bl, saved
-				ix.diskGen, ix.diskGenOK = saved.gen, saved.hasGen
+				ix.diskGen = saved.gen
 				return nil
 			}
 			ix.log.Warn("keyword index not closed cleanly, from another version or without its saved documents; rebuilding",
@@ -348,7 +347,7 @@ func (ix *Index) build() error {
 	if saved == nil {
 		saved = &savedDocs{} // a new index: bleve holds nothing
 	}
-	if gen, err := ix.store.Generation(); err == nil && saved.matches(gen) {
+	if gen, err := ix.store.Generation(); err == nil && sameGeneration(saved.gen, &gen) {
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
 		ix.texts, ix.spanNodes = saved.texts, saved.spanNodes
@@ -565,9 +564,11 @@ func (ix *Index) Close() error {
 		// The generation first: every batch of it has been queued by
 		// now, and stop indexes what is queued (the documents saved may
 		// be newer than the generation, never older).
-		gen, genErr := particle.Generation{}, errors.New("not attached")
+		var gen *particle.Generation // nil: not attached, or the store closed
 		if ix.store != nil {
-			gen, genErr = ix.store.Generation()
+			if g, err := ix.store.Generation(); err == nil {
+				gen = &g
+			}
 		}
 		ix.stop()
 		ix.mu.Lock()
@@ -575,11 +576,10 @@ func (ix *Index) Close() error {
 		// An index never attached holds none of the store's documents:
 		// its saved ones stay as they are, unless bleve was written
 		// (a new index, empty like its texts).
-		current := genErr == nil && ix.diskGenOK && ix.diskGen == gen
-		save := ix.opts.Dir != "" && (ix.dirty || (ix.store != nil && !current))
+		save := ix.opts.Dir != "" && (ix.dirty || (ix.store != nil && !sameGeneration(ix.diskGen, gen)))
 		var docs []byte
 		if save {
-			docs = encodeDocs(&savedDocs{gen: gen, hasGen: genErr == nil, texts: ix.texts, spanNodes: ix.spanNodes})
+			docs = encodeDocs(&savedDocs{gen: gen, texts: ix.texts, spanNodes: ix.spanNodes})
 		}
 		ix.mu.Unlock()
 		var errs []error

@@ -9,17 +9,16 @@ import (
 
 // savedDocs is what a clean index on disk was closed with: every
 // document's text, the nodes listing each span, and the store
-// generation they were current at (if the store was open then).
+// generation they were current at (nil if the store was not open then).
 type savedDocs struct {
-	gen       particle.Generation
-	hasGen    bool
+	gen       *particle.Generation
 	texts     map[docKey]document
 	spanNodes map[docKey][]string
 }
 
-// matches reports whether the saved documents are those of the store
-// at generation gen: nothing was committed since they were saved.
-func (s *savedDocs) matches(gen particle.Generation) bool { return s.hasGen && s.gen == gen }
+// sameGeneration reports whether a and b name one generation (neither
+// nil).
+func sameGeneration(a, b *particle.Generation) bool { return a != nil && b != nil && *a == *b }
 
 // The saved documents on disk: a version byte, a flags byte (bit 0: a
 // generation follows), uvarint(generation version) and its sum (8 bytes,
@@ -31,7 +30,7 @@ const docsV1 = 1
 
 func encodeDocs(s *savedDocs) []byte {
 	out := []byte{docsV1, 0}
-	if s.hasGen {
+	if s.gen != nil {
 		out[1] = 1
 		out = binary.AppendUvarint(out, s.gen.Version)
 		out = binary.LittleEndian.AppendUint64(out, s.gen.Sum)
@@ -64,46 +63,53 @@ func encodeDocs(s *savedDocs) []byte {
 
 var errBadDocs = errors.New("keyword: corrupt saved documents")
 
-// docsReader decodes saved documents. Its strings share one copy of the
-// bytes (a reopen reads tens of thousands).
+// docsReader decodes saved documents at off in b. Its strings are cut
+// from s, one copy of b (a reopen reads tens of thousands).
 type docsReader struct {
-	b   string
+	b   []byte
+	s   string
+	off int
 	bad bool
 }
 
+func (r *docsReader) fail() { r.bad, r.off = true, len(r.b) }
+
 func (r *docsReader) uvarint() uint64 {
-	var x uint64
-	for shift, i := uint(0), 0; i < len(r.b) && i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
-		c := r.b[i]
-		x |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			r.b = r.b[i+1:]
-			return x
-		}
+	x, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		r.fail()
+		return 0
 	}
-	r.bad = true
-	r.b = ""
-	return 0
+	r.off += n
+	return x
+}
+
+func (r *docsReader) u64() uint64 {
+	if len(r.b)-r.off < 8 {
+		r.fail()
+		return 0
+	}
+	r.off += 8
+	return binary.LittleEndian.Uint64(r.b[r.off-8:])
 }
 
 func (r *docsReader) str() string {
 	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.bad, r.b = true, ""
+	if n > uint64(len(r.b)-r.off) {
+		r.fail()
 		return ""
 	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
+	r.off += int(n)
+	return r.s[r.off-int(n) : r.off]
 }
 
 func (r *docsReader) key() docKey {
-	if len(r.b) == 0 {
-		r.bad = true
+	if r.off == len(r.b) {
+		r.fail()
 		return docKey{}
 	}
-	kind := r.b[0]
-	r.b = r.b[1:]
+	kind := r.b[r.off]
+	r.off++
 	return docKey{kind: kind, ns: r.str(), id: r.str()}
 }
 
@@ -112,8 +118,8 @@ func (r *docsReader) key() docKey {
 // huge map).
 func (r *docsReader) count(min int) int {
 	n := r.uvarint()
-	if n > uint64(len(r.b)/min) {
-		r.bad, r.b = true, ""
+	if n > uint64((len(r.b)-r.off)/min) {
+		r.fail()
 		return 0
 	}
 	return int(n)
@@ -123,15 +129,10 @@ func decodeDocs(b []byte) (*savedDocs, error) {
 	if len(b) < 2 || b[0] != docsV1 || b[1]&^1 != 0 {
 		return nil, errBadDocs
 	}
-	s := &savedDocs{hasGen: b[1] == 1}
-	r := &docsReader{b: string(b[2:])}
-	if s.hasGen {
-		s.gen.Version = r.uvarint()
-		if len(r.b) < 8 {
-			return nil, errBadDocs
-		}
-		s.gen.Sum = binary.LittleEndian.Uint64([]byte(r.b[:8]))
-		r.b = r.b[8:]
+	s := &savedDocs{}
+	r := &docsReader{b: b, s: string(b), off: 2}
+	if b[1] == 1 {
+		s.gen = &particle.Generation{Version: r.uvarint(), Sum: r.u64()}
 	}
 	n := r.count(5)
 	s.texts = make(map[docKey]document, n)
@@ -149,7 +150,7 @@ func decodeDocs(b []byte) (*savedDocs, error) {
 		}
 		s.spanNodes[k] = nodes
 	}
-	if r.bad || len(r.b) != 0 {
+	if r.bad || r.off != len(b) {
 		return nil, errBadDocs
 	}
 	return s, nil

@@ -90,7 +90,7 @@ func Verify(store *particle.Store, dir string) (*Verification, error) {
 		}
 	}
 	var bad []string
-	if gen, err := store.Generation(); err == nil && saved.matches(gen) {
+	if gen, err := store.Generation(); err == nil && sameGeneration(saved.gen, &gen) {
 		// The next Open takes the saved documents as they are: every
 		// difference would stay.
 		v.Note = "on-disk index, closed cleanly at the store's current generation (the next start takes it as it is), compared document by document"
