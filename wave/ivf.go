@@ -99,8 +99,8 @@ type IVF struct {
 	pool   sync.Pool // *ivfSearcher
 
 	mu      sync.Mutex
-	ids     map[uint64]ivfLoc // live id -> position
-	deleted int               // tombstones in the current state
+	ids     idTable // live id -> position
+	deleted int     // tombstones in the current state
 	// trained is the size the current quantiser was trained at (0: not
 	// yet); retraining starts at RetrainFactor times it.
 	trained int
@@ -130,7 +130,7 @@ func NewIVF(dim int, o IVFOptions) *IVF {
 		panic(fmt.Sprintf("wave: NewIVF: dimension %d out of range", dim))
 	}
 	o.ensureDefaults()
-	x := &IVF{dim: dim, opt: o, ids: make(map[uint64]ivfLoc)}
+	x := &IVF{dim: dim, opt: o}
 	x.nprobe.Store(int32(o.NProbe))
 	x.st.Store(newIVFState(nil, dim))
 	x.pool.New = func() any { return new(ivfSearcher) }
@@ -164,7 +164,7 @@ func (x *IVF) Dim() int { return x.dim }
 func (x *IVF) Len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.ids)
+	return x.ids.len()
 }
 
 // Lists returns the number of inverted lists (1 before training).
@@ -183,8 +183,7 @@ func (x *IVF) Options() IVFOptions { return x.opt }
 func (x *IVF) Has(id uint64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	_, ok := x.ids[id]
-	return ok
+	return x.ids.has(id)
 }
 
 // Tombstones is the number of removed entries not yet compacted away.
@@ -207,7 +206,7 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 	defer x.mu.Unlock()
 	x.removeLocked(id)
 	st := x.st.Load()
-	x.ids[id] = x.place(st, e, vec, &x.scratch)
+	x.ids.put(id, x.place(st, e, vec, &x.scratch))
 	x.touch(id)
 	x.maybeRebuild()
 	return nil
@@ -273,13 +272,13 @@ func (x *IVF) Remove(id uint64) bool {
 }
 
 func (x *IVF) removeLocked(id uint64) bool {
-	loc, ok := x.ids[id]
+	loc, ok := x.ids.get(id)
 	if !ok {
 		return false
 	}
 	d := x.st.Load().lists[loc.list].d.Load()
 	d.markDead(int(loc.pos))
-	delete(x.ids, id)
+	x.ids.remove(id)
 	x.deleted++
 	return true
 }
@@ -293,7 +292,7 @@ func (x *IVF) SetMeta(id uint64, m Meta) bool {
 }
 
 func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
-	loc, ok := x.ids[id]
+	loc, ok := x.ids.get(id)
 	if !ok {
 		return false
 	}
@@ -313,7 +312,7 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		d.markDead(int(loc.pos))
 		x.deleted++
 		l := &x.st.Load().lists[loc.list]
-		x.ids[id] = ivfLoc{loc.list, uint32(l.push(e, x.dim))}
+		x.ids.put(id, ivfLoc{loc.list, uint32(l.push(e, x.dim))})
 	} else {
 		nm.setMutable(m)
 		d.widenAt(int(loc.pos))
@@ -342,7 +341,7 @@ func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 	vec = unit(vec)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	loc, ok := x.ids[id]
+	loc, ok := x.ids.get(id)
 	if !ok {
 		return false
 	}
@@ -380,7 +379,7 @@ func (x *IVF) Cleanup() int {
 		}
 		nd := l.grow(d, d.len()-dead, x.dim, true)
 		for i := range nd.len() {
-			x.ids[nd.ids[i]] = ivfLoc{uint32(li), uint32(i)}
+			x.ids.put(nd.ids[i], ivfLoc{uint32(li), uint32(i)})
 		}
 		removed += dead
 	}
@@ -402,6 +401,5 @@ func (x *IVF) Bytes() int {
 	if st.q != nil {
 		n += 4 * (len(st.q.leaves) + len(st.q.top))
 	}
-	const mapEntry = 48
-	return n + len(x.ids)*mapEntry
+	return n + x.ids.bytes()
 }

@@ -41,7 +41,7 @@ func (x *IVF) AttachMetaAll(items []Attachment, workers int, found []bool) {
 	locs := make([]ivfLoc, len(items))
 	split(len(items), workers, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			loc, ok := x.ids[items[i].ID]
+			loc, ok := x.ids.get(items[i].ID)
 			if !ok || len(items[i].Vec) != x.dim {
 				loc.list = absent
 			}

@@ -91,7 +91,7 @@ func TestIVFAttachMetaAllKeepsUnitVectors(t *testing.T) {
 		if !found[i] {
 			t.Fatalf("item %d not found", i)
 		}
-		loc := y.ids[it.ID]
+		loc, _ := y.ids.get(it.ID)
 		got := st.lists[loc.list].d.Load().vecs[loc.pos].Load()
 		kept := got == &it.Vec[0]
 		if kept != it.Unit {

@@ -108,7 +108,7 @@ func (x *IVF) writeVersion(w io.Writer, version byte) (int64, error) {
 	e.u32(uint32(x.opt.ListSize))
 	e.u64(x.opt.Seed)
 	e.u64(uint64(x.trained))
-	e.u64(uint64(len(x.ids)))
+	e.u64(uint64(x.ids.len()))
 	if q := st.q; q == nil {
 		e.u32(0)
 		e.u32(1)
@@ -234,9 +234,6 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 	}
 	x := NewIVF(int(dim), IVFOptions{NProbe: int(nprobe), TrainAt: int(trainAt), RetrainFactor: int(factor), ListSize: int(listSize), Seed: seed})
 	x.trained = int(trained)
-	// Presized, not grown entry by entry; bounded, since a damaged
-	// header may claim any count.
-	x.ids = make(map[uint64]ivfLoc, min(int(total), 1<<22))
 	dimN := int(dim)
 	var q *coarse
 	if k1 > 0 {
@@ -276,10 +273,7 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 			return nil, err
 		}
 		for i := range c {
-			// One hash of each id: a duplicate leaves the map's size.
-			n := len(x.ids)
-			x.ids[ld.ids[i]] = ivfLoc{uint32(li), uint32(i)}
-			if len(x.ids) == n {
+			if !x.ids.put(ld.ids[i], ivfLoc{uint32(li), uint32(i)}) {
 				return nil, corrupt("id %d held twice", ld.ids[i])
 			}
 		}

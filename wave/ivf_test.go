@@ -246,7 +246,7 @@ func TestIVFEntryDecodesWithoutItsVector(t *testing.T) {
 	}
 	buf := make([]float32, 64)
 	for id := 0; id < len(vecs); id += 97 {
-		loc := y.ids[uint64(id)]
+		loc, _ := y.ids.get(uint64(id))
 		e := y.st.Load().lists[loc.list].d.Load().entry(int(loc.pos), 64)
 		if e.vec != nil || e.centre == nil {
 			t.Fatalf("entry %d: vector %v, centre %v", id, e.vec != nil, e.centre != nil)

@@ -31,7 +31,7 @@ func (x *IVF) touch(id uint64) {
 // for it, so that trainings happen at sizes fixed by the options and the
 // index stays deterministic.
 func (x *IVF) maybeRebuild() {
-	n := len(x.ids)
+	n := x.ids.len()
 	if n < x.opt.TrainAt || (x.trained > 0 && n < x.trained*x.opt.RetrainFactor) {
 		return
 	}
@@ -117,7 +117,7 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 	q := trainCoarse(sample, dim, nlist, rng)
 
 	nst := newIVFState(q, dim)
-	nids := make(map[uint64]ivfLoc, n)
+	var nids idTable
 	buf := make([]float32, dim)
 	var scratch coder
 	for _, r := range live {
@@ -125,18 +125,18 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 			continue
 		}
 		e := r.d.entry(r.i, dim)
-		nids[e.id] = x.place(nst, e, entryVec(e, buf), &scratch)
+		nids.put(e.id, x.place(nst, e, entryVec(e, buf), &scratch))
 	}
 	deleted := 0
 	replay := func(id uint64) { // the caller holds mu
-		if loc, ok := nids[id]; ok {
+		if loc, ok := nids.get(id); ok {
 			nst.lists[loc.list].d.Load().markDead(int(loc.pos))
-			delete(nids, id)
+			nids.remove(id)
 			deleted++
 		}
-		if loc, ok := x.ids[id]; ok {
+		if loc, ok := x.ids.get(id); ok {
 			e := x.st.Load().lists[loc.list].d.Load().entry(int(loc.pos), dim)
-			nids[id] = x.place(nst, e, entryVec(e, buf), &scratch)
+			nids.put(id, x.place(nst, e, entryVec(e, buf), &scratch))
 		}
 	}
 	for {
