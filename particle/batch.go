@@ -226,7 +226,7 @@ func (b *Batch) Edge(id string) *Edge {
 		return nil
 	}
 	b.s.mu.RLock()
-	e := b.s.v.edges[id]
+	e := b.s.v.edge(id)
 	b.s.mu.RUnlock()
 	if e == nil {
 		return nil

@@ -107,7 +107,7 @@ func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
 		return nil, fmt.Errorf("particle: check: %w", err)
 	}
 	c.crossCheck()
-	s.IndexIdentities() // compared with Badger below
+	s.IndexLoaded() // compared with Badger below
 	s.mu.RLock()
 	c.checkView(s.v)
 	s.mu.RUnlock()

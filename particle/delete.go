@@ -115,6 +115,9 @@ func (v *view) removeEdge(id string) bool {
 		return false
 	}
 	delete(v.edges, id)
+	if e.Seq == 0 {
+		v.unseq--
+	}
 	v.edgeSeq = unsetSeq(v.edgeSeq, e.Seq, e)
 	v.unsetFacts(e.Seq)
 	ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)

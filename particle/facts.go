@@ -51,9 +51,9 @@ func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
 			continue
 		}
 		b.s.mu.RLock()
-		cur, inView := b.s.v.edges[id]
+		cur := b.s.v.edge(id)
 		b.s.mu.RUnlock()
-		if inView && (cur.Source != subject || cur.Type != EdgeAssertion) {
+		if cur != nil && (cur.Source != subject || cur.Type != EdgeAssertion) {
 			continue // skip cloning what cannot match
 		}
 		e := b.Edge(id)

@@ -251,11 +251,11 @@ func TestReopenListsEdgesOfMissingNodes(t *testing.T) {
 }
 
 // TestReopenedStoreFindsItsEdgesByIdentity: Open leaves the loaded
-// edges' identities to the first write (or IndexIdentities). Observing
-// known facts again after a reopen, from the view snapshot and from
-// Badger, reinforces the edges they made instead of adding new ones,
-// with IndexIdentities running beside the writes (for the race
-// detector) or not at all.
+// edges' maps by id and identity to the first read or write that needs
+// them (or IndexLoaded). Observing known facts again after a reopen,
+// from the view snapshot and from Badger, reinforces the edges they
+// made instead of adding new ones, with IndexLoaded running beside the
+// writes (for the race detector) or not at all.
 func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -288,7 +288,12 @@ func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 			}
 			var beside sync.WaitGroup
 			if c.index {
-				beside.Go(s.IndexIdentities)
+				beside.Go(s.IndexLoaded)
+			}
+			for id := range edges { // a read by id, before any write
+				if _, err := s.Edge(id); err != nil {
+					t.Fatalf("after the reopen: %v", err)
+				}
 			}
 			for _, p := range pairs {
 				observeOn(t, s, p[0], p[1])

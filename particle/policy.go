@@ -191,7 +191,7 @@ func (r Reader) VisibleEpisode(ep *Episode, p Principal) *Episode {
 	}
 	c.Edges = make([]string, 0, len(ep.Edges))
 	for _, id := range ep.Edges {
-		if j.edge(r.v.edges[id], &p, nil) {
+		if j.edge(r.v.edge(id), &p, nil) {
 			c.Edges = append(c.Edges, id)
 		}
 	}

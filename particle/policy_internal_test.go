@@ -531,7 +531,7 @@ func TestGraphRuleEdgesFromFacts(t *testing.T) {
 	// An edge the facts do not hold (no seq): the edges are scanned.
 	odd := edge(0, EdgePolicy, deny, "")
 	odd.ID = "odd"
-	v.edges[odd.ID] = odd
+	v.putEdge(odd)
 	if got := byID(v.graphRuleEdges()); !slices.Equal(got, byID(append(want, odd))) {
 		t.Fatalf("with an edge outside the facts: %v", got)
 	}

@@ -475,30 +475,25 @@ func (s *Store) recompileLocked() {
 // are not plain can be one: the facts, a dense slice, are read for all
 // and the edges for those alone (a scan of the edges' map, cache misses
 // on a million edges, took a third of a second of a reopen on which
-// every reader waited). Should the facts not account for every edge,
-// the map is scanned instead.
+// every reader waited). Should the facts not account for every edge
+// (some have no seq), the map is scanned instead.
 func (v *view) graphRuleEdges() []*Edge {
 	var graph []*Edge
-	live := 0
+	if v.unseq > 0 {
+		v.indexLoaded()
+		for _, e := range v.edges {
+			if graphRuleEdge(e) {
+				graph = append(graph, e)
+			}
+		}
+		return graph
+	}
 	for seq := range v.edgeFacts {
 		f := &v.edgeFacts[seq]
-		if f.Flags&FactLive == 0 {
-			continue
-		}
-		live++
-		if f.Flags&FactPlain != 0 {
+		if f.Flags&FactLive == 0 || f.Flags&FactPlain != 0 {
 			continue
 		}
 		if e := atSeq(v.edgeSeq, uint64(seq)); e != nil && graphRuleEdge(e) {
-			graph = append(graph, e)
-		}
-	}
-	if live == len(v.edges) {
-		return graph
-	}
-	graph = graph[:0]
-	for _, e := range v.edges {
-		if graphRuleEdge(e) {
 			graph = append(graph, e)
 		}
 	}

@@ -29,7 +29,7 @@ func (s *Store) Read(fn func(r Reader)) {
 func (r Reader) Node(id string) *Node { return r.v.nodes[id] }
 
 // Edge returns the edge id, or nil.
-func (r Reader) Edge(id string) *Edge { return r.v.edges[id] }
+func (r Reader) Edge(id string) *Edge { return r.v.edge(id) }
 
 // Episode returns the episode id of namespace ns, or nil.
 func (r Reader) Episode(ns, id string) *Episode { return r.v.episodes[ns+"\x00"+id] }
@@ -102,6 +102,7 @@ func (r Reader) Nodes(fn func(*Node) bool) {
 
 // Edges calls fn for every edge; fn returns false to stop.
 func (r Reader) Edges(fn func(*Edge) bool) {
+	r.v.indexLoaded()
 	for _, e := range r.v.edges {
 		if !fn(e) {
 			return

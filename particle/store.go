@@ -104,10 +104,6 @@ type Store struct {
 	closed bool
 	// fromSnapshot: the view was loaded from the view snapshot.
 	fromSnapshot bool
-	// loadedIdents are the loaded edges' identities until
-	// IndexIdentities (under identsOnce) puts them into the view.
-	loadedIdents [][]identityOfEdge
-	identsOnce   sync.Once
 
 	subMu sync.RWMutex
 	subs  []func(Changes)
@@ -298,21 +294,15 @@ func (s *Store) load(version uint64) error {
 	s.counts.Episodes = int64(len(v.episodes))
 	s.v = v
 	s.fromSnapshot = loaded
-	s.loadedIdents = kinds.idents
 	return nil
 }
 
-// IndexIdentities puts the loaded edges' identities into the view, which
-// Open leaves to the first write (Update waits for it): a daemon calls
-// it in the background once it serves, so that its first write finds it
-// done. Writes are the identities' only readers. It is safe to call
-// more than once, and concurrently with reads and writes.
-func (s *Store) IndexIdentities() {
-	s.identsOnce.Do(func() {
-		insertIdentities(s.v, s.loadedIdents)
-		s.loadedIdents = nil
-	})
-}
+// IndexLoaded puts the loaded edges into the view's maps by id and by
+// identity, which Open leaves to the first read or write that needs them
+// (a look-up of an edge by id, a write): a daemon calls it in the
+// background once it serves, so that those find it done. It is safe to
+// call more than once, and concurrently with reads and writes.
+func (s *Store) IndexLoaded() { s.v.indexLoaded() }
 
 // LoadedFromSnapshot reports whether Open loaded the view from the view
 // snapshot rather than from Badger.
@@ -456,11 +446,8 @@ func drainChunks(n int, produce func(done chan<- *loadChunk, quit <-chan struct{
 
 // chunkPutter puts chunks into a view in key order, whatever order they
 // arrive in: chunk idx of part p after every earlier one.
-// The new edges' identities are kept in put order for the view's map,
-// which only writers read: the store inserts them before its first
-// write, or when a daemon that serves first asks ([Store.IndexIdentities]).
-// At 1M edges the inserts take 0.6 s of CPU, which a load on two cores
-// spent beside the put.
+// The edges, with their identities, are kept for the view's maps by id
+// and identity, which it fills later (view.indexLoaded).
 type chunkPutter struct {
 	v         *view
 	parts     int
@@ -468,9 +455,6 @@ type chunkPutter struct {
 	pending   map[[2]int]*loadChunk
 	counts    loadCounts
 }
-
-// identityOfEdge is a new edge's identity and id, for the view's map.
-type identityOfEdge struct{ ik, id string }
 
 func newChunkPutter(v *view, parts int) *chunkPutter {
 	return &chunkPutter{v: v, parts: parts, pending: map[[2]int]*loadChunk{},
@@ -492,15 +476,12 @@ func (p *chunkPutter) put(c *loadChunk) error {
 				p.counts.nodes[n.Type]++
 			}
 		}
-		idents := make([]identityOfEdge, 0, len(c.edges))
 		for i, e := range c.edges {
-			if p.v.putEdgeLinked(e, &c.facts[i]) {
-				p.counts.edges[e.Type]++
-				idents = append(idents, identityOfEdge{c.idents[i], e.ID})
-			}
+			p.v.putEdgeLinked(e, &c.facts[i]) // new: the view is loading
+			p.counts.edges[e.Type]++
 		}
-		if len(idents) > 0 {
-			p.counts.idents = append(p.counts.idents, idents)
+		if len(c.edges) > 0 {
+			p.v.loaded = append(p.v.loaded, loadedEdges{c.edges, c.idents})
 		}
 		for _, e := range c.episodes {
 			p.v.putEpisode(e)
@@ -519,21 +500,10 @@ func (p *chunkPutter) finish() (loadCounts, error) {
 
 // loadCounts are the nodes and edges a load put into the view, by type
 // (counted as they go in: counting the view afterwards took a sixth of
-// a load's serial time), and the identities of the new edges, in put
-// order, for the view's map (insertIdentities).
+// a load's serial time).
 type loadCounts struct {
-	nodes  map[NodeType]int64
-	edges  map[EdgeType]int64
-	idents [][]identityOfEdge
-}
-
-// insertIdentities puts a load's edge identities into v's map.
-func insertIdentities(v *view, idents [][]identityOfEdge) {
-	for _, batch := range idents {
-		for _, x := range batch {
-			v.identity[x.ik] = x.id
-		}
-	}
+	nodes map[NodeType]int64
+	edges map[EdgeType]int64
 }
 
 // loadParts splits each loaded table into about n key ranges at the
@@ -735,7 +705,7 @@ func (s *Store) Counts() Counts {
 // transaction, or nothing does. After the commit the view shows the
 // changes and subscribers are told.
 func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, error) {
-	s.IndexIdentities() // a batch resolves edges by identity
+	s.v.indexLoaded() // a batch finds edges by id and by identity
 	if err := s.lockWriter(); err != nil {
 		return Changes{}, err
 	}

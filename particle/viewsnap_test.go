@@ -82,23 +82,21 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromSnap := newView()
-	snapCounts, err := readViewSnapshot(path, s.db.MaxVersion(), 3, fromSnap, func() {})
+	_, err := readViewSnapshot(path, s.db.MaxVersion(), 3, fromSnap, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fromSnap.linkLoaded()
-	insertIdentities(fromSnap, snapCounts.idents)
+	fromSnap.indexLoaded()
 	fromBadger := newView()
-	var badgerCounts loadCounts
 	if err := s.db.View(func(txn *badger.Txn) error {
-		var err error
-		badgerCounts, err = loadValues(s.db, txn, fromBadger, func() {})
+		_, err := loadValues(s.db, txn, fromBadger, func() {})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	fromBadger.linkLoaded()
-	insertIdentities(fromBadger, badgerCounts.idents)
+	fromBadger.indexLoaded()
 	if len(fromSnap.edges) < 3*benchEdgesPerTxn-20 || len(fromSnap.nodes) != testEntities || len(fromSnap.episodes) == 0 {
 		t.Fatalf("snapshot loaded %d edges, %d nodes, %d episodes", len(fromSnap.edges), len(fromSnap.nodes), len(fromSnap.episodes))
 	}

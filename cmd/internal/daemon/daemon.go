@@ -178,10 +178,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	restoreGC()
 	// Serving: the edges' codes, which the expansion reads, are made in
 	// the background from here, instead of by the first calls to reach
-	// each edge; so are the loaded edges' identities, which ingest's
-	// first batch would otherwise wait for.
+	// each edge; so are the maps of the loaded edges by id and identity,
+	// which ingest's first batch and the first look-up of an edge by id
+	// would otherwise wait for.
 	d.store.CodeAll()
-	go d.store.IndexIdentities()
+	go func() {
+		t := time.Now()
+		d.store.IndexLoaded()
+		log.Info("loaded edges indexed by id", "took", time.Since(t))
+	}()
 	took := time.Since(d.started)
 	d.startTook.Store(int64(took))
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data,
