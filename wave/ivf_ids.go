@@ -12,6 +12,10 @@ type idTable struct {
 	dense  []ivfLoc // by id; list == absent where none
 	sparse map[uint64]ivfLoc
 	n      int // live ids
+	// expect is how many ids the table is about to hold (a snapshot's
+	// count): the slice covers them from the start, instead of growing
+	// over ids that went to the map meanwhile.
+	expect int
 }
 
 // get is id's position.
@@ -36,7 +40,7 @@ func (t *idTable) len() int { return t.n }
 // denseLimit is the id below which the slice is grown to hold an id: it
 // keeps the slice within a few entries per live id (8 bytes each, where
 // a map's entry takes about 48).
-func (t *idTable) denseLimit() uint64 { return 4*uint64(t.n) + 4096 }
+func (t *idTable) denseLimit() uint64 { return 4*uint64(max(t.n, t.expect)) + 4096 }
 
 // put sets id's position and reports whether id is new.
 func (t *idTable) put(id uint64, loc ivfLoc) (added bool) {

@@ -234,6 +234,9 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 	}
 	x := NewIVF(int(dim), IVFOptions{NProbe: int(nprobe), TrainAt: int(trainAt), RetrainFactor: int(factor), ListSize: int(listSize), Seed: seed})
 	x.trained = int(trained)
+	// Bounded, since a damaged header may claim any count (its
+	// checksum is read last).
+	x.ids.expect = min(int(total), 1<<22)
 	dimN := int(dim)
 	var q *coarse
 	if k1 > 0 {

@@ -117,7 +117,7 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 	q := trainCoarse(sample, dim, nlist, rng)
 
 	nst := newIVFState(q, dim)
-	var nids idTable
+	nids := idTable{expect: n}
 	buf := make([]float32, dim)
 	var scratch coder
 	for _, r := range live {
