@@ -376,7 +376,6 @@ type loadChunk struct {
 	nodes    []*Node
 	edges    []*Edge
 	facts    []EdgeFacts // of edges, computed by the scanner
-	idents   []string    // of edges, edgeIdentity, computed by the scanner
 	episodes []*Episode
 	snap     snapChunk // the values, copied for the view snapshot (scanner.sink)
 }
@@ -446,8 +445,8 @@ func drainChunks(n int, produce func(done chan<- *loadChunk, quit <-chan struct{
 
 // chunkPutter puts chunks into a view in key order, whatever order they
 // arrive in: chunk idx of part p after every earlier one.
-// The edges, with their identities, are kept for the view's maps by id
-// and identity, which it fills later (view.indexLoaded).
+// The edges are kept for the view's maps by id and identity, which it
+// fills later (view.indexLoaded).
 type chunkPutter struct {
 	v         *view
 	parts     int
@@ -481,7 +480,7 @@ func (p *chunkPutter) put(c *loadChunk) error {
 			p.counts.edges[e.Type]++
 		}
 		if len(c.edges) > 0 {
-			p.v.loaded = append(p.v.loaded, loadedEdges{c.edges, c.idents})
+			p.v.loaded = append(p.v.loaded, c.edges)
 		}
 		for _, e := range c.episodes {
 			p.v.putEpisode(e)
@@ -623,7 +622,7 @@ func (c *loadChunk) presize(p prefix, n int) {
 	case prefixNode:
 		c.nodes = slices.Grow(c.nodes, n)
 	case prefixEdge:
-		c.edges, c.facts, c.idents = slices.Grow(c.edges, n), slices.Grow(c.facts, n), slices.Grow(c.idents, n)
+		c.edges, c.facts = slices.Grow(c.edges, n), slices.Grow(c.facts, n)
 	default:
 		c.episodes = slices.Grow(c.episodes, n)
 	}
@@ -667,7 +666,6 @@ func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, mapped
 		}
 		c.edges = append(c.edges, e)
 		c.facts = append(c.facts, EdgeFactsOf(e))
-		c.idents = append(c.idents, edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))
 		return nil
 	default:
 		e, err := decodeEpisodeAt(b, inPlace)
