@@ -80,12 +80,23 @@ type view struct {
 // without: whoever else would touch the maps waits for it.
 func (v *view) indexLoaded() {
 	v.loadedOnce.Do(func() {
-		for _, chunk := range v.loaded {
-			for _, e := range chunk {
-				v.edges[e.ID] = e
-				v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+		// The two maps side by side.
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for _, chunk := range v.loaded {
+				for _, e := range chunk {
+					v.edges[e.ID] = e
+				}
 			}
-		}
+		})
+		wg.Go(func() {
+			for _, chunk := range v.loaded {
+				for _, e := range chunk {
+					v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+				}
+			}
+		})
+		wg.Wait()
 		v.loaded = nil
 	})
 }
