@@ -2,6 +2,7 @@ package particle
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -309,5 +310,70 @@ func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReopenKeepsGraphRulesOfEdgesWithoutSeq: an edge without a seq (as
+// stores older than seqs hold) is not in the view's facts by seq, which
+// the policy's graph rules are read from when every edge is. After a
+// reopen, from Badger and from the view snapshot, before anything has
+// made the maps of the loaded edges, a policy edge without a seq still
+// hides its target from the role it denies.
+func TestReopenKeepsGraphRulesOfEdgesWithoutSeq(t *testing.T) {
+	for _, snapshot := range []bool{false, true} {
+		dir := t.TempDir()
+		o := DefaultOptions(dir)
+		o.ViewSnapshot = snapshot
+		s, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pe *Edge
+		if _, err := s.Update(context.Background(), func(b *Batch) error {
+			pol, _, err := b.Resolve(DefaultNamespace, NodeEntity, "lab privacy")
+			if err != nil {
+				return err
+			}
+			target, _, err := b.Resolve(DefaultNamespace, NodeEntity, "calibration")
+			if err != nil {
+				return err
+			}
+			for _, n := range []*Node{pol, target} {
+				if err := b.PutNode(n); err != nil {
+					return err
+				}
+			}
+			pe, _, err = b.Observe(Observation{Namespace: DefaultNamespace, Source: pol.ID, Target: target.ID,
+				Type: EdgePolicy, Predicate: "restricts", Policy: Policy{DenyRoles: []string{"planner"}}})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c := *pe
+		c.Seq = 0
+		v, err := encodeEdgeV2(&c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(edgeKey(c.Namespace, c.ID), v) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s, err = Open(o); err != nil {
+			t.Fatal(err)
+		}
+		if s.LoadedFromSnapshot() != snapshot {
+			t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), snapshot)
+		}
+		var denies bool
+		for _, r := range s.Rules(RuleActive) {
+			denies = denies || (r.Source == "graph" && r.Target.Node == pe.Target && slices.Contains(r.Roles, "planner"))
+		}
+		if !denies {
+			t.Errorf("snapshot %v: the policy edge without a seq lost its rule: %+v", snapshot, s.Rules(RuleActive))
+		}
+		s.Close()
 	}
 }
