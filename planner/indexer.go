@@ -89,8 +89,9 @@ type bulkAttacher interface {
 	AttachMetaAll(items []wave.Attachment, workers int, found []bool)
 }
 
-// fillBatch is how many items a fill hands a bulkAttacher at once.
-const fillBatch = 1 << 15
+// fillBatch is how many items a fill hands a bulkAttacher at once (a
+// variable for tests).
+var fillBatch = 1 << 15
 
 // fill feeds NewIndexer's vectors to the index: in batches to a
 // bulkAttacher, which attaches those its snapshot holds on every core

@@ -3,6 +3,7 @@ package planner
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,8 +107,18 @@ func (c *countingIVF) Add(id uint64, v []float32, m wave.Meta) error {
 
 // TestIndexerFillsFromIVFSnapshot reopens an IVF from its snapshot (no
 // float vectors): the fill pass re-attaches every vector and refreshes
-// Meta without adding any, so searches score exactly again.
+// Meta without adding any, so searches score exactly again. It runs with
+// the fill's batches as large as every vector, and as small as two or
+// three (many batches through the fill's attacher, the last one short).
 func TestIndexerFillsFromIVFSnapshot(t *testing.T) {
+	defer func(b int) { fillBatch = b }(fillBatch)
+	for _, batch := range []int{fillBatch, 2, 3} {
+		fillBatch = batch
+		t.Run(fmt.Sprint(batch), testIndexerFillsFromIVFSnapshot)
+	}
+}
+
+func testIndexerFillsFromIVFSnapshot(t *testing.T) {
 	f := newFixture(t, false)
 	e := f.fact(particle.EdgeCausal, "cup", "spills", "table", "", t0, 0.9)
 	f.fact(particle.EdgeCausal, "robot", "drops", "cup", "", t0.Add(time.Minute), 0.9)
