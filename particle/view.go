@@ -74,10 +74,10 @@ type view struct {
 // which a load leaves out: at 1M edges their inserts, a cache miss each,
 // took 0.7 s of CPU on the load's serial path and the identities' keys
 // 0.34 s beside it, and a daemon serves first and has them made in the
-// background. Everything that reads or
-// writes those maps calls it first (edge does, Store.Update does); it
-// takes no lock, so it runs as well with the store's lock held as
-// without: whoever else would touch the maps waits for it.
+// background. Everything that reads or writes those maps calls it first
+// (edge does, Store.Update does); it takes no lock, so it runs as well
+// with the store's lock held as without: whoever else would touch the
+// maps waits for it.
 func (v *view) indexLoaded() {
 	v.loadedOnce.Do(func() {
 		// The two maps side by side.
