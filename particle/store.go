@@ -476,7 +476,7 @@ func (p *chunkPutter) put(c *loadChunk) error {
 			}
 		}
 		for i, e := range c.edges {
-			p.v.putEdgeLinked(e, &c.facts[i]) // new: the view is loading
+			p.v.putLoadedEdge(e, &c.facts[i])
 			p.counts.edges[e.Type]++
 		}
 		if len(c.edges) > 0 {

@@ -59,8 +59,8 @@ type view struct {
 	edgeAgents    []agentSet
 	// codes holds the int8 code of each edge's embedding by seq.
 	codes edgeCodes
-	// loading is set while a load puts edges: linkLoaded builds the
-	// adjacency lists at its end.
+	// loading is set while a load puts edges (putLoadedEdge): the edges'
+	// codes are made stale all at once at its end (linkLoaded).
 	loading bool
 	// unseq counts the edges without a seq, which edgeFacts leaves out.
 	unseq int
@@ -164,22 +164,24 @@ func (v *view) putEdgeFacts(e *Edge) (EdgeFacts, bool) {
 	return f, created
 }
 
-// putEdgeLinked is putEdge with e's facts, computed already (a load
-// computes them in its parallel scanners), but for the identity of a new
-// edge, which the caller records. It leaves in f the facts as stored
-// (with their NS).
+// putLoadedEdge puts edge e, whose facts f a load's scanners computed,
+// into a loading view. Every loaded edge is new (one key each): the
+// load keeps it for indexLoaded, and linkLoaded puts it in the
+// adjacency. It leaves in f the facts as stored (with their NS).
+func (v *view) putLoadedEdge(e *Edge, f *EdgeFacts) {
+	v.internNS(&e.Namespace)
+	v.edgeSeq = setSeq(v.edgeSeq, e.Seq, e)
+	*f = v.setFacts(e, *f, false)
+	if e.Seq == 0 {
+		v.unseq++
+	}
+}
+
+// putEdgeLinked is putEdge with e's facts, computed already, but for the
+// identity of a new edge, which the caller records. It leaves in f the
+// facts as stored (with their NS).
 func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created bool) {
 	v.internNS(&e.Namespace)
-	if v.loading {
-		// Every loaded edge is new (one key each); the load records it
-		// for indexLoaded, and linkLoaded puts it in the adjacency.
-		v.edgeSeq = setSeq(v.edgeSeq, e.Seq, e)
-		*f = v.setFacts(e, *f, false)
-		if e.Seq == 0 {
-			v.unseq++
-		}
-		return true
-	}
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
 	if had && old.Seq == 0 {
@@ -279,9 +281,6 @@ func (v *view) seqOfNode(id string) uint64 {
 func (v *view) link(e *Edge, f EdgeFacts) {
 	if e.Seq == 0 {
 		return
-	}
-	if v.loading {
-		return // linkLoaded links every edge at the end
 	}
 	v.out[e.Source] = appendAdj(v.out[e.Source], adjEdge{seq: e.Seq, facts: f, end: v.seqOfNode(e.Target)})
 	v.in[e.Target] = appendAdj(v.in[e.Target], adjEdge{seq: e.Seq, facts: f, end: v.seqOfNode(e.Source)})
