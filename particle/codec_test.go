@@ -1,9 +1,11 @@
 package particle
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -298,5 +300,44 @@ func TestDecodedEdgeTypesAreInterned(t *testing.T) {
 				t.Errorf("%s (in place %v) not interned", typ, inPlace)
 			}
 		}
+	}
+}
+
+// TestUvarintMatchesBinary checks the reopen's varint reader against
+// encoding/binary on every length, with bytes after the varint and
+// without, and on truncated and overlong input.
+func TestUvarintMatchesBinary(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	check := func(b []byte) {
+		t.Helper()
+		v, n := uvarint(b)
+		wv, wn := binary.Uvarint(b)
+		if v != wv || n != wn {
+			t.Fatalf("uvarint(% x) = %d, %d; binary.Uvarint gives %d, %d", b, v, n, wv, wn)
+		}
+	}
+	for bitsLen := range 65 {
+		for range 200 {
+			x := r.Uint64()
+			if bitsLen < 64 {
+				x &= 1<<bitsLen - 1
+			}
+			b := binary.AppendUvarint(nil, x)
+			for range 10 {
+				check(b)
+				check(b[:len(b)-1]) // truncated
+				b = append(b, byte(r.Uint32()))
+			}
+		}
+	}
+	for range 20000 { // arbitrary bytes: continuation bits anywhere
+		b := make([]byte, r.IntN(16))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+			if r.IntN(2) == 0 {
+				b[i] |= 0x80
+			}
+		}
+		check(b)
 	}
 }

@@ -100,3 +100,21 @@ func BenchmarkEncodeIngest(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecodeEdge decodes the edge of ingestValues as a reopen from
+// the view snapshot does: strings in place, the embedding apart.
+func BenchmarkDecodeEdge(b *testing.B) {
+	_, e, _ := ingestValues()
+	e.Embedding = nil
+	v, err := encodeEdge(e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(v)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeEdgeAt(v, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -15,6 +15,9 @@ var idSpace = uuid.MustParse("6f1c2a3e-8b7d-5c4e-9a0f-1d2e3c4b5a69")
 // Canonical normalises a name: trim, collapse inner whitespace to one
 // space, lowercase.
 func Canonical(name string) string {
+	if isCanonical(name) { // most names, and a load asks about every edge's
+		return name
+	}
 	var b strings.Builder
 	b.Grow(len(name))
 	space := false
@@ -82,10 +85,7 @@ func keyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(
 // (ASCII, lower case, single spaces between words), as most are, is
 // appended as it is, without Canonical's copy.
 func appendCanonical(dst []byte, s string) []byte {
-	if !isCanonical(s) {
-		return append(dst, Canonical(s)...)
-	}
-	return append(dst, s...)
+	return append(dst, Canonical(s)...)
 }
 
 // isCanonical reports whether Canonical(s) == s, for the common case:
