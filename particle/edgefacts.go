@@ -316,12 +316,14 @@ func (r Reader) EdgeSalienceBySeq(seq uint64) *EdgeSalience {
 // node was removed or renumbered since), and then [Reader.Node] of the
 // edge's Target is the one to ask.
 func (r Reader) OutNewestFacts(id string, fn func(seq uint64, f *EdgeFacts, target uint64) bool) {
+	r.v.awaitLinks()
 	newestFacts(r.v.out[id], fn)
 }
 
 // InNewestFacts is OutNewestFacts for the edges entering node id, with
 // the seq of the node each edge leaves.
 func (r Reader) InNewestFacts(id string, fn func(seq uint64, f *EdgeFacts, source uint64) bool) {
+	r.v.awaitLinks()
 	newestFacts(r.v.in[id], fn)
 }
 

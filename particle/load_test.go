@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -193,6 +195,7 @@ func TestLoadPartsKeepKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.linkLoaded()
+	v.awaitLinks()
 	if got, want := counts.edges[EdgeAssertion], s.Counts().Edges[EdgeAssertion]; got != want {
 		t.Fatalf("load counted %d assertion edges, want %d", got, want)
 	}
@@ -377,5 +380,79 @@ func TestReopenKeepsGraphRulesOfEdgesWithoutSeq(t *testing.T) {
 			t.Errorf("snapshot %v: the policy edge without a seq lost its rule: %+v", snapshot, s.Rules(RuleActive))
 		}
 		s.Close()
+	}
+}
+
+// TestReopenedStoreReadsAdjacencyWhileLinking: Open returns with the
+// loaded edges' adjacency still being built on a goroutine. Reads of it
+// right after the reopen (newest facts first, out and in, on several
+// goroutines), a write and WaitLinked beside them all see the whole
+// adjacency, from the view snapshot and from Badger (run under -race:
+// a read that did not wait would race with the building).
+func TestReopenedStoreReadsAdjacencyWhileLinking(t *testing.T) {
+	for _, snapshot := range []bool{true, false} {
+		t.Run(fmt.Sprintf("snapshot=%v", snapshot), func(t *testing.T) {
+			dir := t.TempDir()
+			s := writeFleet(t, dir, 3, testEntities, 3*benchEdgesPerTxn)
+			_, nodes, out := snapshotView(s)
+			in := map[string]int{}
+			s.Read(func(r Reader) {
+				for id := range nodes {
+					r.In(id, func(*Edge) bool { in[id]++; return true })
+				}
+			})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			o := DefaultOptions(dir)
+			o.ViewSnapshot = snapshot
+			s, err := Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.LoadedFromSnapshot() != snapshot {
+				t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), snapshot)
+			}
+			ids := slices.Sorted(maps.Keys(nodes))
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for w := range 3 {
+				wg.Go(func() {
+					s.Read(func(r Reader) {
+						for i := w; i < len(ids); i += 3 {
+							id := ids[i]
+							nOut, nIn := 0, 0
+							r.OutNewestFacts(id, func(uint64, *EdgeFacts, uint64) bool { nOut++; return true })
+							r.InNewestFacts(id, func(uint64, *EdgeFacts, uint64) bool { nIn++; return true })
+							if nOut != len(out[id]) || nIn != in[id] {
+								errs <- fmt.Errorf("node %s: %d out and %d in right after the reopen, want %d and %d", id, nOut, nIn, len(out[id]), in[id])
+								return
+							}
+						}
+					})
+				})
+			}
+			wg.Go(s.WaitLinked)
+			wg.Go(func() {
+				if _, err := s.Update(context.Background(), func(b *Batch) error {
+					_, _, err := b.Resolve(DefaultNamespace, NodeEntity, "linking cup")
+					return err
+				}); err != nil {
+					errs <- fmt.Errorf("a write beside the linking: %w", err)
+				}
+			})
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			_, _, again := snapshotView(s)
+			for id, list := range out {
+				if !slices.Equal(again[id], list) {
+					t.Errorf("node %s: out %v after the reopen, want %v", id, again[id], list)
+				}
+			}
+		})
 	}
 }

@@ -73,11 +73,17 @@ func (r Reader) LookupAny(ns, name string) *Node {
 
 // Out calls fn for each edge leaving node id, oldest first; fn returns
 // false to stop.
-func (r Reader) Out(id string, fn func(*Edge) bool) { oldest(r, r.v.out[id], fn) }
+func (r Reader) Out(id string, fn func(*Edge) bool) {
+	r.v.awaitLinks()
+	oldest(r, r.v.out[id], fn)
+}
 
 // In calls fn for each edge entering node id, oldest first; fn returns
 // false to stop.
-func (r Reader) In(id string, fn func(*Edge) bool) { oldest(r, r.v.in[id], fn) }
+func (r Reader) In(id string, fn func(*Edge) bool) {
+	r.v.awaitLinks()
+	oldest(r, r.v.in[id], fn)
+}
 
 func oldest(r Reader, list []adjEdge, fn func(*Edge) bool) {
 	edges := r.v.edgeSeq
@@ -89,7 +95,10 @@ func oldest(r Reader, list []adjEdge, fn func(*Edge) bool) {
 }
 
 // Degree is the number of edges touching node id.
-func (r Reader) Degree(id string) int { return len(r.v.out[id]) + len(r.v.in[id]) }
+func (r Reader) Degree(id string) int {
+	r.v.awaitLinks()
+	return len(r.v.out[id]) + len(r.v.in[id])
+}
 
 // Nodes calls fn for every node; fn returns false to stop.
 func (r Reader) Nodes(fn func(*Node) bool) {

@@ -198,6 +198,7 @@ func badgerOptions(o Options) badger.Options {
 // call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.v.awaitLinks() // no goroutine of the store outlives it
 		s.stopCoder()
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
@@ -303,6 +304,12 @@ func (s *Store) load(version uint64) error {
 // background once it serves, so that those find it done. It is safe to
 // call more than once, and concurrently with reads and writes.
 func (s *Store) IndexLoaded() { s.v.indexLoaded() }
+
+// WaitLinked returns once the adjacency of the loaded edges is built:
+// Open leaves it to a goroutine, so that what its caller does next (a
+// daemon's vector index fill) runs beside it. Reads and writes of the
+// adjacency wait for it on their own; a daemon waits before it serves.
+func (s *Store) WaitLinked() { s.v.awaitLinks() }
 
 // LoadedFromSnapshot reports whether Open loaded the view from the view
 // snapshot rather than from Badger.
@@ -741,6 +748,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 // commit and its subscribers' calls); after Close it fails with
 // [ErrClosed], not holding it.
 func (s *Store) lockWriter() error {
+	s.v.awaitLinks() // a write changes the adjacency
 	s.writeMu.Lock()
 	s.mu.RLock()
 	closed := s.closed

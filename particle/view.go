@@ -68,6 +68,19 @@ type view struct {
 	// indexLoaded puts them into edges and identity.
 	loaded     [][]*Edge
 	loadedOnce sync.Once
+	// linking, set by a load, builds the loaded edges' adjacency once
+	// (linkAdjacency): Open starts it on a goroutine and returns, and
+	// every reader and writer of out and in waits for it (awaitLinks).
+	linking *sync.Once
+}
+
+// awaitLinks returns once the adjacency of a loaded view is built,
+// building it if no one has started to. A view that was not loaded has
+// nothing to wait for. It takes no lock.
+func (v *view) awaitLinks() {
+	if v.linking != nil {
+		v.linking.Do(v.linkAdjacency)
+	}
 }
 
 // indexLoaded puts the loaded edges into the maps by id and by identity,
@@ -287,14 +300,22 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 }
 
 // linkLoaded ends a load: it makes room for the edges' codes
-// (edgeCodes.loaded), and puts every edge in the adjacency of its ends, in
+// (edgeCodes.loaded) and has the adjacency built (linkAdjacency) on a
+// goroutine, which the caller's next work (a daemon's vector index fill)
+// runs beside: awaitLinks waits for it.
+func (v *view) linkLoaded() {
+	v.loading = false
+	v.codes.loaded(v.edgeSeq)
+	v.linking = new(sync.Once)
+	go v.awaitLinks()
+}
+
+// linkAdjacency puts every loaded edge in the adjacency of its ends, in
 // seq order, reading the edges and their facts by seq (a load
 // puts edges in key order, which is not quite seq order: ids are
 // time-ordered to the millisecond, seqs count commits). The out and in
 // lists are built side by side (loadedAdjacency).
-func (v *view) linkLoaded() {
-	v.loading = false
-	v.codes.loaded(v.edgeSeq)
+func (v *view) linkAdjacency() {
 	ends := v.loadedEnds()
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -87,6 +87,7 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromSnap.linkLoaded()
+	fromSnap.awaitLinks()
 	fromSnap.indexLoaded()
 	fromBadger := newView()
 	if err := s.db.View(func(txn *badger.Txn) error {
@@ -96,6 +97,7 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromBadger.linkLoaded()
+	fromBadger.awaitLinks()
 	fromBadger.indexLoaded()
 	if len(fromSnap.edges) < 3*benchEdgesPerTxn-20 || len(fromSnap.nodes) != testEntities || len(fromSnap.episodes) == 0 {
 		t.Fatalf("snapshot loaded %d edges, %d nodes, %d episodes", len(fromSnap.edges), len(fromSnap.nodes), len(fromSnap.episodes))

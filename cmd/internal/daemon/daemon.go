@@ -116,9 +116,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so.ViewSnapshot = cfg.Storage.ViewSnapshot
 	so.Logger = log.With("component", "particle")
 	// The graph loads beside the vector snapshot and the keyword index's
-	// files, then the indexer's fill and the keyword index's
-	// reconciliation run side by side (both read the graph): a reopen is
-	// ready in the time of the slower of each pair.
+	// files, then the indexer's fill, the keyword index's reconciliation
+	// and the graph's adjacency (which Open leaves building) run side by
+	// side (all read the graph): a reopen is ready in the time of the
+	// slower of each set.
 	// What they build stays reachable, and they make little garbage: a
 	// collection meanwhile would mark gigabytes to free little, on the
 	// cores the load needs. GC is off until the daemon serves (a
@@ -142,7 +143,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 			return
 		}
 		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
-	}, func() { keywordErr = d.attachKeyword() })
+	}, func() {
+		keywordErr = d.attachKeyword()
+		d.store.WaitLinked() // the load's adjacency, built beside the fill
+	})
 	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
 	}
