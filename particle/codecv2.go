@@ -47,17 +47,19 @@ func strsSize(ss []string) int {
 // binaryLenMax is the most bytes a uvarint takes.
 const binaryLenMax = 10
 
-// newReader checks the header of a format-2 value of kind and reads its
-// embedding. inPlace: the value's strings alias b (rd.strings).
-func newReader(b []byte, kind byte, inPlace bool) (*rd, []float32) {
-	r := &rd{b: b}
+// newReader sets r to read b, checks the header of a format-2 value of
+// kind and reads its embedding. inPlace: the value's strings alias b
+// (rd.strings). Callers keep r on the stack: a reopen decodes a million
+// values, and a reader on the heap each was 80 MB of garbage.
+func newReader(r *rd, b []byte, kind byte, inPlace bool) []float32 {
+	*r = rd{b: b}
 	if r.u8() != formatV2 || r.u8() != kind {
 		r.fail(fmt.Sprintf("not a format-2 value of kind %d", kind))
-		return r, nil
+		return nil
 	}
 	emb := r.floats()
 	r.strings(inPlace)
-	return r, emb
+	return emb
 }
 
 func (w *wr) belief(b Belief) {
@@ -99,7 +101,8 @@ func encodeNodeV2(n *Node, slab *valueSlab) ([]byte, error) {
 }
 
 func decodeNodeV2(b []byte, inPlace bool) (*Node, error) {
-	r, emb := newReader(b, kindNode, inPlace)
+	r := &rd{}
+	emb := newReader(r, b, kindNode, inPlace)
 	n := &Node{Embedding: emb}
 	n.ID = r.str()
 	n.Namespace = r.str()
@@ -198,7 +201,8 @@ func encodeEdgeV2(e *Edge, slab *valueSlab) ([]byte, error) {
 }
 
 func decodeEdgeV2(b []byte, inPlace bool) (*Edge, error) {
-	r, emb := newReader(b, kindEdge, inPlace)
+	r := &rd{}
+	emb := newReader(r, b, kindEdge, inPlace)
 	box := &edgeBox{}
 	e := &box.e
 	e.Embedding = emb
@@ -314,7 +318,8 @@ func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
 }
 
 func decodeEpisodeV2(b []byte, inPlace bool) (*Episode, error) {
-	r, emb := newReader(b, kindEpisode, inPlace)
+	r := &rd{}
+	emb := newReader(r, b, kindEpisode, inPlace)
 	e := &Episode{Embedding: emb}
 	e.ID = r.str()
 	e.Namespace = r.str()

@@ -387,6 +387,11 @@ type loadChunk struct {
 	snap     snapChunk // the values, copied for the view snapshot (scanner.sink)
 }
 
+// chunkFacts recycles the loaded chunks' facts, which the put copies
+// into the view (1M edges' worth, 50 MB, were garbage, each page of it
+// fresh memory faulted in).
+var chunkFacts sync.Pool
+
 // loadChunkValues is how many values a chunk holds.
 const loadChunkValues = 512
 
@@ -488,6 +493,11 @@ func (p *chunkPutter) put(c *loadChunk) error {
 		}
 		if len(c.edges) > 0 {
 			p.v.loaded = append(p.v.loaded, c.edges)
+		}
+		if c.facts != nil { // copied into the view: the next chunk's
+			b := c.facts[:0]
+			chunkFacts.Put(&b)
+			c.facts = nil
 		}
 		for _, e := range c.episodes {
 			p.v.putEpisode(e)
@@ -629,6 +639,11 @@ func (c *loadChunk) presize(p prefix, n int) {
 	case prefixNode:
 		c.nodes = slices.Grow(c.nodes, n)
 	case prefixEdge:
+		if c.facts == nil {
+			if b, ok := chunkFacts.Get().(*[]EdgeFacts); ok {
+				c.facts = *b
+			}
+		}
 		c.edges, c.facts = slices.Grow(c.edges, n), slices.Grow(c.facts, n)
 	default:
 		c.episodes = slices.Grow(c.episodes, n)
