@@ -144,8 +144,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		}
 		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
 	}, func() {
-		keywordErr = d.attachKeyword()
 		d.store.WaitLinked() // the load's adjacency, built beside the fill
+		log.Info("graph adjacency ready", "took", time.Since(t))
+		keywordErr = d.attachKeyword()
 	})
 	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
