@@ -45,6 +45,8 @@ type Batch struct {
 	// stale lists the seqs of the edges whose codes the published batch
 	// made stale, for the coder.
 	stale []uint64
+	// written tallies the bytes set, by table, for Store.Written.
+	written Written
 }
 
 func (s *Store) newBatch() *Batch {
@@ -68,6 +70,7 @@ func (b *Batch) set(k, v []byte) {
 	if b.err != nil {
 		return
 	}
+	b.written.add(prefix(k[0]), int64(len(k)+len(v)))
 	if err := b.txn.Set(k, v); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			b.err = ErrTooBig

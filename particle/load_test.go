@@ -456,3 +456,47 @@ func TestReopenedStoreReadsAdjacencyWhileLinking(t *testing.T) {
 		})
 	}
 }
+
+// TestWrittenCountsCommittedBytes: Store.Written counts each committed
+// value's key and bytes in its table, a failed batch nothing, and an
+// edge observed again is written whole again.
+func TestWrittenCountsCommittedBytes(t *testing.T) {
+	s, err := Open(DefaultOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if w := s.Written(); w.Total() != 0 {
+		t.Fatalf("a new store has written %+v", w)
+	}
+	observeOn(t, s, "cup", "table")
+	w1 := s.Written()
+	var edge *Edge
+	s.Read(func(r Reader) { r.Edges(func(e *Edge) bool { edge = e; return false }) })
+	v, err := encodeEdgeV2(edge, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(len(edgeKey(edge.Namespace, edge.ID)) + len(v)); w1.Edges != want {
+		t.Fatalf("edges: %d bytes written, want %d", w1.Edges, want)
+	}
+	if w1.Nodes == 0 || w1.Other == 0 || w1.Episodes != 0 || w1.Steps != 0 {
+		t.Fatalf("after one observation: %+v", w1)
+	}
+	failed := errors.New("no")
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		if _, _, err := b.Resolve(DefaultNamespace, NodeEntity, "lid"); err != nil {
+			return err
+		}
+		return failed
+	}); !errors.Is(err, failed) {
+		t.Fatalf("Update: %v", err)
+	}
+	if w := s.Written(); w != w1 {
+		t.Fatalf("a failed batch counted: %+v, was %+v", w, w1)
+	}
+	observeOn(t, s, "cup", "table")
+	if w2 := s.Written().Sub(w1); w2.Edges <= w1.Edges || w2.Nodes == 0 {
+		t.Fatalf("observed again: %+v written, the first time %+v", w2, w1)
+	}
+}

@@ -97,6 +97,7 @@ type Store struct {
 
 	writeMu sync.Mutex // serialises Update
 	slab    *valueSlab // the buffers of a batch's values (see valueSlab); under writeMu
+	written writtenCounter
 
 	mu     sync.RWMutex // guards v and counts
 	v      *view
@@ -748,6 +749,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	if err := b.txn.Commit(); err != nil {
 		return Changes{}, fmt.Errorf("%w: commit: %v", ErrStorage, err)
 	}
+	s.written.add(b.written)
 	ch := b.publish()
 	s.feedCoder(b.stale)
 	s.subMu.RLock()

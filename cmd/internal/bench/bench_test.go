@@ -226,6 +226,14 @@ func TestRunMicro(t *testing.T) {
 	if f["ingest.visibility_gc_cycles"] < 0 || f["ingest.visibility_gc_cycles"] > f["ingest.gc_cycles"] || f["ingest.visibility_seconds"] <= 0 {
 		t.Errorf("paced phase: %v GC cycles (the ingest's %v) in %v s", f["ingest.visibility_gc_cycles"], f["ingest.gc_cycles"], f["ingest.visibility_seconds"])
 	}
+	// Every step writes its stored step and its graph records: more
+	// bytes in all than in nodes or in edges alone, in both phases.
+	for _, phase := range []string{"ingest.bulk_", "ingest.paced_"} {
+		all, nodes, edges := f[phase+"written_bytes_per_step"], f[phase+"written_node_bytes_per_step"], f[phase+"written_edge_bytes_per_step"]
+		if nodes <= 0 || edges <= 0 || all <= nodes+edges {
+			t.Errorf("%s: %v bytes written per step, %v of nodes, %v of edges", phase, all, nodes, edges)
+		}
+	}
 	// The NATS floor echoes replies of the answers' mean size: a
 	// msgpack answer is smaller than its JSON, and not empty.
 	if m, j := f["planner.nats_msgpack.floor.reply_bytes"], f["planner.nats.floor.reply_bytes"]; m <= 0 || m > j ||

@@ -362,6 +362,15 @@ func (r *runner) ingest(ctx context.Context) error {
 	pr.on.Store(true)
 	defer pr.on.Store(false)
 
+	// What the graph store writes per step, in each phase (in process).
+	written := func() particle.Written {
+		if r.d == nil {
+			return particle.Written{}
+		}
+		return r.d.Store().Written()
+	}
+	w0 := written()
+
 	// Bulk: as fast as the daemon acknowledges; a sample of steps timed.
 	bulkSteps := countSteps(bulk)
 	every := max(1, bulkSteps/2000)
@@ -392,6 +401,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		return err
 	}
 	took := time.Since(t0)
+	r.writtenFigures("ingest.bulk_", written().Sub(w0), bulkSteps)
 	r.fig["ingest.steps"] = float64(bulkSteps)
 	r.fig["ingest.seconds"] = took.Seconds()
 	r.fig["ingest.steps_per_s"] = float64(bulkSteps) / took.Seconds()
@@ -421,6 +431,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		rate = min(20000, r.fig["ingest.steps_per_s"]/2)
 	}
 	pacedSteps := countSteps(paced)
+	w0 = written()
 	msgRate := rate * float64(len(paced)) / float64(max(pacedSteps, 1))
 	r.say("ingest: paced phase, %d messages (%d steps) at %.0f steps/s, every step timed", len(paced), pacedSteps, rate)
 	pub = client.NewPublisher(r.js, r.prefix, msgRate)
@@ -444,6 +455,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		return err
 	}
 	r.fig["ingest.visibility_rate_steps_per_s"] = float64(pacedSteps) / time.Since(t0).Seconds()
+	r.writtenFigures("ingest.paced_", written().Sub(w0), pacedSteps)
 	r.fig["ingest.visibility_seconds"] = time.Since(t0).Seconds()
 	pr.drain()
 	r.lagFigures("ingest.", pr, true)
@@ -473,6 +485,18 @@ func (r *runner) ingest(ctx context.Context) error {
 		}
 	}
 	return r.graphFigures(ctx)
+}
+
+// writtenFigures records what the graph store wrote per step in a
+// phase: every table's bytes, and the nodes' and edges' (rewritten whole
+// at every batch that changes them, so smaller batches write more).
+func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
+	if r.d == nil || steps == 0 {
+		return
+	}
+	r.fig[prefix+"written_bytes_per_step"] = float64(w.Total()) / float64(steps)
+	r.fig[prefix+"written_node_bytes_per_step"] = float64(w.Nodes) / float64(steps)
+	r.fig[prefix+"written_edge_bytes_per_step"] = float64(w.Edges) / float64(steps)
 }
 
 func countSteps(ms []pubMsg) int {

@@ -108,6 +108,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		return n(prefix+"p50_"+unit, 0) + " / " + n(prefix+"p95_"+unit, 0) + " / " + n(prefix+"p99_"+unit, 0)
 	}
 	pair := func(a, b string, prec int) string { return n(a, prec) + " / " + n(b, prec) }
+	written := func(phase string) string {
+		return n(phase+"written_bytes_per_step", 0) + " (" + n(phase+"written_node_bytes_per_step", 0) + ")"
+	}
 	verdict := func(fig string) string {
 		for _, t := range rep.Targets {
 			if t.Figure != fig {
@@ -131,6 +134,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{fmt.Sprintf("step visible to the planner, p50 / p99 ms (at %s steps/s)", n("ingest.visibility_rate_steps_per_s", 0)),
 			pair("ingest.visibility_p50_ms", "ingest.visibility_p99_ms", 1), "—", "p99 ≤ 100", verdict("ingest.visibility_p99_ms")},
 		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},
+		{"… graph bytes written per step, bulk / paced phase (of which nodes)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
 		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},
 		{"… 1 hop, p99 µs of the queries admitting ≥ 1% / < 1% of events", pair("planner.in_process.broad.p99_us", "planner.in_process.selective.p99_us", 0), pair("exact.planner.in_process.broad.p99_us", "exact.planner.in_process.selective.p99_us", 0), "", ""},

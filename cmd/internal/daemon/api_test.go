@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -176,6 +178,17 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// The bytes written, by table: the 32 steps' and the graph's.
+	for _, table := range []string{"steps", "edges", "nodes", "episodes"} {
+		m := regexp.MustCompile(`ctxgraph_store_written_bytes_total\{table="` + table + `"\} (\S+)`).FindStringSubmatch(string(raw))
+		if len(m) != 2 {
+			t.Errorf("/metrics lacks the written bytes of %s", table)
+			continue
+		}
+		if n, err := strconv.ParseFloat(m[1], 64); err != nil || n <= 0 {
+			t.Errorf("/metrics: written bytes of %s: %q", table, m[1])
 		}
 	}
 }

@@ -1,0 +1,59 @@
+package particle
+
+import "sync/atomic"
+
+// Written is how many bytes (keys and values) a store's committed
+// batches wrote to Badger, by table, since it was opened. A node or edge
+// is written whole each time a batch changes it, so these grow faster
+// than the graph: their ratio to the records ingested is the write
+// amplification that a commit pays for.
+type Written struct {
+	Nodes    int64 `json:"nodes"`
+	Edges    int64 `json:"edges"`
+	Episodes int64 `json:"episodes"`
+	Steps    int64 `json:"steps"`
+	Other    int64 `json:"other"` // aliases, spans, sessions, records, marks, metadata
+}
+
+// Total is the bytes of every table.
+func (w Written) Total() int64 { return w.Nodes + w.Edges + w.Episodes + w.Steps + w.Other }
+
+// Sub is w less an earlier reading.
+func (w Written) Sub(earlier Written) Written {
+	return Written{Nodes: w.Nodes - earlier.Nodes, Edges: w.Edges - earlier.Edges, Episodes: w.Episodes - earlier.Episodes,
+		Steps: w.Steps - earlier.Steps, Other: w.Other - earlier.Other}
+}
+
+func (w *Written) add(p prefix, n int64) {
+	switch p {
+	case prefixNode:
+		w.Nodes += n
+	case prefixEdge:
+		w.Edges += n
+	case prefixEpisode:
+		w.Episodes += n
+	case prefixStep:
+		w.Steps += n
+	default:
+		w.Other += n
+	}
+}
+
+// writtenCounter is Written, added to by every commit.
+type writtenCounter struct{ nodes, edges, episodes, steps, other atomic.Int64 }
+
+func (c *writtenCounter) add(w Written) {
+	c.nodes.Add(w.Nodes)
+	c.edges.Add(w.Edges)
+	c.episodes.Add(w.Episodes)
+	c.steps.Add(w.Steps)
+	c.other.Add(w.Other)
+}
+
+func (c *writtenCounter) load() Written {
+	return Written{Nodes: c.nodes.Load(), Edges: c.edges.Load(), Episodes: c.episodes.Load(), Steps: c.steps.Load(), Other: c.other.Load()}
+}
+
+// Written returns the bytes the store's committed batches have written
+// since it was opened, by table.
+func (s *Store) Written() Written { return s.written.load() }
