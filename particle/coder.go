@@ -56,6 +56,12 @@ func (s *Store) stopCoder() {
 // first planner calls after a reopen find the codes made.
 func (s *Store) CodeAll() { s.toCoder(coderJob{all: true}) }
 
+// WaitCoded returns once the coder has made the codes the commits before
+// the call made stale (or the store has closed): a reader that compares
+// expansions (a test, a benchmark's warm-up) then finds no code being
+// made under it. Readers never need to: a code being made reads as none.
+func (s *Store) WaitCoded() { s.syncCoder() }
+
 // syncCoder waits until the coder has done what it was given before
 // (or has stopped).
 func (s *Store) syncCoder() {
