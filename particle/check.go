@@ -108,7 +108,7 @@ func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
 	}
 	c.crossCheck()
 	s.IndexLoaded() // compared with Badger below
-	s.v.awaitLinks()
+	s.WaitLinked()
 	s.mu.RLock()
 	c.checkView(s.v)
 	s.mu.RUnlock()

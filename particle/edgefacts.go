@@ -228,7 +228,8 @@ func EdgeAgentKey(e *Edge) uint32 {
 
 // setFacts stores the facts f of edge e at its seq (0: none), with e's
 // salience record, and returns them as stored: with the number of e's
-// namespace. keepCode: e has the embedding its seq's code was made of.
+// namespace. keepCode: e has the embedding its seq's code was made of,
+// or (a load) every code is made stale at the end (linkLoaded).
 func (v *view) setFacts(e *Edge, f EdgeFacts, keepCode bool) EdgeFacts {
 	if e.Seq == 0 {
 		return f
@@ -236,8 +237,8 @@ func (v *view) setFacts(e *Edge, f EdgeFacts, keepCode bool) EdgeFacts {
 	f.NS = v.nsKey(e.Namespace)
 	v.recordAgents(e, &f)
 	v.recordSite(e, &f)
-	if !v.loading && !keepCode {
-		v.codes.stale(e.Seq, e.Embedding) // a load makes every code stale at its end
+	if !keepCode {
+		v.codes.stale(e.Seq, e.Embedding)
 	}
 	v.edgeFacts = setDense(v.edgeFacts, e.Seq, f)
 	v.edgeSal = setDense(v.edgeSal, e.Seq, EdgeSalienceOf(e))

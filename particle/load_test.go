@@ -17,6 +17,18 @@ import (
 // testEntities is how many entities the tests' fleet workload has.
 const testEntities = 400
 
+// openSnapshots opens the store in dir, with or without view snapshots.
+func openSnapshots(t *testing.T, dir string, snapshots bool) *Store {
+	t.Helper()
+	o := DefaultOptions(dir)
+	o.ViewSnapshot = snapshots
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // snapshotView copies what a reader sees: every edge and node, and each
 // node's out-edges in adjacency order.
 func snapshotView(s *Store) (edges map[string]*Edge, nodes map[string]*Node, out map[string][]string) {
@@ -185,7 +197,6 @@ func TestLoadPartsKeepKeyOrder(t *testing.T) {
 	parts = append([]loadPart{{table: 0, lo: []byte{byte(prefixNode)}}}, parts...)
 	parts = append(parts, loadPart{table: 2, lo: []byte{byte(prefixEpisode)}})
 	v := newView()
-	v.loading = true // as Open's load makes it
 	var counts loadCounts
 	if err := s.db.View(func(txn *badger.Txn) error {
 		var err error
@@ -236,12 +247,7 @@ func TestReopenListsEdgesOfMissingNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, snap := range []bool{true, false} { // from the snapshot Close wrote, then from Badger
-		o := DefaultOptions(dir)
-		o.ViewSnapshot = snap
-		s, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openSnapshots(t, dir, snap)
 		var out, in []string
 		s.Read(func(r Reader) {
 			r.Out(src, func(e *Edge) bool { out = append(out, e.Target); return true })
@@ -270,12 +276,7 @@ func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 	}{{"snapshot", true, false}, {"badger", false, false}, {"snapshot, indexed beside", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			o := DefaultOptions(dir)
-			o.ViewSnapshot = c.snapshot
-			s, err := Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openSnapshots(t, dir, c.snapshot)
 			pairs := [][2]string{{"cup", "table"}, {"bowl", "shelf"}, {"lid", "cup"}}
 			for _, p := range pairs {
 				observeOn(t, s, p[0], p[1])
@@ -284,10 +285,7 @@ func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s, err = Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s = openSnapshots(t, dir, c.snapshot)
 			defer s.Close()
 			if s.LoadedFromSnapshot() != c.snapshot {
 				t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), c.snapshot)
@@ -327,12 +325,7 @@ func TestReopenedStoreFindsItsEdgesByIdentity(t *testing.T) {
 func TestReopenKeepsGraphRulesOfEdgesWithoutSeq(t *testing.T) {
 	for _, snapshot := range []bool{false, true} {
 		dir := t.TempDir()
-		o := DefaultOptions(dir)
-		o.ViewSnapshot = snapshot
-		s, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openSnapshots(t, dir, snapshot)
 		var pe *Edge
 		if _, err := s.Update(context.Background(), func(b *Batch) error {
 			pol, _, err := b.Resolve(DefaultNamespace, NodeEntity, "lab privacy")
@@ -366,9 +359,7 @@ func TestReopenKeepsGraphRulesOfEdgesWithoutSeq(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if s, err = Open(o); err != nil {
-			t.Fatal(err)
-		}
+		s = openSnapshots(t, dir, snapshot)
 		if s.LoadedFromSnapshot() != snapshot {
 			t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), snapshot)
 		}
@@ -404,12 +395,7 @@ func TestReopenedStoreReadsAdjacencyWhileLinking(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			o := DefaultOptions(dir)
-			o.ViewSnapshot = snapshot
-			s, err := Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s = openSnapshots(t, dir, snapshot)
 			defer s.Close()
 			if s.LoadedFromSnapshot() != snapshot {
 				t.Fatalf("loaded from the snapshot: %v, want %v", s.LoadedFromSnapshot(), snapshot)

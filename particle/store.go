@@ -243,7 +243,6 @@ func (s *Store) load(version uint64) error {
 	legacy := resume
 	fresh := func() *view {
 		v := newView()
-		v.loading = true
 		presize(v, s.db)
 		return v
 	}

@@ -59,9 +59,6 @@ type view struct {
 	edgeAgents    []agentSet
 	// codes holds the int8 code of each edge's embedding by seq.
 	codes edgeCodes
-	// loading is set while a load puts edges (putLoadedEdge): the edges'
-	// codes are made stale all at once at its end (linkLoaded).
-	loading bool
 	// unseq counts the edges without a seq, which edgeFacts leaves out.
 	unseq int
 	// loaded holds the edges a load put, chunk by chunk, until
@@ -184,7 +181,7 @@ func (v *view) putEdgeFacts(e *Edge) (EdgeFacts, bool) {
 func (v *view) putLoadedEdge(e *Edge, f *EdgeFacts) {
 	v.internNS(&e.Namespace)
 	v.edgeSeq = setSeq(v.edgeSeq, e.Seq, e)
-	*f = v.setFacts(e, *f, false)
+	*f = v.setFacts(e, *f, true) // linkLoaded makes every code stale at once
 	if e.Seq == 0 {
 		v.unseq++
 	}
@@ -304,7 +301,6 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 // goroutine, which the caller's next work (a daemon's vector index fill)
 // runs beside: awaitLinks waits for it.
 func (v *view) linkLoaded() {
-	v.loading = false
 	v.codes.loaded(v.edgeSeq)
 	v.linking = new(sync.Once)
 	go v.awaitLinks()

@@ -176,12 +176,7 @@ func TestViewSnapshotDroppedWhenOff(t *testing.T) {
 	if err := os.WriteFile(ViewSnapshotPath(dir)+".tmp", []byte("a shutdown died here"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions(dir)
-	o.ViewSnapshot = false
-	s, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openSnapshots(t, dir, false)
 	for _, p := range []string{ViewSnapshotPath(dir), ViewSnapshotPath(dir) + ".tmp"} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Fatalf("%s kept by a store without snapshots (%v)", p, err)

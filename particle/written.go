@@ -18,6 +18,11 @@ type Written struct {
 // Total is the bytes of every table.
 func (w Written) Total() int64 { return w.Nodes + w.Edges + w.Episodes + w.Steps + w.Other }
 
+// ByTable is w by table name: nodes, edges, episodes, steps, other.
+func (w Written) ByTable() map[string]int64 {
+	return map[string]int64{"nodes": w.Nodes, "edges": w.Edges, "episodes": w.Episodes, "steps": w.Steps, "other": w.Other}
+}
+
 // Sub is w less an earlier reading.
 func (w Written) Sub(earlier Written) Written {
 	return Written{Nodes: w.Nodes - earlier.Nodes, Edges: w.Edges - earlier.Edges, Episodes: w.Episodes - earlier.Episodes,

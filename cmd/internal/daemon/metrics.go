@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"github.com/ctxgraph/ctxgraph/particle"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,15 +68,11 @@ func (m *metrics) registerStore(d *Daemon) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_vector_index_size", Help: "Vectors in the index.",
 	}, func() float64 { return float64(d.index.Len()) }))
-	for table, of := range map[string]func(particle.Written) int64{
-		"nodes": func(w particle.Written) int64 { return w.Nodes }, "edges": func(w particle.Written) int64 { return w.Edges },
-		"episodes": func(w particle.Written) int64 { return w.Episodes }, "steps": func(w particle.Written) int64 { return w.Steps },
-		"other": func(w particle.Written) int64 { return w.Other },
-	} {
+	for table := range d.store.Written().ByTable() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ctxgraph_store_written_bytes_total", ConstLabels: prometheus.Labels{"table": table},
 			Help: "Bytes (keys and values) committed to the graph store since start, by table: a node or edge is written whole at every change.",
-		}, func() float64 { return float64(of(d.store.Written())) }))
+		}, func() float64 { return float64(d.store.Written().ByTable()[table]) }))
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_store_view_from_snapshot", Help: "1 when the start loaded the graph's view from its view snapshot, 0 when from Badger.",
