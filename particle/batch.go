@@ -70,7 +70,11 @@ func (b *Batch) set(k, v []byte) {
 	if b.err != nil {
 		return
 	}
-	b.written.add(prefix(k[0]), int64(len(k)+len(v)))
+	t := prefix(k[0])
+	if t == prefixVector && len(k) > 1 {
+		t = prefix(k[1]) // a node's or edge's embedding counts as its
+	}
+	b.written.add(t, int64(len(k)+len(v)))
 	if err := b.txn.Set(k, v); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			b.err = ErrTooBig
@@ -418,27 +422,37 @@ func (b *Batch) PutRecord(kind, key string, raw []byte) error {
 }
 
 // flush writes every staged value into the transaction, and packs the
-// nodes and edges for the view (pack.go).
+// nodes and edges for the view (pack.go). Nodes and edges are written in
+// format 3, each embedding under its own key when the view does not hold
+// it stored so already (storeVector).
 func (b *Batch) flush() error {
+	// The view's items by seq and its apart set change only in publish,
+	// under the writer's lock that Update holds here: they are read
+	// without Store.mu.
+	view := b.s.v
 	for _, n := range b.nodes {
-		v, err := encodeNodeV2(n, b.s.slab)
+		enc, err := encodeNodeV2(n, b.s.slab, true)
 		if err != nil {
 			return err
 		}
-		b.set(nodeKey(n.Namespace, n.ID), v)
+		k := nodeKey(n.Namespace, n.ID)
+		b.set(k, enc)
+		b.storeVector(k, n.Embedding, view.storedNodeVector(n.Seq, n.ID))
 		packNode(n)
 	}
 	for ak, id := range b.aliases {
 		b.set(aliasDBKey(ak), []byte(id))
 	}
 	for _, e := range b.edges {
-		v, err := encodeEdgeV2(e, b.s.slab)
+		enc, err := encodeEdgeV2(e, b.s.slab, true)
 		if err != nil {
 			return err
 		}
-		// Only the edge: its adjacency and identity are derived from it
-		// (the view's, on load), not stored beside it.
-		b.set(edgeKey(e.Namespace, e.ID), v)
+		// Only the edge and its embedding: its adjacency and identity
+		// are derived from it (the view's, on load), not stored beside it.
+		k := edgeKey(e.Namespace, e.ID)
+		b.set(k, enc)
+		b.storeVector(k, e.Embedding, view.storedEdgeVector(e.Seq, e.ID))
 		packEdge(e)
 	}
 	for _, e := range b.episodes {
@@ -459,6 +473,22 @@ func (b *Batch) flush() error {
 	return b.err
 }
 
+// storeVector writes emb, the embedding of the node or edge written
+// under record key k, under its own key, unless it is stored, the
+// embedding stored apart already for the item (view.storedNodeVector):
+// embeddings are replaced, never changed in place, so the same slice is
+// the same embedding. An item that loses its embedding loses its key.
+// Afterwards the item's embedding is stored apart if it has one, as
+// publish records (view.apart).
+func (b *Batch) storeVector(k []byte, emb, stored []float32) {
+	switch {
+	case len(emb) > 0 && !sameVector(stored, emb):
+		b.set(vectorKey(k), vectorValue(emb, b.s.slab))
+	case len(emb) == 0 && stored != nil:
+		b.deleteKey(vectorKey(k))
+	}
+}
+
 // publish applies the committed batch to the view.
 func (b *Batch) publish() Changes {
 	var ch Changes
@@ -469,6 +499,7 @@ func (b *Batch) publish() Changes {
 		if s.v.putNode(n) {
 			b.counts.Nodes[n.Type]++
 		}
+		s.v.apart.set(n.Seq, len(n.Embedding) > 0)
 		ch.Nodes = append(ch.Nodes, n)
 	}
 	ch.Edges = make([]*Edge, 0, len(b.edges))
@@ -478,6 +509,7 @@ func (b *Batch) publish() Changes {
 		if created {
 			b.counts.Edges[e.Type]++
 		}
+		s.v.apart.set(e.Seq, len(e.Embedding) > 0)
 		ch.Edges = append(ch.Edges, e)
 		ch.EdgeFacts = append(ch.EdgeFacts, f)
 	}

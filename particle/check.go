@@ -30,6 +30,8 @@ type CheckReport struct {
 	Adjacency  int64 `json:"adjacency"`
 	Applied    int64 `json:"applied"`
 	Records    int64 `json:"records"`
+	// Vectors counts the embeddings stored apart from their records.
+	Vectors int64 `json:"vectors"`
 	// Problems lists the inconsistencies, at most MaxCheckProblems of
 	// each kind; Suppressed counts the rest by kind.
 	Problems   []Problem        `json:"problems"`
@@ -76,6 +78,8 @@ func (r *CheckReport) Add(kind, format string, args ...any) {
 //     entry and its out and in adjacency entries, each pointing back at it;
 //   - every alias and identity entry points at a live record of the
 //     right type; no two records share a compact seq;
+//   - every embedding a record keeps apart is stored, with the length
+//     the record gives it, and no stored one lacks its record;
 //   - every episode's node exists; every step belongs to an episode and
 //     lies inside its step count; every blob a step references exists;
 //   - the recorded counts match what is stored;
@@ -87,7 +91,7 @@ func (r *CheckReport) Add(kind, format string, args ...any) {
 func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
 	r := &CheckReport{}
 	c := &checker{r: r, nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
-		seqs: map[uint64]string{}, blobs: map[string]bool{}}
+		seqs: map[uint64]string{}, blobs: map[string]bool{}, vectors: map[string]vectorWant{}, apart: map[uint64]bool{}}
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
@@ -131,6 +135,19 @@ type checker struct {
 	blobs    map[string]bool
 	spans    map[int]int64
 	counts   *Counts
+	// vectors holds, by vector key, the embeddings records keep apart
+	// that the pass has not reached yet (the vector table comes after
+	// the records); apart the seqs of the records whose it has.
+	vectors map[string]vectorWant
+	apart   map[uint64]bool
+}
+
+// vectorWant is an embedding a record keeps apart: its length and the
+// record to attach it to.
+type vectorWant struct {
+	n    int
+	node *Node
+	edge *Edge
 }
 
 var blobRef = regexp.MustCompile(`blob:([0-9a-f]{64})`)
@@ -145,7 +162,7 @@ func (c *checker) visit(k, v []byte) {
 	case prefixNode:
 		r.Nodes++
 		ns, id, _ := strings.Cut(body, "\x00")
-		n, err := decodeNode(v)
+		n, apart, err := decodeNodeApart(v)
 		if err != nil {
 			r.Add("decode", "node %s: %v", id, err)
 			return
@@ -158,10 +175,13 @@ func (c *checker) visit(k, v []byte) {
 		}
 		c.nodes[n.ID] = n
 		c.seq(n.Seq, "node "+n.ID)
+		if apart > 0 {
+			c.vectors[string(vectorKey(k))] = vectorWant{n: apart, node: n}
+		}
 	case prefixEdge:
 		r.Edges++
 		ns, id, _ := strings.Cut(body, "\x00")
-		e, err := decodeEdge(v)
+		e, apart, err := decodeEdgeApart(v)
 		if err != nil {
 			r.Add("decode", "edge %s: %v", id, err)
 			return
@@ -174,6 +194,9 @@ func (c *checker) visit(k, v []byte) {
 		}
 		c.edges[e.ID] = e
 		c.seq(e.Seq, "edge "+e.ID)
+		if apart > 0 {
+			c.vectors[string(vectorKey(k))] = vectorWant{n: apart, edge: e}
+		}
 	case prefixAlias:
 		r.Aliases++
 		c.aliases = append(c.aliases, [2]string{body, string(v)})
@@ -235,6 +258,9 @@ func (c *checker) visit(k, v []byte) {
 		r.Applied++
 	case prefixRecord:
 		r.Records++
+	case prefixVector:
+		r.Vectors++
+		c.vector(k, v)
 	case prefixMeta:
 		if body == "counts" {
 			var cn Counts
@@ -246,6 +272,48 @@ func (c *checker) visit(k, v []byte) {
 		}
 	default:
 		r.Add("key-corrupt", "key with unknown table prefix %#x", k[0])
+	}
+}
+
+// decodeNodeApart decodes a stored node without its embedding if that
+// is stored apart: apart is then its length (newReader).
+func decodeNodeApart(b []byte) (*Node, int, error) {
+	if isBinary(b) {
+		return decodeNodeV2(b, false)
+	}
+	n, err := decodeNode(b, nil)
+	return n, 0, err
+}
+
+// decodeEdgeApart is decodeNodeApart for an edge.
+func decodeEdgeApart(b []byte) (*Edge, int, error) {
+	if isBinary(b) {
+		return decodeEdgeV2(b, false)
+	}
+	e, err := decodeEdge(b, nil)
+	return e, 0, err
+}
+
+// vector checks the embedding v stored apart under vector key k against
+// the record that keeps it so, and gives it to the record.
+func (c *checker) vector(k, v []byte) {
+	w, ok := c.vectors[string(k)]
+	if !ok {
+		c.r.Add("vector-orphan", "an embedding is stored for %q, whose record is missing or holds its own", k[1:])
+		return
+	}
+	delete(c.vectors, string(k))
+	emb, err := vectorOf(v, w.n)
+	if err != nil {
+		c.r.Add("vector-length", "%q: %v", k[1:], err)
+		return
+	}
+	if w.node != nil {
+		w.node.Embedding = emb
+		c.apart[w.node.Seq] = true
+	} else {
+		w.edge.Embedding = emb
+		c.apart[w.edge.Seq] = true
 	}
 }
 
@@ -263,6 +331,13 @@ func (c *checker) seq(seq uint64, what string) {
 
 func (c *checker) crossCheck() {
 	r := c.r
+	for k, w := range c.vectors {
+		what := "node"
+		if w.edge != nil {
+			what = "edge"
+		}
+		r.Add("vector-missing", "%s %q keeps its embedding of %d floats apart, and none is stored", what, k[1:], w.n)
+	}
 	for _, e := range c.edges {
 		for _, end := range []struct{ role, id string }{{"source", e.Source}, {"target", e.Target}} {
 			n, ok := c.nodes[end.id]
@@ -409,6 +484,18 @@ func (c *checker) checkView(v *view) {
 		}
 	}
 	c.checkSeqIndex(v)
+	// The view's apart set says which embeddings a rewrite leaves as
+	// stored: one too many would lose an embedding.
+	for id, n := range v.nodes {
+		if v.apart.has(n.Seq) && !c.apart[n.Seq] {
+			r.Add("view-vector", "node %s: the view has its embedding stored apart, Badger does not", id)
+		}
+	}
+	for id, e := range v.edges {
+		if v.apart.has(e.Seq) && !c.apart[e.Seq] {
+			r.Add("view-vector", "edge %s: the view has its embedding stored apart, Badger does not", id)
+		}
+	}
 	for id, e := range v.edges {
 		if d := c.edges[id]; d == nil {
 			r.Add("view", "edge %s is in the view, not in Badger", id)

@@ -101,7 +101,7 @@ func TestCheckCleanStore(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("clean store has problems:\n%s", problemList(r))
 	}
-	if r.Nodes != 3 || r.Edges != 3 || r.Episodes != 1 || r.Steps != 2 || r.Blobs != 1 || r.Spans != 1 || r.Sessions != 1 || r.Adjacency != 0 || r.Identities != 0 {
+	if r.Nodes != 3 || r.Edges != 3 || r.Episodes != 1 || r.Steps != 2 || r.Blobs != 1 || r.Spans != 1 || r.Sessions != 1 || r.Adjacency != 0 || r.Identities != 0 || r.Vectors != 2 {
 		t.Errorf("counted %+v", r)
 	}
 	// And after a reopen (the view rebuilt from Badger).
@@ -139,6 +139,17 @@ func TestCheckFindsDamage(t *testing.T) {
 		{"counts off", func(t *testing.T, s *Store, txn *badger.Txn) {
 			mustOK(t, txn.Delete(spanKey(DefaultNamespace, "span-1")))
 		}, "counts"},
+		{"embedding stored apart lost", func(t *testing.T, s *Store, txn *badger.Txn) {
+			n := s.v.aliases[aliasKey(DefaultNamespace, NodeEntity, "gripper")]
+			mustOK(t, txn.Delete(vectorKey(nodeKey(DefaultNamespace, n))))
+		}, "vector-missing"},
+		{"embedding of the wrong length", func(t *testing.T, s *Store, txn *badger.Txn) {
+			n := s.v.aliases[aliasKey(DefaultNamespace, NodeEntity, "gripper")]
+			mustOK(t, txn.Set(vectorKey(nodeKey(DefaultNamespace, n)), []byte{1, 2, 3, 4}))
+		}, "vector-length"},
+		{"embedding without its record", func(t *testing.T, s *Store, txn *badger.Txn) {
+			mustOK(t, txn.Set(vectorKey(nodeKey(DefaultNamespace, "no-such-node")), vectorValue([]float32{1, 0}, nil)))
+		}, "vector-orphan"},
 		{"undecodable edge", func(t *testing.T, s *Store, txn *badger.Txn) {
 			for _, e := range s.v.edges {
 				mustOK(t, txn.Set(edgeKey(e.Namespace, e.ID), []byte{9, 9}))

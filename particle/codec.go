@@ -62,12 +62,15 @@ func decodeValue(b []byte, v any) ([]float32, error) {
 	return emb, nil
 }
 
-// Nodes, edges and episodes are written in format 2 (codecv2.go); the
-// decoders read both formats, so a store written before keeps opening.
+// Nodes and edges are written in format 3, episodes in format 2
+// (codecv2.go); the decoders read every format, so a store written before
+// keeps opening.
 
-func encodeNode(n *Node) ([]byte, error) { return encodeNodeV2(n, nil) }
+// encodeNode and encodeEdge encode in format 2, whole: for a record kept
+// out of the graph (an archived node or edge), which has no vector key.
+func encodeNode(n *Node) ([]byte, error) { return encodeNodeV2(n, nil, false) }
 
-func encodeEdge(e *Edge) ([]byte, error) { return encodeEdgeV2(e, nil) }
+func encodeEdge(e *Edge) ([]byte, error) { return encodeEdgeV2(e, nil, false) }
 
 func encodeEpisode(e *Episode) ([]byte, error) { return encodeEpisodeV2(e, nil) }
 
@@ -126,12 +129,24 @@ func (s *valueSlab) reset() {
 	s.used, s.cur = s.used[:0], nil
 }
 
-func decodeNode(b []byte) (*Node, error) { return decodeNodeAt(b, false) }
+// decodeNode decodes a stored node. vec is what its vector key holds
+// (nil when there is none): a format-3 node takes its embedding from it.
+func decodeNode(b, vec []byte) (*Node, error) { return decodeNodeAt(b, vec, false) }
 
-// decodeNodeAt is decodeNode; inPlace, a format-2 value's strings alias b.
-func decodeNodeAt(b []byte, inPlace bool) (*Node, error) {
-	if len(b) > 0 && b[0] == formatV2 {
-		return decodeNodeV2(b, inPlace)
+// decodeNodeAt is decodeNode; inPlace, a format-2 or format-3 value's
+// strings alias b.
+func decodeNodeAt(b, vec []byte, inPlace bool) (*Node, error) {
+	if isBinary(b) {
+		n, apart, err := decodeNodeV2(b, inPlace)
+		if err != nil {
+			return nil, err
+		}
+		if apart > 0 {
+			if n.Embedding, err = vectorOf(vec, apart); err != nil {
+				return nil, fmt.Errorf("node %s: %w", n.ID, err)
+			}
+		}
+		return n, nil
 	}
 	var n Node
 	emb, err := decodeValue(b, &n)
@@ -142,12 +157,23 @@ func decodeNodeAt(b []byte, inPlace bool) (*Node, error) {
 	return &n, nil
 }
 
-func decodeEdge(b []byte) (*Edge, error) { return decodeEdgeAt(b, false) }
+// decodeEdge decodes a stored edge, as decodeNode a node.
+func decodeEdge(b, vec []byte) (*Edge, error) { return decodeEdgeAt(b, vec, false) }
 
-// decodeEdgeAt is decodeEdge; inPlace, a format-2 value's strings alias b.
-func decodeEdgeAt(b []byte, inPlace bool) (*Edge, error) {
-	if len(b) > 0 && b[0] == formatV2 {
-		return decodeEdgeV2(b, inPlace)
+// decodeEdgeAt is decodeEdge; inPlace, a format-2 or format-3 value's
+// strings alias b.
+func decodeEdgeAt(b, vec []byte, inPlace bool) (*Edge, error) {
+	if isBinary(b) {
+		e, apart, err := decodeEdgeV2(b, inPlace)
+		if err != nil {
+			return nil, err
+		}
+		if apart > 0 {
+			if e.Embedding, err = vectorOf(vec, apart); err != nil {
+				return nil, fmt.Errorf("edge %s: %w", e.ID, err)
+			}
+		}
+		return e, nil
 	}
 	var e Edge
 	emb, err := decodeValue(b, &e)
@@ -157,6 +183,9 @@ func decodeEdgeAt(b []byte, inPlace bool) (*Edge, error) {
 	e.Embedding = emb
 	return &e, nil
 }
+
+// isBinary reports whether b is in format 2 or 3.
+func isBinary(b []byte) bool { return len(b) > 0 && (b[0] == formatV2 || b[0] == formatV3) }
 
 func decodeEpisode(b []byte) (*Episode, error) { return decodeEpisodeAt(b, false) }
 
@@ -175,13 +204,21 @@ func decodeEpisodeAt(b []byte, inPlace bool) (*Episode, error) {
 }
 
 // embeddingLen reads the embedding count of an encoded node, edge or
-// episode without decoding the rest.
+// episode without decoding the rest (in format 3, the count of the
+// floats stored apart).
 func embeddingLen(b []byte) (int, error) {
-	if len(b) > 0 && b[0] == formatV2 {
+	if isBinary(b) {
 		if len(b) < 2 {
 			return 0, fmt.Errorf("%w: value header", ErrCorrupt)
 		}
 		r := &rd{b: b, off: 2}
+		if b[0] == formatV3 {
+			n := r.uvar()
+			if n > maxVectorLen+1 {
+				r.fail("embedding count")
+			}
+			return int(max(n, 1) - 1), r.err
+		}
 		n, _ := r.count(4)
 		return n, r.err
 	}

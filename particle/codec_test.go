@@ -87,10 +87,10 @@ type codecCase struct {
 var codecCases = []codecCase{
 	{"node", func() any { return &Node{} },
 		func(v any) ([]byte, error) { return encodeNode(v.(*Node)) },
-		func(b []byte) (any, error) { return decodeNode(b) }},
+		func(b []byte) (any, error) { return decodeNode(b, nil) }},
 	{"edge", func() any { return &Edge{} },
 		func(v any) ([]byte, error) { return encodeEdge(v.(*Edge)) },
-		func(b []byte) (any, error) { return decodeEdge(b) }},
+		func(b []byte) (any, error) { return decodeEdge(b, nil) }},
 	{"episode", func() any { return &Episode{} },
 		func(v any) ([]byte, error) { return encodeEpisode(v.(*Episode)) },
 		func(b []byte) (any, error) { return decodeEpisode(b) }},
@@ -188,7 +188,7 @@ func TestCodecTimeZones(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeNode(b)
+	got, err := decodeNode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestCodecFloatsPortable(t *testing.T) {
 	if string(fast) != string(slow) {
 		t.Fatalf("float by float encodes %x, memory copy %x", slow, fast)
 	}
-	got, err := decodeEdge(fast)
+	got, err := decodeEdge(fast, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,12 +283,12 @@ func TestCodecFloatsPortable(t *testing.T) {
 // unknown one decodes as it was.
 func TestDecodedEdgeTypesAreInterned(t *testing.T) {
 	for _, typ := range append(slices.Clone(EdgeTypes), "made_up") {
-		b, err := encodeEdgeV2(&Edge{ID: "e", Type: typ}, nil)
+		b, err := encodeEdgeV2(&Edge{ID: "e", Type: typ}, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, inPlace := range []bool{false, true} {
-			e, err := decodeEdgeV2(b, inPlace)
+			e, _, err := decodeEdgeV2(b, inPlace)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,11 @@
 package particle
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
+	"unsafe"
 )
 
 // Format 2 stores a node, edge or episode in binary:
@@ -17,6 +20,19 @@ import (
 // comes first so that embeddingLen reads its size without decoding.
 const formatV2 byte = 2
 
+// Format 3 is format 2 with the embedding stored apart, under its own key
+// (vectorKey): the value holds the embedding's count+1 (0 = nil) where
+// format 2 has the count and the floats. Nodes and edges are written so.
+// A batch rewrites every node and edge it touches, and an ingest batch
+// touches the same robots, tools and goals and re-observes the same
+// edges batch after batch, but it rarely changes their embeddings: a
+// 384-d embedding is 1.5 KB of a 1.7 KB node. Stored apart, it is
+// written when it changes (Batch.flush) instead of with every rewrite.
+const formatV3 byte = 3
+
+// maxVectorLen bounds the count a format-3 value gives its embedding.
+const maxVectorLen = 1 << 20
+
 // kinds of format-2 values.
 const (
 	kindNode    byte = 1
@@ -25,9 +41,17 @@ const (
 )
 
 // newWriter starts a value of kind with room for size bytes after the
-// embedding, taken from slab (nil: the heap). It returns the writer by
-// value: keep it in a local.
-func newWriter(kind byte, emb []float32, size int, slab *valueSlab) wr {
+// embedding, taken from slab (nil: the heap): in format 3 with apart (the
+// embedding's floats left to the caller to store), else in format 2. It
+// returns the writer by value: keep it in a local.
+func newWriter(kind byte, emb []float32, size int, slab *valueSlab, apart bool) wr {
+	if apart {
+		w := wr{b: slab.alloc(2 + binaryLenMax + size)}
+		w.u8(formatV3)
+		w.u8(kind)
+		w.count(emb == nil, len(emb))
+		return w
+	}
 	w := wr{b: slab.alloc(2 + binaryLenMax + 4*len(emb) + size)}
 	w.u8(formatV2)
 	w.u8(kind)
@@ -47,19 +71,68 @@ func strsSize(ss []string) int {
 // binaryLenMax is the most bytes a uvarint takes.
 const binaryLenMax = 10
 
-// newReader sets r to read b, checks the header of a format-2 value of
-// kind and reads its embedding. inPlace: the value's strings alias b
-// (rd.strings). Callers keep r on the stack: a reopen decodes a million
-// values, and a reader on the heap each was 80 MB of garbage.
-func newReader(r *rd, b []byte, kind byte, inPlace bool) []float32 {
+// newReader sets r to read b, checks the header of a format-2 or
+// format-3 value of kind and reads its embedding: in format 3, apart is
+// the count of the floats stored apart (0 when there are none: emb is
+// then nil or empty as the value says), which the caller attaches
+// (attachVector). inPlace: the value's strings alias b (rd.strings).
+// Callers keep r on the stack: a reopen decodes a million values, and a
+// reader on the heap each was 80 MB of garbage.
+func newReader(r *rd, b []byte, kind byte, inPlace bool) (emb []float32, apart int) {
 	*r = rd{b: b}
-	if r.u8() != formatV2 || r.u8() != kind {
-		r.fail(fmt.Sprintf("not a format-2 value of kind %d", kind))
-		return nil
+	f := r.u8()
+	if f != formatV2 && f != formatV3 || r.u8() != kind {
+		r.fail(fmt.Sprintf("not a format-2 or format-3 value of kind %d", kind))
+		return nil, 0
 	}
-	emb := r.floats()
+	if f == formatV2 {
+		emb = r.floats()
+	} else {
+		switch n := r.uvar(); {
+		case n == 1:
+			emb = []float32{}
+		case n > maxVectorLen+1:
+			r.fail("embedding count")
+		case n > 1:
+			apart = int(n - 1)
+		}
+	}
 	r.strings(inPlace)
-	return emb
+	return emb, apart
+}
+
+// vectorValue is the value that stores emb apart: its floats,
+// little-endian, and nothing else.
+func vectorValue(emb []float32, slab *valueSlab) []byte {
+	w := wr{b: slab.alloc(4 * len(emb))}
+	if littleEndian && len(emb) > 0 {
+		w.b = append(w.b, unsafe.Slice((*byte)(unsafe.Pointer(&emb[0])), 4*len(emb))...)
+		return w.b
+	}
+	for _, f := range emb {
+		w.b = binary.LittleEndian.AppendUint32(w.b, math.Float32bits(f))
+	}
+	return w.b
+}
+
+// vectorOf decodes the n floats that vectorValue stored in b (nil: the
+// vector key was not found).
+func vectorOf(b []byte, n int) ([]float32, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: its embedding of %d floats, stored apart, is missing", ErrCorrupt, n)
+	}
+	if len(b) != 4*n {
+		return nil, fmt.Errorf("%w: embedding of %d floats stored in %d bytes", ErrCorrupt, n, len(b))
+	}
+	out := make([]float32, n)
+	if littleEndian && n > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), b)
+		return out, nil
+	}
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out, nil
 }
 
 func (w *wr) belief(b Belief) {
@@ -74,13 +147,15 @@ func (r *rd) belief() Belief {
 	return Belief{Score: r.f64(), Alpha: r.f64(), Beta: r.f64(), Evidence: r.f64(), UpdatedAt: r.time()}
 }
 
-func encodeNodeV2(n *Node, slab *valueSlab) ([]byte, error) {
+// encodeNodeV2 encodes n in format 2, or with apart in format 3 (its
+// embedding for the caller to store with vectorValue).
+func encodeNodeV2(n *Node, slab *valueSlab, apart bool) ([]byte, error) {
 	size := 96 + len(n.ID) + len(n.Name) + len(n.Namespace) + len(n.Type) +
 		strsSize(n.Aliases) + strsSize(n.Attributes.Tags) + strsSize(n.Attributes.CMSSpanIDs) + strsSize(n.Attributes.RLDSEpisodeIDs)
 	for k, v := range n.Attributes.Props {
 		size += 2*binaryLenMax + len(k) + len(v)
 	}
-	w := newWriter(kindNode, n.Embedding, size, slab)
+	w := newWriter(kindNode, n.Embedding, size, slab, apart)
 	w.str(n.ID)
 	w.str(n.Namespace)
 	w.str(string(n.Type))
@@ -100,10 +175,12 @@ func encodeNodeV2(n *Node, slab *valueSlab) ([]byte, error) {
 	return w.b, nil
 }
 
-func decodeNodeV2(b []byte, inPlace bool) (*Node, error) {
+// decodeNodeV2 decodes a format-2 or format-3 node; apart is the count of
+// the embedding's floats stored apart (newReader).
+func decodeNodeV2(b []byte, inPlace bool) (n *Node, apart int, err error) {
 	r := &rd{}
-	emb := newReader(r, b, kindNode, inPlace)
-	n := &Node{Embedding: emb}
+	emb, apart := newReader(r, b, kindNode, inPlace)
+	n = &Node{Embedding: emb}
 	n.ID = r.str()
 	n.Namespace = r.str()
 	n.Type = NodeType(r.str())
@@ -118,9 +195,9 @@ func decodeNodeV2(b []byte, inPlace bool) (*Node, error) {
 	n.UpdatedAt = r.time()
 	n.Seq = r.uvar()
 	if err := r.done(); err != nil {
-		return nil, fmt.Errorf("decode node: %w", err)
+		return nil, 0, fmt.Errorf("decode node: %w", err)
 	}
-	return n, nil
+	return n, apart, nil
 }
 
 // edgeBox allocates an edge and its assertion together.
@@ -129,7 +206,8 @@ type edgeBox struct {
 	a Assertion
 }
 
-func encodeEdgeV2(e *Edge, slab *valueSlab) ([]byte, error) {
+// encodeEdgeV2 encodes e in format 2, or with apart in format 3.
+func encodeEdgeV2(e *Edge, slab *valueSlab, apart bool) ([]byte, error) {
 	// At most 16 bytes a time, 8 a float, 10 a varint or string length.
 	size := 320 + len(e.ID) + len(e.Namespace) + len(e.Source) + len(e.Target) + len(e.Type) +
 		len(e.Scope.Location) + len(e.Salience.DecayFn) + len(e.Policy.Sensitivity) + len(e.Policy.Subject) +
@@ -142,7 +220,7 @@ func encodeEdgeV2(e *Edge, slab *valueSlab) ([]byte, error) {
 		p := &e.Provenance[i]
 		size += 48 + len(p.EpisodeID) + len(p.CMSSpanID) + len(p.Agent)
 	}
-	w := newWriter(kindEdge, e.Embedding, size, slab)
+	w := newWriter(kindEdge, e.Embedding, size, slab, apart)
 	w.str(e.ID)
 	w.str(e.Namespace)
 	w.str(e.Source)
@@ -200,9 +278,11 @@ func encodeEdgeV2(e *Edge, slab *valueSlab) ([]byte, error) {
 	return w.b, nil
 }
 
-func decodeEdgeV2(b []byte, inPlace bool) (*Edge, error) {
+// decodeEdgeV2 decodes a format-2 or format-3 edge; apart is the count of
+// the embedding's floats stored apart (newReader).
+func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 	r := &rd{}
-	emb := newReader(r, b, kindEdge, inPlace)
+	emb, apart := newReader(r, b, kindEdge, inPlace)
 	box := &edgeBox{}
 	e := &box.e
 	e.Embedding = emb
@@ -260,9 +340,9 @@ func decodeEdgeV2(b []byte, inPlace bool) (*Edge, error) {
 	e.UpdatedAt = r.time()
 	e.Seq = r.uvar()
 	if err := r.done(); err != nil {
-		return nil, fmt.Errorf("decode edge: %w", err)
+		return nil, 0, fmt.Errorf("decode edge: %w", err)
 	}
-	return e, nil
+	return e, apart, nil
 }
 
 func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
@@ -278,7 +358,7 @@ func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
 	for k, v := range e.Features {
 		size += 2*binaryLenMax + len(k) + len(v)
 	}
-	w := newWriter(kindEpisode, e.Embedding, size, slab)
+	w := newWriter(kindEpisode, e.Embedding, size, slab, false)
 	w.str(e.ID)
 	w.str(e.Namespace)
 	w.str(e.Agent)
@@ -319,7 +399,10 @@ func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
 
 func decodeEpisodeV2(b []byte, inPlace bool) (*Episode, error) {
 	r := &rd{}
-	emb := newReader(r, b, kindEpisode, inPlace)
+	emb, apart := newReader(r, b, kindEpisode, inPlace)
+	if apart > 0 {
+		r.fail("an episode's embedding stored apart")
+	}
 	e := &Episode{Embedding: emb}
 	e.ID = r.str()
 	e.Namespace = r.str()

@@ -1,9 +1,6 @@
 package particle
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
 // DeleteEdge removes edge id with its identity and adjacency entries.
 // Deleting an edge that does not exist is not an error.
@@ -67,23 +64,20 @@ func (b *Batch) touching(id string) []string {
 
 // flushDeletes writes the batch's deletions into the transaction.
 func (b *Batch) flushDeletes() {
-	del := func(k []byte) {
-		if b.err != nil {
-			return
-		}
-		if err := b.txn.Delete(k); err != nil {
-			b.err = fmt.Errorf("%w: delete: %v", ErrStorage, err)
-		}
-	}
+	del := b.deleteKey
 	for _, e := range b.deletedEdges {
-		del(edgeKey(e.Namespace, e.ID))
+		k := edgeKey(e.Namespace, e.ID)
+		del(k)
+		del(vectorKey(k)) // its embedding, if stored apart
 		// The legacy entries an earlier version may have written.
 		del(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID))
 		del(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID))
 		del(identityDBKey(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)))
 	}
 	for _, n := range b.deletedNodes {
-		del(nodeKey(n.Namespace, n.ID))
+		k := nodeKey(n.Namespace, n.ID)
+		del(k)
+		del(vectorKey(k))
 		del(aliasDBKey(aliasKey(n.Namespace, n.Type, n.Name)))
 		for _, a := range n.Aliases {
 			del(aliasDBKey(aliasKey(n.Namespace, n.Type, a)))
@@ -118,6 +112,7 @@ func (v *view) removeEdge(id string) bool {
 	if e.Seq == 0 {
 		v.unseq--
 	}
+	v.apart.set(e.Seq, false)
 	v.edgeSeq = unsetSeq(v.edgeSeq, e.Seq, e)
 	v.unsetFacts(e.Seq)
 	ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
@@ -135,6 +130,7 @@ func (v *view) removeNode(id string) bool {
 	}
 	delete(v.nodes, id)
 	v.nodeSeq = unsetSeq(v.nodeSeq, n.Seq, n)
+	v.apart.set(n.Seq, false)
 	for ak, nid := range v.aliases {
 		if nid == id {
 			delete(v.aliases, ak)

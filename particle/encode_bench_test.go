@@ -113,7 +113,7 @@ func BenchmarkDecodeEdge(b *testing.B) {
 	b.SetBytes(int64(len(v)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeEdgeAt(v, true); err != nil {
+		if _, err := decodeEdgeAt(v, nil, true); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -44,8 +44,8 @@ func FuzzDecodeValue(f *testing.F) {
 			decode func([]byte) (any, error)
 			encode func(any) ([]byte, error)
 		}{
-			{func(b []byte) (any, error) { return decodeNode(b) }, func(v any) ([]byte, error) { return encodeNode(v.(*Node)) }},
-			{func(b []byte) (any, error) { return decodeEdge(b) }, func(v any) ([]byte, error) { return encodeEdge(v.(*Edge)) }},
+			{func(b []byte) (any, error) { return decodeNode(b, nil) }, func(v any) ([]byte, error) { return encodeNode(v.(*Node)) }},
+			{func(b []byte) (any, error) { return decodeEdge(b, nil) }, func(v any) ([]byte, error) { return encodeEdge(v.(*Edge)) }},
 			{func(b []byte) (any, error) { return decodeEpisode(b) }, func(v any) ([]byte, error) { return encodeEpisode(v.(*Episode)) }},
 		} {
 			v, err := c.decode(b)

@@ -29,6 +29,7 @@ const (
 	prefixIn       prefix = 0x0B // legacy: ns \0 dst \0 type \0 edge id -> empty
 	prefixApplied  prefix = 0x0C // stream \0 msg id    -> empty
 	prefixRecord   prefix = 0x0D // kind \0 key         -> bytes (audit, dlq index, ...)
+	prefixVector   prefix = 0x0E // a node's or edge's key -> its embedding (format 3)
 	prefixMeta     prefix = 0xFE // name                -> value
 )
 
@@ -59,6 +60,14 @@ func identityDBKey(ik string) []byte      { return key(prefixIdentity, ik) }
 func appliedKey(stream, id string) []byte { return key(prefixApplied, stream, id) }
 func metaKey(name string) []byte          { return key(prefixMeta, name) }
 func recordKey(kind, k string) []byte     { return key(prefixRecord, kind, k) }
+
+// vectorKey is where the embedding of the node or edge stored under
+// record key k lies apart (format 3): k behind the vector table's tag, so
+// that the vectors of a table lie in the order of its records and a scan
+// of the records reads them alongside (vectorJoin).
+func vectorKey(k []byte) []byte {
+	return append(append(make([]byte, 0, 1+len(k)), byte(prefixVector)), k...)
+}
 
 func adjKey(p prefix, ns, node string, t EdgeType, edge string) []byte {
 	return key(p, ns, node, string(t), edge)

@@ -349,7 +349,7 @@ func TestReopenKeepsGraphRulesOfEdgesWithoutSeq(t *testing.T) {
 		}
 		c := *pe
 		c.Seq = 0
-		v, err := encodeEdgeV2(&c, nil)
+		v, err := encodeEdgeV2(&c, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -444,8 +444,9 @@ func TestReopenedStoreReadsAdjacencyWhileLinking(t *testing.T) {
 }
 
 // TestWrittenCountsCommittedBytes: Store.Written counts each committed
-// value's key and bytes in its table, a failed batch nothing, and an
-// edge observed again is written whole again.
+// value's key and bytes in its table (an edge's embedding, stored apart,
+// in the edges'), a failed batch nothing, and an edge observed again is
+// written again without its unchanged embedding.
 func TestWrittenCountsCommittedBytes(t *testing.T) {
 	s, err := Open(DefaultOptions(t.TempDir()))
 	if err != nil {
@@ -459,12 +460,16 @@ func TestWrittenCountsCommittedBytes(t *testing.T) {
 	w1 := s.Written()
 	var edge *Edge
 	s.Read(func(r Reader) { r.Edges(func(e *Edge) bool { edge = e; return false }) })
-	v, err := encodeEdgeV2(edge, nil)
-	if err != nil {
-		t.Fatal(err)
+	edgeBytes := func(e *Edge) int64 {
+		v, err := encodeEdgeV2(e, nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(edgeKey(e.Namespace, e.ID)) + len(v))
 	}
-	if want := int64(len(edgeKey(edge.Namespace, edge.ID)) + len(v)); w1.Edges != want {
-		t.Fatalf("edges: %d bytes written, want %d", w1.Edges, want)
+	vectorBytes := int64(len(vectorKey(edgeKey(edge.Namespace, edge.ID))) + 4*len(edge.Embedding))
+	if want := edgeBytes(edge) + vectorBytes; len(edge.Embedding) != 3 || w1.Edges != want {
+		t.Fatalf("edges: %d bytes written, want %d (its embedding: %v)", w1.Edges, want, edge.Embedding)
 	}
 	if w1.Nodes == 0 || w1.Other == 0 || w1.Episodes != 0 || w1.Steps != 0 {
 		t.Fatalf("after one observation: %+v", w1)
@@ -482,7 +487,8 @@ func TestWrittenCountsCommittedBytes(t *testing.T) {
 		t.Fatalf("a failed batch counted: %+v, was %+v", w, w1)
 	}
 	observeOn(t, s, "cup", "table")
-	if w2 := s.Written().Sub(w1); w2.Edges <= w1.Edges || w2.Nodes == 0 {
-		t.Fatalf("observed again: %+v written, the first time %+v", w2, w1)
+	s.Read(func(r Reader) { edge = r.Edge(edge.ID) })
+	if w2 := s.Written().Sub(w1); w2.Edges != edgeBytes(edge) || w2.Nodes == 0 {
+		t.Fatalf("observed again: %+v written, want %d edge bytes; the first time %+v", w2, edgeBytes(edge), w1)
 	}
 }

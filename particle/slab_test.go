@@ -101,14 +101,23 @@ func TestSlabValuesSurviveLaterBatches(t *testing.T) {
 			}
 			return v
 		}
+		vec := func(k []byte) []byte {
+			v, err := getVector(txn, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
 		for _, n := range s.v.nodes {
-			got, err := decodeNode(get(nodeKey(n.Namespace, n.ID)))
+			k := nodeKey(n.Namespace, n.ID)
+			got, err := decodeNode(get(k), vec(k))
 			if err != nil || !reflect.DeepEqual(got, n) {
 				t.Fatalf("node %s reads back as %+v (%v), want %+v", n.ID, got, err, n)
 			}
 		}
 		for _, e := range s.v.edges {
-			got, err := decodeEdge(get(edgeKey(e.Namespace, e.ID)))
+			k := edgeKey(e.Namespace, e.ID)
+			got, err := decodeEdge(get(k), vec(k))
 			if err != nil || !reflect.DeepEqual(got, e) {
 				t.Fatalf("edge %s reads back as %+v (%v), want %+v", e.ID, got, err, e)
 			}

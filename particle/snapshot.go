@@ -55,6 +55,12 @@ const ctxCheckEvery = 256
 // scan calls fn with each key and value under prefix p, in key order.
 // Both slices are valid only during the call.
 func (sn *Snapshot) scan(p []byte, what string, fn func(k, v []byte) error) error {
+	return sn.scanWith(p, what, nil, fn)
+}
+
+// scanWith is scan, calling before (if set) with each key before its
+// value is read.
+func (sn *Snapshot) scanWith(p []byte, what string, before func(k []byte) error, fn func(k, v []byte) error) error {
 	it := sn.txn.NewIterator(badger.IteratorOptions{Prefix: p})
 	defer it.Close()
 	n := 0
@@ -65,7 +71,14 @@ func (sn *Snapshot) scan(p []byte, what string, fn func(k, v []byte) error) erro
 			}
 		}
 		item := it.Item()
-		if err := item.Value(func(v []byte) error { return fn(item.Key(), v) }); err != nil {
+		err := error(nil)
+		if before != nil {
+			err = before(item.Key())
+		}
+		if err == nil {
+			err = item.Value(func(v []byte) error { return fn(item.Key(), v) })
+		}
+		if err != nil {
 			if errors.Is(err, ErrCorrupt) {
 				return fmt.Errorf("particle: %s: %w", what, err)
 			}
@@ -83,10 +96,17 @@ func nsPrefix(p prefix, ns string) []byte {
 	return append(key(p, ns), 0)
 }
 
-// scanRecords decodes each value under p with decode and calls fn.
-func scanRecords[T any](sn *Snapshot, p []byte, what string, decode func([]byte) (*T, error), fn func(*T) error) error {
-	return sn.scan(p, what, func(_, v []byte) error {
-		r, err := decode(v)
+// scanRecords decodes each value of table t under p with decode, given
+// the embedding stored apart for it (vectorJoin), and calls fn.
+func scanRecords[T any](sn *Snapshot, t prefix, p []byte, what string, decode func(b, vec []byte) (*T, error), fn func(*T) error) error {
+	j := newVectorJoin(sn.txn, t)
+	defer j.close()
+	var vec []byte
+	return sn.scanWith(p, what, func(k []byte) (err error) {
+		vec, err = j.of(k)
+		return err
+	}, func(_, v []byte) error {
+		r, err := decode(v, vec)
 		if err != nil {
 			return err
 		}
@@ -97,20 +117,26 @@ func scanRecords[T any](sn *Snapshot, p []byte, what string, decode func([]byte)
 // Nodes calls fn with every node of namespace ns ("" for all), in key
 // order (namespace, id).
 func (sn *Snapshot) Nodes(ns string, fn func(*Node) error) error {
-	return scanRecords(sn, nsPrefix(prefixNode, ns), "nodes", decodeNode, fn)
+	return scanRecords(sn, prefixNode, nsPrefix(prefixNode, ns), "nodes", decodeNode, fn)
 }
 
 // Edges calls fn with every edge of namespace ns ("" for all), in key
 // order (namespace, id); edge ids are time-ordered, so this is the order
 // the edges were created in.
 func (sn *Snapshot) Edges(ns string, fn func(*Edge) error) error {
-	return scanRecords(sn, nsPrefix(prefixEdge, ns), "edges", decodeEdge, fn)
+	return scanRecords(sn, prefixEdge, nsPrefix(prefixEdge, ns), "edges", decodeEdge, fn)
 }
 
 // Episodes calls fn with every episode of namespace ns ("" for all), in
 // key order (namespace, id).
 func (sn *Snapshot) Episodes(ns string, fn func(*Episode) error) error {
-	return scanRecords(sn, nsPrefix(prefixEpisode, ns), "episodes", decodeEpisode, fn)
+	return sn.scan(nsPrefix(prefixEpisode, ns), "episodes", func(_, v []byte) error {
+		e, err := decodeEpisode(v)
+		if err != nil {
+			return err
+		}
+		return fn(e)
+	})
 }
 
 // Steps calls fn with each stored step of an episode, in index order.
@@ -139,11 +165,16 @@ func (sn *Snapshot) get(k []byte, what string, fn func(v []byte) error) error {
 	return item.Value(fn)
 }
 
-// getRecord decodes the value of k with decode.
-func getRecord[T any](sn *Snapshot, k []byte, what string, decode func([]byte) (*T, error)) (*T, error) {
+// getRecord decodes the value of k, with the embedding stored apart for
+// it, with decode.
+func getRecord[T any](sn *Snapshot, k []byte, what string, decode func(b, vec []byte) (*T, error)) (*T, error) {
+	vec, err := getVector(sn.txn, k)
+	if err != nil {
+		return nil, err
+	}
 	var r *T
-	err := sn.get(k, what, func(v []byte) (err error) {
-		r, err = decode(v)
+	err = sn.get(k, what, func(v []byte) (err error) {
+		r, err = decode(v, vec)
 		return err
 	})
 	return r, err
@@ -161,7 +192,12 @@ func (sn *Snapshot) Edge(ns, id string) (*Edge, error) {
 
 // Episode returns episode id of namespace ns as the snapshot holds it.
 func (sn *Snapshot) Episode(ns, id string) (*Episode, error) {
-	return getRecord(sn, episodeKey(ns, id), "episode "+id, decodeEpisode)
+	var e *Episode
+	err := sn.get(episodeKey(ns, id), "episode "+id, func(v []byte) (err error) {
+		e, err = decodeEpisode(v)
+		return err
+	})
+	return e, err
 }
 
 // Blob returns the bytes stored under a "blob:<hex>" reference.

@@ -384,7 +384,10 @@ type loadChunk struct {
 	edges    []*Edge
 	facts    []EdgeFacts // of edges, computed by the scanner
 	episodes []*Episode
-	snap     snapChunk // the values, copied for the view snapshot (scanner.sink)
+	// apart lists the seqs of the chunk's nodes and edges whose
+	// embeddings are stored apart (view.apart).
+	apart []uint64
+	snap  snapChunk // the values, copied for the view snapshot (scanner.sink)
 }
 
 // chunkFacts recycles the loaded chunks' facts, which the put copies
@@ -502,6 +505,9 @@ func (p *chunkPutter) put(c *loadChunk) error {
 		for _, e := range c.episodes {
 			p.v.putEpisode(e)
 		}
+		for _, seq := range c.apart {
+			p.v.apart.set(seq, true)
+		}
 	}
 	return nil
 }
@@ -563,11 +569,12 @@ type scanner struct {
 	legacy func() // called on a format-1 value
 	// sink, when set, takes each value into its chunk instead of the
 	// decoder (the view snapshot's writer copies them).
-	sink func(c *loadChunk, p loadPart) func([]byte) error
+	sink func(c *loadChunk, p loadPart) func(b, vec []byte) error
 }
 
-// valueFunc is what takes each value of key range p into c.
-func (sc scanner) valueFunc(c *loadChunk, p loadPart) func([]byte) error {
+// valueFunc is what takes each value of key range p, with the embedding
+// stored apart for it (nil if none), into c.
+func (sc scanner) valueFunc(c *loadChunk, p loadPart) func(b, vec []byte) error {
 	if sc.sink != nil {
 		return sc.sink(c, p)
 	}
@@ -617,12 +624,25 @@ func (sc scanner) part(part int, p loadPart) error {
 	}
 	it := sc.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
+	var vecs *vectorJoin
+	if t.p == prefixNode || t.p == prefixEdge {
+		vecs = newVectorJoin(sc.txn, t.p)
+		defer vecs.close()
+	}
+	var vec []byte
+	value := func(b []byte) error { return dec(b, vec) } // one closure for the range
 	for it.Seek(p.lo); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
 		if p.hi != nil && bytes.Compare(item.Key(), p.hi) >= 0 {
 			break
 		}
-		if err := item.Value(dec); err != nil {
+		if vecs != nil {
+			var err error
+			if vec, err = vecs.of(item.Key()); err != nil {
+				return fmt.Errorf("load %s: %w", t.name, err)
+			}
+		}
+		if err := item.Value(value); err != nil {
 			return fmt.Errorf("load %s: %w", t.name, err)
 		}
 		if n++; n == loadChunkValues && !send(false) {
@@ -650,47 +670,61 @@ func (c *loadChunk) presize(p prefix, n int) {
 	}
 }
 
-// decoder returns the function that decodes one value of table p into
-// c, calling legacy first if the value is in format 1.
-func (c *loadChunk) decoder(p prefix, legacy func()) func([]byte) error {
-	return func(b []byte) error { return c.add(p, b, legacy, nil, false) }
+// decoder returns the function that decodes one value of table p, with
+// its vector, into c, calling legacy first if the value is in format 1.
+func (c *loadChunk) decoder(p prefix, legacy func()) func(b, vec []byte) error {
+	return func(b, vec []byte) error { return c.add(p, b, vec, legacy, nil, false) }
 }
 
-// add decodes value b of table p into c, calling legacy first if it is
-// in format 1. With mapped, b is a record of the view snapshot's mapping:
-// its embedding is emb instead of what b holds (the snapshot keeps
-// embeddings apart), and a format-2 record's strings alias b (the mapping
-// outlives them and never changes).
-func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, mapped bool) error {
-	v2 := len(b) > 0 && b[0] == formatV2
-	if len(b) > 0 && !v2 {
+// add decodes value b of table p, whose embedding stored apart is vec
+// (nil if none), into c, calling legacy first if it is in format 1. With
+// mapped, b is a record of the view snapshot's mapping: its embedding is
+// emb instead of what b or vec hold (the snapshot keeps embeddings
+// apart), and a binary record's strings alias b (the mapping outlives
+// them and never changes).
+func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, mapped bool) error {
+	binary := isBinary(b)
+	if len(b) > 0 && !binary {
 		legacy()
 	}
-	inPlace := mapped && v2
 	switch p {
 	case prefixNode:
-		n, err := decodeNodeAt(b, inPlace)
+		var n *Node
+		var err error
+		if mapped {
+			var apart int
+			if n, apart, err = decodeNodeV2(b, true); err == nil {
+				n.Embedding, err = mappedVector(b, apart, emb)
+			}
+		} else {
+			n, err = decodeNodeAt(b, vec, false)
+		}
 		if err != nil {
 			return err
-		}
-		if mapped {
-			n.Embedding = emb
 		}
 		c.nodes = append(c.nodes, n)
+		c.noteApart(b, n.Seq, n.Embedding)
 		return nil
 	case prefixEdge:
-		e, err := decodeEdgeAt(b, inPlace)
+		var e *Edge
+		var err error
+		if mapped {
+			var apart int
+			if e, apart, err = decodeEdgeV2(b, true); err == nil {
+				e.Embedding, err = mappedVector(b, apart, emb)
+			}
+		} else {
+			e, err = decodeEdgeAt(b, vec, false)
+		}
 		if err != nil {
 			return err
-		}
-		if mapped {
-			e.Embedding = emb
 		}
 		c.edges = append(c.edges, e)
 		c.facts = append(c.facts, EdgeFactsOf(e))
+		c.noteApart(b, e.Seq, e.Embedding)
 		return nil
 	default:
-		e, err := decodeEpisodeAt(b, inPlace)
+		e, err := decodeEpisodeAt(b, mapped && binary)
 		if err != nil {
 			return err
 		}
@@ -699,6 +733,23 @@ func (c *loadChunk) add(p prefix, b []byte, legacy func(), emb []float32, mapped
 		}
 		c.episodes = append(c.episodes, e)
 		return nil
+	}
+}
+
+// mappedVector is the embedding of view snapshot record b: emb, which
+// must hold the apart floats a format-3 record counts.
+func mappedVector(b []byte, apart int, emb []float32) ([]float32, error) {
+	if b[0] == formatV3 && len(emb) != apart {
+		return nil, fmt.Errorf("%w: a record of %d floats stored apart has %d in the view snapshot", ErrCorrupt, apart, len(emb))
+	}
+	return emb, nil
+}
+
+// noteApart records seq in c.apart if value b (a node or edge) keeps its
+// embedding emb apart: it is in format 3 and emb is not empty.
+func (c *loadChunk) noteApart(b []byte, seq uint64, emb []float32) {
+	if b[0] == formatV3 && len(emb) > 0 && seq != 0 {
+		c.apart = append(c.apart, seq)
 	}
 }
 

@@ -59,6 +59,9 @@ type view struct {
 	edgeAgents    []agentSet
 	// codes holds the int8 code of each edge's embedding by seq.
 	codes edgeCodes
+	// apart holds the seqs of the nodes and edges whose embedding, as
+	// the view holds it, is stored apart from their record (vectors.go).
+	apart seqBits
 	// unseq counts the edges without a seq, which edgeFacts leaves out.
 	unseq int
 	// loaded holds the edges a load put, chunk by chunk, until

@@ -27,7 +27,8 @@ import (
 // It holds Badger's values byte for byte, in the chunks the load puts
 // into the view in key order, so a view loaded from it is the view a
 // scan of Badger gives. Each format-2 value is stored without its
-// embedding, and each chunk's embeddings lie after its records. A load
+// embedding, each format-3 value as it is (its embedding lies apart in
+// Badger too), and each chunk's embeddings lie after its records. A load
 // maps the file (mapSnapshot) and the records' embeddings and strings
 // point into the mapping, which lasts as long as the process: a 1M-edge
 // store holds 1.6 GB of embeddings, and copying them into fresh heap
@@ -42,7 +43,8 @@ import (
 //
 // A record's tag is 0 for a value stored whole (format 1, or a format-2
 // value that would not split), else the value's embedding count+1 (0:
-// nil), plus 1; its value then holds a nil embedding. Every chunk's
+// nil), plus 1; its value then holds a nil embedding (format 2) or only
+// the count (format 3). Every chunk's
 // records and embeddings carry a CRC-32C, the directory too.
 const (
 	viewSnapshotName    = "view.snapshot"
@@ -85,8 +87,16 @@ func (c *snapChunk) recycle() {
 func align4(n uint64) uint64 { return (n + 3) &^ 3 }
 
 // add appends value b, its embedding apart when it has one to split.
-func (c *snapChunk) add(b []byte) {
+func (c *snapChunk) add(b, vec []byte) {
 	c.values++
+	if countPlus1, ok := apartCount(b, vec); ok {
+		// Format 3: the record as it is, its vector as the floats.
+		c.rec = binary.AppendUvarint(c.rec, countPlus1+1)
+		c.rec = binary.AppendUvarint(c.rec, uint64(len(b)))
+		c.rec = append(c.rec, b...)
+		c.emb = append(c.emb, vec...)
+		return
+	}
 	rest, floats, countPlus1, ok := splitEmbedding(b)
 	if !ok {
 		c.rec = binary.AppendUvarint(c.rec, 0)
@@ -99,6 +109,24 @@ func (c *snapChunk) add(b []byte) {
 	c.rec = append(c.rec, b[0], b[1], 0) // format, kind, nil embedding
 	c.rec = append(c.rec, rest...)
 	c.emb = append(c.emb, floats...)
+}
+
+// apartCount reads the embedding's count+1 (0: nil) of format-3 value b,
+// whose vector is vec. ok is false when b is not a format-3 value or vec
+// does not hold the floats it counts (the record is then stored whole,
+// and its load reports why).
+func apartCount(b, vec []byte) (countPlus1 uint64, ok bool) {
+	if len(b) < 3 || b[0] != formatV3 {
+		return 0, false
+	}
+	countPlus1, n := binary.Uvarint(b[2:])
+	if n <= 0 || countPlus1 > maxVectorLen+1 {
+		return 0, false
+	}
+	if countPlus1 <= 1 {
+		return countPlus1, vec == nil
+	}
+	return countPlus1, uint64(len(vec)) == 4*(countPlus1-1)
 }
 
 // splitEmbedding cuts format-2 value b into the embedding's count+1 (0:
@@ -242,9 +270,9 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 	}
 	err = db.View(func(txn *badger.Txn) error {
 		return drainChunks(workers, func(done chan<- *loadChunk, quit <-chan struct{}) error {
-			sc := scanner{txn: txn, done: done, quit: quit, sink: func(c *loadChunk, _ loadPart) func([]byte) error {
+			sc := scanner{txn: txn, done: done, quit: quit, sink: func(c *loadChunk, _ loadPart) func(b, vec []byte) error {
 				c.snap = newSnapChunk()
-				return func(b []byte) error { c.snap.add(b); return nil }
+				return func(b, vec []byte) error { c.snap.add(b, vec); return nil }
 			}}
 			return sc.parts(parts, workers)
 		}, write)
@@ -424,7 +452,7 @@ func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) 
 		b := buf[at : at+int(l)]
 		at += int(l)
 		if tag == 0 {
-			if err := c.add(p, b, legacy, nil, false); err != nil {
+			if err := c.add(p, b, nil, legacy, nil, false); err != nil {
 				return err
 			}
 			continue
@@ -441,7 +469,7 @@ func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) 
 			}
 			pos += int(k)
 		}
-		if err := c.add(p, b, legacy, x, true); err != nil {
+		if err := c.add(p, b, nil, legacy, x, true); err != nil {
 			return err
 		}
 	}

@@ -69,7 +69,7 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 		}
 		c = *old[1]
 		c.Embedding = []float32{}
-		v, err = encodeEdgeV2(&c, nil)
+		v, err = encodeEdgeV2(&c, nil, false)
 		if err != nil {
 			return err
 		}
