@@ -163,8 +163,9 @@ const maxValueThreshold = 1 << 20
 //     and a reopen's full scan does not churn 256 MB of cache. Tables an
 //     older store wrote compressed still read, decompressed per block,
 //     until compaction rewrites them;
-//   - values over Options.ValueThreshold, 1 KiB by default (edges and
-//     nodes with their embedding, stored steps) go to the value log, so
+//   - values over Options.ValueThreshold, 1 KiB by default (embeddings,
+//     stored steps; nodes and edges did too while they held their
+//     embeddings, before format 3) go to the value log, so
 //     compactions move 20-byte pointers
 //     instead of rewriting kilobytes at every level. Measured with
 //     `ctxgraph bench run --preset medium --phases=""`: 507 -> 308 µs of
@@ -172,9 +173,13 @@ const maxValueThreshold = 1 << 20
 //     1,211 -> 424 ms; the compaction share grows with the store (a
 //     quarter of the CPU of a 1M-edge load kept in the tree). Reopen is
 //     unchanged (BenchmarkReopen 200k: 1.00 s against 1.08 s). The cost
-//     is disk: a re-observed node or edge leaves its old version in the
-//     value log until value-log GC (storage.gc_interval) reclaims it,
-//     1.2 GB against 0.5 GB for the benchmark's 200k-edge store.
+//     is disk: a replaced value leaves its old version in the value log
+//     until value-log GC (storage.gc_interval) reclaims it, 1.2 GB
+//     against 0.5 GB for the benchmark's 200k-edge store when every
+//     re-observed node and edge went there whole (format 2). Since
+//     their records stay in the tree and their embeddings are written
+//     once (format 3), the medium bench's graph takes 598 MB against
+//     804 MB (full runs).
 func badgerOptions(o Options) badger.Options {
 	lg := o.Logger
 	if lg == nil {

@@ -96,6 +96,9 @@ func TestEmbeddingStoredOnceApart(t *testing.T) {
 			s.Close()
 
 			s = openSnapshots(t, dir, snapshots)
+			if s.fromSnapshot != snapshots {
+				t.Fatalf("loaded from the view snapshot: %v, want %v", s.fromSnapshot, snapshots)
+			}
 			if got := nodeEmbedding(s, id); !slices.Equal(got, first) {
 				t.Fatalf("after a reopen the embedding is %v, want %v", got, first)
 			}
@@ -208,6 +211,9 @@ func TestInlineEmbeddingsOfAnEarlierFormat(t *testing.T) {
 
 			s = openSnapshots(t, dir, snapshots)
 			defer s.Close()
+			if s.fromSnapshot != snapshots {
+				t.Fatalf("loaded from the view snapshot: %v, want %v", s.fromSnapshot, snapshots)
+			}
 			mustCheck(t, s)
 			if got := nodeEmbedding(s, id); !slices.Equal(got, emb) {
 				t.Fatalf("the rewritten node's embedding is %v, want %v", got, emb)

@@ -74,9 +74,10 @@ type Config struct {
 		// GCDiscardRatio: a value-log file is rewritten once at least
 		// this fraction of it is stale.
 		GCDiscardRatio float64 `yaml:"gc_discard_ratio"`
-		// ValueThreshold: graph values larger than this many bytes go
-		// to the value log (cheap compactions, faster ingest; rewritten
-		// values take disk until value-log GC); 0 keeps all in the tree.
+		// ValueThreshold: graph values larger than this many bytes
+		// (embeddings, stored steps) go to the value log (cheap
+		// compactions, faster ingest; replaced values take disk until
+		// value-log GC); 0 keeps all in the tree.
 		ValueThreshold int `yaml:"value_threshold"`
 		// ViewSnapshot: a clean shutdown copies the graph's nodes,
 		// edges and episodes to DIR/graph/view.snapshot, and the next
