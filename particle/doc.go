@@ -36,10 +36,14 @@
 //	0x0B in       | ns | dst | type | edge  -> empty
 //	0x0C applied  | stream | msg id         -> empty (idempotent apply)
 //	0x0D record   | kind | key              -> bytes
+//	0x0E vector   | a node's or edge's key  -> its embedding, float32 LE
 //	0xFE meta     | name                    -> sequence, counts
 //
-// A value is a format byte (1), a big-endian u32 length, JSON, and the
-// embedding as a u32 count of little-endian float32s.
+// A node, edge or episode value starts with its format byte: 1, JSON
+// between a length and the embedding (codec.go, as stores written long
+// ago hold them); 2, binary with the embedding inline (episodes); 3,
+// binary with only the embedding's length, its floats under the vector
+// key, rewritten only when they change (nodes and edges; codecv2.go).
 //
 // # Policy
 //
