@@ -31,7 +31,7 @@ type Options struct {
 	// ValueThreshold: values larger than this many bytes are kept in
 	// Badger's value log, the LSM tree holding a pointer (see
 	// badgerOptions). 0 keeps every value in the tree. DefaultOptions
-	// sets 1024. Ignored InMemory.
+	// sets DefaultValueThreshold. Ignored InMemory.
 	ValueThreshold int
 	// ViewSnapshot: Close writes the view's tables to a snapshot file
 	// in Dir, and Open loads from it instead of scanning Badger when
@@ -44,7 +44,7 @@ type Options struct {
 
 // DefaultOptions returns the options for a store in dir.
 func DefaultOptions(dir string) Options {
-	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: 1 << 10, ViewSnapshot: true}
+	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: DefaultValueThreshold, ViewSnapshot: true}
 }
 
 func (o *Options) ensureDefaults() {
@@ -147,6 +147,18 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
+// DefaultValueThreshold keeps node and edge records in the value log,
+// as it kept them while they held their embeddings (1 KiB then). Format
+// 3's records, a few hundred bytes without their embeddings, fell under
+// 1 KiB into the tree: its memtables filled several times as fast, and
+// their arenas and table builds, on the Go heap, added a garbage
+// collection to a medium bench's ingest (8 against 7) and, at a steady
+// 2,200 steps/s over 20 s, a longer visibility tail (p99 373-1,155 ms,
+// median 768, in nine runs against 321-871, median 568, in six at 128;
+// BENCHMARKS.md, twenty-seventh round). Aliases, applied marks and other
+// small values stay in the tree.
+const DefaultValueThreshold = 128
+
 // maxValueThreshold is Badger's default threshold (1 MiB), which keeps
 // every value of this store in the tree; Badger refuses larger ones.
 const maxValueThreshold = 1 << 20
@@ -163,9 +175,9 @@ const maxValueThreshold = 1 << 20
 //     and a reopen's full scan does not churn 256 MB of cache. Tables an
 //     older store wrote compressed still read, decompressed per block,
 //     until compaction rewrites them;
-//   - values over Options.ValueThreshold, 1 KiB by default (embeddings,
-//     stored steps; nodes and edges did too while they held their
-//     embeddings, before format 3) go to the value log, so
+//   - values over Options.ValueThreshold, DefaultValueThreshold (128
+//     bytes) by default (node and edge records, their embeddings, stored
+//     steps, episodes) go to the value log, so
 //     compactions move 20-byte pointers
 //     instead of rewriting kilobytes at every level. Measured with
 //     `ctxgraph bench run --preset medium --phases=""`: 507 -> 308 µs of

@@ -14,7 +14,7 @@ import (
 // decides where new values go, never how stored ones read.
 func TestValueThresholdLayoutsReadAlike(t *testing.T) {
 	dir := t.TempDir()
-	emb := make([]float32, 384) // 1.5 KB: over the default 1 KiB threshold
+	emb := make([]float32, 384) // 1.5 KB: over the default threshold
 	for i := range emb {
 		emb[i] = float32(i%7) / 7
 	}
@@ -52,14 +52,14 @@ func TestValueThresholdLayoutsReadAlike(t *testing.T) {
 			}
 		})
 	}
-	s := open(1 << 10)
+	s := open(particle.DefaultValueThreshold)
 	put(s, "in the value log")
 	s.Close()
 	s = open(0)
 	check(s, "in the value log")
 	put(s, "in the tree")
 	s.Close()
-	s = open(1 << 10)
+	s = open(particle.DefaultValueThreshold)
 	defer s.Close()
 	check(s, "in the value log", "in the tree")
 }

@@ -75,7 +75,7 @@ type Config struct {
 		// this fraction of it is stale.
 		GCDiscardRatio float64 `yaml:"gc_discard_ratio"`
 		// ValueThreshold: graph values larger than this many bytes
-		// (embeddings, stored steps) go to the value log (cheap
+		// (records, embeddings, stored steps) go to the value log (cheap
 		// compactions, faster ingest; replaced values take disk until
 		// value-log GC); 0 keeps all in the tree.
 		ValueThreshold int `yaml:"value_threshold"`
@@ -175,7 +175,7 @@ func DefaultConfig() Config {
 	c.Ingest.SyncWrites = true
 	c.Storage.GCInterval = 10 * time.Minute
 	c.Storage.GCDiscardRatio = 0.5
-	c.Storage.ValueThreshold = 1 << 10
+	c.Storage.ValueThreshold = particle.DefaultValueThreshold
 	c.Storage.ViewSnapshot = true
 	c.Retention.Interval = time.Hour
 	c.Retention.Action = "archive"
