@@ -198,10 +198,19 @@ func TestRunMicro(t *testing.T) {
 		t.Skip("starts a daemon")
 	}
 	var out bytes.Buffer
+	profiles := t.TempDir()
 	rep, err := Run(context.Background(), RunOptions{Preset: "micro", Seed: 1, Dir: t.TempDir(),
-		Data: filepath.Join(t.TempDir(), "data"), Threads: []int{1}, Queries: 15, ExactQueries: 5, Out: &out})
+		Data: filepath.Join(t.TempDir(), "data"), Threads: []int{1}, Queries: 15, ExactQueries: 5, Out: &out,
+		ProfileDir: profiles})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
+	}
+	// Each phase leaves a CPU and an allocation profile (gzipped protobuf).
+	for _, name := range []string{"ingest.pprof", "ingest.allocs.pprof", "planner.allocs.pprof", "reopen.allocs.pprof"} {
+		b, err := os.ReadFile(filepath.Join(profiles, name))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("profile %s: %d bytes (%v)", name, len(b), err)
+		}
 	}
 	f := rep.Figures
 	for _, k := range []string{"ingest.steps_per_s", "ingest.visibility_p99_ms", "planner.in_process.p99_us",

@@ -367,7 +367,11 @@ func (r *runner) shutdown(ctx context.Context) error {
 	return err
 }
 
-// profile starts a CPU profile of phase when asked for; stop ends it.
+// profile starts a CPU profile of phase when asked for; stop ends it and
+// writes the allocations so far (PHASE.allocs.pprof): the process's since
+// its start, so that the phase's own are those over the previous phase's
+// file (go tool pprof -sample_index=alloc_space -base PREV.allocs.pprof
+// PHASE.allocs.pprof).
 func (r *runner) profile(phase string) (stop func(), err error) {
 	if r.o.ProfileDir == "" {
 		return func() {}, nil
@@ -375,7 +379,21 @@ func (r *runner) profile(phase string) (stop func(), err error) {
 	if err := os.MkdirAll(r.o.ProfileDir, 0o755); err != nil {
 		return nil, err
 	}
-	return StartCPUProfile(filepath.Join(r.o.ProfileDir, phase+".pprof"))
+	stopCPU, err := StartCPUProfile(filepath.Join(r.o.ProfileDir, phase+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		stopCPU()
+		path := filepath.Join(r.o.ProfileDir, phase+".allocs.pprof")
+		f, err := os.Create(path)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			r.say("allocation profile %s: %v", path, err)
+		}
+	}, nil
 }
 
 // StartCPUProfile profiles the process into path until stop is called.
