@@ -83,14 +83,17 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	d.Shutdown(context.Background())
 	out, _, err = runCLI(t, "check", "--data", dir)
-	if err != nil || !strings.Contains(out, "check: ok") || !strings.Contains(out, "vector index") {
+	if err != nil || !strings.Contains(out, "check: ok") || !strings.Contains(out, "vector index") ||
+		!regexp.MustCompile(`[1-9][0-9]* embeddings stored apart`).MatchString(out) {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
 	restored := filepath.Join(t.TempDir(), "restored")
 	if out, _, err = runCLI(t, "restore", backup, "--data", restored); err != nil || !strings.Contains(out, "restored into") {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
-	if out, _, err = runCLI(t, "check", "--data", restored, "--json"); err != nil || !strings.Contains(out, `"problems"`) {
+	// The restored store holds the embeddings stored apart too.
+	if out, _, err = runCLI(t, "check", "--data", restored, "--json"); err != nil || !strings.Contains(out, `"problems"`) ||
+		!regexp.MustCompile(`"vectors": [1-9]`).MatchString(out) {
 		t.Fatalf("check of the restored store: %v\n%s", err, out)
 	}
 	// A damaged backup is refused.
