@@ -77,7 +77,7 @@ reopen-time: build
 # which failed `make test` once on a loaded machine with no input to blame.
 FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
 	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader ./particle:FuzzPolicyEdit
-FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW ./wave:FuzzReadIVF ./planner:FuzzJSONString
+FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./particle:FuzzDecodeApart ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW ./wave:FuzzReadIVF ./planner:FuzzJSONString
 FUZZ_SHORT ?= 20000x
 
 fuzz:
