@@ -3,10 +3,12 @@ package particle
 import "sync/atomic"
 
 // Written is how many bytes (keys and values) a store's committed
-// batches wrote to Badger, by table, since it was opened. A node or edge
-// is written whole each time a batch changes it, so these grow faster
-// than the graph: their ratio to the records ingested is the write
-// amplification that a commit pays for.
+// batches wrote to Badger, by table, since it was opened. A node's or
+// edge's record is written whole each time a batch changes it, so these
+// grow faster than the graph: their ratio to the records ingested is the
+// write amplification that a commit pays for. An embedding, stored apart
+// and written only when it changes (format 3), counts with its node or
+// edge.
 type Written struct {
 	Nodes    int64 `json:"nodes"`
 	Edges    int64 `json:"edges"`
