@@ -71,7 +71,7 @@ func (m *metrics) registerStore(d *Daemon) {
 	for table := range d.store.Written().ByTable() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ctxgraph_store_written_bytes_total", ConstLabels: prometheus.Labels{"table": table},
-			Help: "Bytes (keys and values) committed to the graph store since start, by table: a node or edge is written whole at every change.",
+			Help: "Bytes (keys and values) committed to the graph store since start, by table: a node or edge record is written whole at every change, its embedding (counted with it) only when that changes.",
 		}, func() float64 { return float64(d.store.Written().ByTable()[table]) }))
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
