@@ -70,11 +70,7 @@ func (b *Batch) set(k, v []byte) {
 	if b.err != nil {
 		return
 	}
-	t := prefix(k[0])
-	if t == prefixVector && len(k) > 1 {
-		t = prefix(k[1]) // a node's or edge's embedding counts as its
-	}
-	b.written.add(t, int64(len(k)+len(v)))
+	b.written.add(k, int64(len(k)+len(v)))
 	if err := b.txn.Set(k, v); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			b.err = ErrTooBig

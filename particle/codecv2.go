@@ -75,7 +75,8 @@ const binaryLenMax = 10
 // format-3 value of kind and reads its embedding: in format 3, apart is
 // the count of the floats stored apart (0 when there are none: emb is
 // then nil or empty as the value says), which the caller attaches
-// (attachVector). inPlace: the value's strings alias b (rd.strings).
+// (vectorOf, mappedVector). inPlace: the value's strings alias b
+// (rd.strings).
 // Callers keep r on the stack: a reopen decodes a million values, and a
 // reader on the heap each was 80 MB of garbage.
 func newReader(r *rd, b []byte, kind byte, inPlace bool) (emb []float32, apart int) {

@@ -71,7 +71,7 @@ func (sn *Snapshot) scanWith(p []byte, what string, before func(k []byte) error,
 			}
 		}
 		item := it.Item()
-		err := error(nil)
+		var err error
 		if before != nil {
 			err = before(item.Key())
 		}

@@ -189,9 +189,9 @@ const maxValueThreshold = 1 << 20
 //     until value-log GC (storage.gc_interval) reclaims it, 1.2 GB
 //     against 0.5 GB for the benchmark's 200k-edge store when every
 //     re-observed node and edge went there whole (format 2). Since
-//     their records stay in the tree and their embeddings are written
-//     once (format 3), the medium bench's graph takes 598 MB against
-//     804 MB (full runs).
+//     their embeddings are written once, apart from their records
+//     (format 3), the medium bench's graph takes 617 MB against 804 MB
+//     (full runs).
 func badgerOptions(o Options) badger.Options {
 	lg := o.Logger
 	if lg == nil {
@@ -700,8 +700,8 @@ func (c *loadChunk) decoder(p prefix, legacy func()) func(b, vec []byte) error {
 // apart), and a binary record's strings alias b (the mapping outlives
 // them and never changes).
 func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, mapped bool) error {
-	binary := isBinary(b)
-	if len(b) > 0 && !binary {
+	inBinary := isBinary(b)
+	if len(b) > 0 && !inBinary {
 		legacy()
 	}
 	switch p {
@@ -741,7 +741,7 @@ func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, m
 		c.noteApart(b, e.Seq, e.Embedding)
 		return nil
 	default:
-		e, err := decodeEpisodeAt(b, mapped && binary)
+		e, err := decodeEpisodeAt(b, mapped && inBinary)
 		if err != nil {
 			return err
 		}

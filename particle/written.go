@@ -31,7 +31,13 @@ func (w Written) Sub(earlier Written) Written {
 		Steps: w.Steps - earlier.Steps, Other: w.Other - earlier.Other}
 }
 
-func (w *Written) add(p prefix, n int64) {
+// add counts n bytes written under key k in k's table: a node's or
+// edge's embedding, stored apart (vectorKey), in its record's.
+func (w *Written) add(k []byte, n int64) {
+	p := prefix(k[0])
+	if p == prefixVector && len(k) > 1 {
+		p = prefix(k[1])
+	}
 	switch p {
 	case prefixNode:
 		w.Nodes += n
