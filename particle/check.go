@@ -84,14 +84,22 @@ func (r *CheckReport) Add(kind, format string, args ...any) {
 //     lies inside its step count; every blob a step references exists;
 //   - the recorded counts match what is stored;
 //   - the memory-resident view (loaded at Open) matches Badger: the same
-//     nodes, edges and adjacency lists.
+//     nodes, the same edges field by field, embeddings included, and the
+//     same adjacency lists.
 //
-// Run it on a store no daemon is writing to; a store that is being
-// written may show transient differences between the view and Badger.
+// Run it on a store no daemon is writing to: it holds the view's read
+// lock from start to end, so writers wait for it.
 func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
 	r := &CheckReport{}
-	c := &checker{r: r, nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
-		seqs: map[uint64]string{}, blobs: map[string]bool{}, vectors: map[string]vectorWant{}, apart: map[uint64]bool{}}
+	// The scan compares each edge with the view's as it reads it and
+	// keeps only what the cross-checks need, not a second copy of the
+	// graph (at 1M edges that copy, embeddings included, held 4 GB of
+	// heap): the view must be whole, and unchanged until the end.
+	s.IndexLoaded()
+	s.WaitLinked()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := newChecker(r, s.v)
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
@@ -111,25 +119,23 @@ func (s *Store) Check(ctx context.Context) (*CheckReport, error) {
 		return nil, fmt.Errorf("particle: check: %w", err)
 	}
 	c.crossCheck()
-	s.IndexLoaded() // compared with Badger below
-	s.WaitLinked()
-	s.mu.RLock()
-	c.checkView(s.v)
-	s.mu.RUnlock()
+	c.checkView()
 	return r, nil
 }
 
 // checker holds what one pass over the keys collected; crossCheck then
-// compares the tables with each other.
+// compares the tables with each other, and checkView what remains of
+// the view.
 type checker struct {
 	r *CheckReport
+	v *view // the view, read-locked for the whole check
 
-	nodes    map[string]*Node    // id
-	edges    map[string]*Edge    // id
-	episodes map[string]*Episode // ns \0 id
-	seqs     map[uint64]string   // seq -> what holds it
-	aliases  [][2]string         // alias key, node id
-	steps    [][3]string         // ns, episode, index
+	nodes    map[string]*Node       // id; without their embeddings
+	edges    map[string]checkedEdge // id
+	episodes map[string]*Episode    // ns \0 id
+	seqs     map[uint64]seqOwner
+	aliases  [][2]string // alias key, node id
+	steps    [][3]string // ns, episode, index
 	stepIdx  []int
 	blobRefs map[string]string // blob hex -> a step that references it
 	blobs    map[string]bool
@@ -139,15 +145,45 @@ type checker struct {
 	// that the pass has not reached yet (the vector table comes after
 	// the records); apart the seqs of the records whose it has.
 	vectors map[string]vectorWant
-	apart   map[uint64]bool
+	apart   seqBits
+	// identityOf holds the edges whose identity entry in the view names
+	// another edge: by id, the edge it names (checked once all are read).
+	identityOf map[string]string
+
+	// Scratch space for comparing records with the view's, reused.
+	stored, held bytes.Buffer
+	enc          [2]*json.Encoder
+	key          []byte
+	vec          []float32
 }
 
-// vectorWant is an embedding a record keeps apart: its length and the
-// record to attach it to.
+func newChecker(r *CheckReport, v *view) *checker {
+	c := &checker{r: r, v: v, nodes: map[string]*Node{}, edges: map[string]checkedEdge{}, episodes: map[string]*Episode{},
+		seqs: map[uint64]seqOwner{}, blobs: map[string]bool{}, vectors: map[string]vectorWant{}, identityOf: map[string]string{}}
+	c.enc = [2]*json.Encoder{json.NewEncoder(&c.stored), json.NewEncoder(&c.held)}
+	return c
+}
+
+// checkedEdge is what the check keeps of an edge it read: what the
+// cross-checks after the scan need. Its strings are the view's copy of
+// the edge's where the view holds it, so that it keeps no decoded record
+// alive.
+type checkedEdge struct {
+	namespace, source, target string
+}
+
+// seqOwner names the record holding a seq ("edge", its id).
+type seqOwner struct{ kind, id string }
+
+// vectorWant is an embedding a record keeps apart: its length, and
+// whose it is. Where the view holds the same edge, held is the view's
+// embedding of it, which the stored one must equal.
 type vectorWant struct {
-	n    int
-	node *Node
-	edge *Edge
+	n       int
+	owner   seqOwner
+	seq     uint64
+	compare bool
+	held    []float32
 }
 
 var blobRef = regexp.MustCompile(`blob:([0-9a-f]{64})`)
@@ -173,10 +209,11 @@ func (c *checker) visit(k, v []byte) {
 		if !n.Type.Valid() {
 			r.Add("node-type", "node %s has unknown type %q", n.ID, n.Type)
 		}
+		n.Embedding = nil // not compared; the nodes are kept until the end
 		c.nodes[n.ID] = n
-		c.seq(n.Seq, "node "+n.ID)
+		c.seq(n.Seq, seqOwner{"node", n.ID})
 		if apart > 0 {
-			c.vectors[string(vectorKey(k))] = vectorWant{n: apart, node: n}
+			c.vectors[string(vectorKey(k))] = vectorWant{n: apart, owner: seqOwner{"node", n.ID}, seq: n.Seq}
 		}
 	case prefixEdge:
 		r.Edges++
@@ -192,11 +229,7 @@ func (c *checker) visit(k, v []byte) {
 		if !e.Type.Valid() {
 			r.Add("edge-type", "edge %s has unknown type %q", e.ID, e.Type)
 		}
-		c.edges[e.ID] = e
-		c.seq(e.Seq, "edge "+e.ID)
-		if apart > 0 {
-			c.vectors[string(vectorKey(k))] = vectorWant{n: apart, edge: e}
-		}
+		c.edge(e, k, apart)
 	case prefixAlias:
 		r.Aliases++
 		c.aliases = append(c.aliases, [2]string{body, string(v)})
@@ -214,7 +247,7 @@ func (c *checker) visit(k, v []byte) {
 			r.Add("key-mismatch", "episode key %q/%q holds episode %q/%q", ns, id, e.Namespace, e.ID)
 		}
 		c.episodes[ns+"\x00"+id] = e
-		c.seq(e.Seq, "episode "+ns+"/"+id)
+		c.seq(e.Seq, seqOwner{"episode", ns + "/" + id})
 	case prefixStep:
 		r.Steps++
 		idx, ok := stepIndexOf(k)
@@ -294,8 +327,67 @@ func decodeEdgeApart(b []byte) (*Edge, int, error) {
 	return e, 0, err
 }
 
+// edge compares an edge read from Badger (key k; apart, the length of
+// its embedding if stored apart) with the view's copy of it, and keeps
+// what the cross-checks need.
+func (c *checker) edge(e *Edge, k []byte, apart int) {
+	held := c.v.edges[e.ID]
+	same := held != nil && c.sameEdge(e, held, apart > 0)
+	switch {
+	case held == nil:
+		c.r.Add("view", "edge %s is in Badger, not in the view", e.ID)
+	case !same:
+		c.r.Add("view", "edge %s differs between the view and Badger", e.ID)
+	}
+	owner := seqOwner{"edge", e.ID}
+	kept := checkedEdge{namespace: e.Namespace, source: e.Source, target: e.Target}
+	if same {
+		owner.id = held.ID
+		kept = checkedEdge{namespace: held.Namespace, source: held.Source, target: held.Target}
+	} else {
+		owner.id = strings.Clone(e.ID)
+		kept = checkedEdge{namespace: strings.Clone(e.Namespace), source: strings.Clone(e.Source), target: strings.Clone(e.Target)}
+	}
+	// Its identity entry in the view: present, and naming it or an edge
+	// Badger holds (which crossCheck sees once every edge is read).
+	c.key = appendEdgeIdentity(c.key[:0], e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+	if named, ok := c.v.identity[string(c.key)]; !ok {
+		c.r.Add("view-identity", "edge %s: the view has no identity entry for it", e.ID)
+	} else if named != e.ID {
+		c.identityOf[owner.id] = named
+	}
+	c.edges[owner.id] = kept
+	c.seq(e.Seq, owner)
+	if apart > 0 {
+		w := vectorWant{n: apart, owner: owner, seq: e.Seq, compare: same}
+		if same {
+			w.held = held.Embedding
+		}
+		c.vectors[string(vectorKey(k))] = w
+	}
+}
+
+// sameEdge reports whether the edge read from Badger equals the view's,
+// field by field as JSON; their embeddings are compared here only when
+// the record holds its own (apart: the stored one is compared when the
+// scan reaches it).
+func (c *checker) sameEdge(stored, held *Edge, apart bool) bool {
+	if !apart && !slices.Equal(stored.Embedding, held.Embedding) {
+		return false
+	}
+	s, h := *stored, *held
+	s.Embedding, h.Embedding = nil, nil
+	c.stored.Reset()
+	c.held.Reset()
+	if c.enc[0].Encode(&s) != nil || c.enc[1].Encode(&h) != nil {
+		return false
+	}
+	return bytes.Equal(c.stored.Bytes(), c.held.Bytes())
+}
+
 // vector checks the embedding v stored apart under vector key k against
-// the record that keeps it so, and gives it to the record.
+// the record that keeps it so and, for an edge the view holds, against
+// the view's embedding of it.
 func (c *checker) vector(k, v []byte) {
 	w, ok := c.vectors[string(k)]
 	if !ok {
@@ -303,49 +395,43 @@ func (c *checker) vector(k, v []byte) {
 		return
 	}
 	delete(c.vectors, string(k))
-	emb, err := vectorOf(v, w.n)
+	emb, err := appendVector(c.vec, v, w.n)
 	if err != nil {
 		c.r.Add("vector-length", "%q: %v", k[1:], err)
 		return
 	}
-	if w.node != nil {
-		w.node.Embedding = emb
-		c.apart[w.node.Seq] = true
-	} else {
-		w.edge.Embedding = emb
-		c.apart[w.edge.Seq] = true
+	c.vec = emb
+	c.apart.set(w.seq, true)
+	if w.compare && !slices.Equal(emb, w.held) {
+		c.r.Add("view", "%s %s differs between the view and Badger: its embedding", w.owner.kind, w.owner.id)
 	}
 }
 
-func (c *checker) seq(seq uint64, what string) {
+func (c *checker) seq(seq uint64, owner seqOwner) {
 	if seq == 0 {
-		c.r.Add("seq", "%s has no compact seq", what)
+		c.r.Add("seq", "%s %s has no compact seq", owner.kind, owner.id)
 		return
 	}
 	if other, ok := c.seqs[seq]; ok {
-		c.r.Add("seq", "%s and %s share seq %d", other, what, seq)
+		c.r.Add("seq", "%s %s and %s %s share seq %d", other.kind, other.id, owner.kind, owner.id, seq)
 		return
 	}
-	c.seqs[seq] = what
+	c.seqs[seq] = owner
 }
 
 func (c *checker) crossCheck() {
 	r := c.r
 	for k, w := range c.vectors {
-		what := "node"
-		if w.edge != nil {
-			what = "edge"
-		}
-		r.Add("vector-missing", "%s %q keeps its embedding of %d floats apart, and none is stored", what, k[1:], w.n)
+		r.Add("vector-missing", "%s %q keeps its embedding of %d floats apart, and none is stored", w.owner.kind, k[1:], w.n)
 	}
-	for _, e := range c.edges {
-		for _, end := range []struct{ role, id string }{{"source", e.Source}, {"target", e.Target}} {
+	for id, e := range c.edges {
+		for _, end := range []struct{ role, id string }{{"source", e.source}, {"target", e.target}} {
 			n, ok := c.nodes[end.id]
 			switch {
 			case !ok:
-				r.Add("edge-endpoint", "edge %s: %s %s does not exist", e.ID, end.role, end.id)
-			case n.Namespace != e.Namespace:
-				r.Add("edge-endpoint", "edge %s in %s: %s %s is in %s", e.ID, e.Namespace, end.role, end.id, n.Namespace)
+				r.Add("edge-endpoint", "edge %s: %s %s does not exist", id, end.role, end.id)
+			case n.Namespace != e.namespace:
+				r.Add("edge-endpoint", "edge %s in %s: %s %s is in %s", id, e.namespace, end.role, end.id, n.Namespace)
 			}
 		}
 	}
@@ -418,9 +504,10 @@ func (c *checker) crossCheck() {
 	}
 }
 
-// checkView compares the memory-resident view with what Badger holds.
-func (c *checker) checkView(v *view) {
-	r := c.r
+// checkView compares the memory-resident view with what Badger holds,
+// beyond the edges the scan compared one by one.
+func (c *checker) checkView() {
+	r, v := c.r, c.v
 	if len(v.nodes) != len(c.nodes) {
 		r.Add("view", "view holds %d nodes, Badger %d", len(v.nodes), len(c.nodes))
 	}
@@ -437,7 +524,7 @@ func (c *checker) checkView(v *view) {
 	}
 	// Adjacency and identity: the view's, against what Badger's edges
 	// imply.
-	want := func(end func(*Edge) string) map[string][]string {
+	want := func(end func(checkedEdge) string) map[string][]string {
 		out := map[string][]string{}
 		for id, e := range c.edges {
 			out[end(e)] = append(out[end(e)], id)
@@ -449,8 +536,8 @@ func (c *checker) checkView(v *view) {
 		disk map[string][]string
 		mem  map[string][]string
 	}{
-		{"out", want(func(e *Edge) string { return e.Source }), v.adjacencyIDs(v.out)},
-		{"in", want(func(e *Edge) string { return e.Target }), v.adjacencyIDs(v.in)},
+		{"out", want(func(e checkedEdge) string { return e.source }), v.adjacencyIDs(v.out)},
+		{"in", want(func(e checkedEdge) string { return e.target }), v.adjacencyIDs(v.in)},
 	} {
 		for node, ids := range side.disk {
 			got := slices.Clone(side.mem[node])
@@ -467,19 +554,20 @@ func (c *checker) checkView(v *view) {
 		}
 	}
 	c.checkAdjacencyFacts(v)
-	for _, e := range c.edges {
-		ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
-		if id, ok := v.identity[ik]; !ok {
-			r.Add("view-identity", "edge %s: the view has no identity entry for it", e.ID)
-		} else if c.edges[id] == nil {
-			r.Add("view-identity", "edge %s: its identity names edge %s, not in Badger", e.ID, id)
+	for id, named := range c.identityOf {
+		if _, ok := c.edges[named]; !ok {
+			r.Add("view-identity", "edge %s: its identity names edge %s, not in Badger", id, named)
 		}
 	}
+	// Each identity entry names an edge Badger holds, whose identity it
+	// is (the view's copy of the edge: the scan found it equal to
+	// Badger's, or reported it).
 	for ik, id := range v.identity {
-		switch e := c.edges[id]; {
-		case e == nil:
+		e := v.edges[id]
+		switch _, stored := c.edges[id]; {
+		case !stored:
 			r.Add("view-identity", "identity %q names edge %s, not in Badger", ik, id)
-		case edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target) != ik:
+		case e == nil || edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target) != ik:
 			r.Add("view-identity", "identity %q names edge %s, whose identity is another", ik, id)
 		}
 	}
@@ -487,20 +575,16 @@ func (c *checker) checkView(v *view) {
 	// The view's apart set says which embeddings a rewrite leaves as
 	// stored: one too many would lose an embedding.
 	for id, n := range v.nodes {
-		if v.apart.has(n.Seq) && !c.apart[n.Seq] {
+		if v.apart.has(n.Seq) && !c.apart.has(n.Seq) {
 			r.Add("view-vector", "node %s: the view has its embedding stored apart, Badger does not", id)
 		}
 	}
 	for id, e := range v.edges {
-		if v.apart.has(e.Seq) && !c.apart[e.Seq] {
+		if v.apart.has(e.Seq) && !c.apart.has(e.Seq) {
 			r.Add("view-vector", "edge %s: the view has its embedding stored apart, Badger does not", id)
 		}
-	}
-	for id, e := range v.edges {
-		if d := c.edges[id]; d == nil {
+		if _, stored := c.edges[id]; !stored {
 			r.Add("view", "edge %s is in the view, not in Badger", id)
-		} else if !bytes.Equal(mustJSON(d), mustJSON(e)) {
-			r.Add("view", "edge %s differs between the view and Badger", id)
 		}
 	}
 }
@@ -570,9 +654,4 @@ func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []
 	if indexed != held {
 		r.Add("view-seq", "view indexes %d %ss by seq, holds %d with a seq", indexed, what, held)
 	}
-}
-
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }

@@ -248,6 +248,73 @@ func TestCheckComparesViewWithBadger(t *testing.T) {
 	}
 }
 
+// TestCheckComparesEachEdgeWithTheView: the check compares every edge
+// it reads from Badger with the view's copy of it: an edge whose copy
+// differs in a field, or in its embedding (stored apart, or inline as
+// an earlier format keeps it), is named, and one missing from either
+// side too.
+func TestCheckComparesEachEdgeWithTheView(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inline bool // the edges' records rewritten in format 2
+		damage func(s *Store, e *Edge)
+		want   string
+	}{
+		{"a field", false, func(_ *Store, e *Edge) { e.Confidence /= 2 }, "differs between the view and Badger"},
+		{"an embedding stored apart", false, func(_ *Store, e *Edge) { e.Embedding = []float32{1, 2, 4} }, "differs between the view and Badger: its embedding"},
+		{"an embedding held inline", true, func(_ *Store, e *Edge) { e.Embedding = []float32{1, 2, 4} }, "differs between the view and Badger"},
+		{"missing from the view", false, func(s *Store, e *Edge) { delete(s.v.edges, e.ID) }, "is in Badger, not in the view"},
+		{"missing from Badger", false, func(s *Store, e *Edge) {
+			mustOK(t, s.db.Update(func(txn *badger.Txn) error {
+				k := edgeKey(e.Namespace, e.ID)
+				mustOK(t, txn.Delete(k))
+				return txn.Delete(vectorKey(k))
+			}))
+		}, "is in the view, not in Badger"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openScratchStore(t, dir)
+			writeTestGraph(t, s)
+			observeOn(t, s, "cup", "table")
+			if tc.inline {
+				rewriteInline(t, s, false)
+				s.Close()
+				s = openScratchStore(t, dir)
+				s.IndexLoaded() // a load leaves the edges by id to be made
+			}
+			var victim *Edge
+			for _, e := range s.v.edges {
+				if len(e.Embedding) > 0 {
+					victim = e
+				}
+			}
+			if victim == nil {
+				t.Fatal("no edge with an embedding")
+			}
+			// The two nodes' embeddings are stored apart, and the edge's
+			// unless rewritten inline.
+			if r, want := mustCheck(t, s), map[bool]int64{false: 3, true: 2}[tc.inline]; r.Vectors != want {
+				t.Fatalf("%d embeddings stored apart, want %d", r.Vectors, want)
+			}
+			s.mu.Lock()
+			tc.damage(s, victim)
+			s.mu.Unlock()
+			r, err := s.Check(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, p := range r.Problems {
+				found = found || p.Kind == "view" && strings.Contains(p.Detail, victim.ID) && strings.HasSuffix(p.Detail, tc.want)
+			}
+			if !found {
+				t.Errorf("want a view problem naming %s: %q, got:\n%s", victim.ID, tc.want, problemList(r))
+			}
+		})
+	}
+}
+
 // TestCheckFindsStaleAdjacencyFacts damages the facts copy of one
 // adjacency entry, then the order of a list: the check names each.
 func TestCheckFindsStaleAdjacencyFacts(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -118,14 +119,18 @@ func vectorValue(emb []float32, slab *valueSlab) []byte {
 
 // vectorOf decodes the n floats that vectorValue stored in b (nil: the
 // vector key was not found).
-func vectorOf(b []byte, n int) ([]float32, error) {
+func vectorOf(b []byte, n int) ([]float32, error) { return appendVector(nil, b, n) }
+
+// appendVector is vectorOf decoding into dst's array when it is large
+// enough (a reader that compares vectors one at a time reuses one).
+func appendVector(dst []float32, b []byte, n int) ([]float32, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: its embedding of %d floats, stored apart, is missing", ErrCorrupt, n)
 	}
 	if len(b) != 4*n {
 		return nil, fmt.Errorf("%w: embedding of %d floats stored in %d bytes", ErrCorrupt, n, len(b))
 	}
-	out := make([]float32, n)
+	out := slices.Grow(dst[:0], n)[:n]
 	if littleEndian && n > 0 {
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), b)
 		return out, nil

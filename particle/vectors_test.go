@@ -160,6 +160,34 @@ func TestEmbeddingStoredOnceApart(t *testing.T) {
 	}
 }
 
+// rewriteInline rewrites every edge (and with nodes every node) of s in
+// format 2, its embedding inline, and drops the keys that held the
+// embeddings apart: a store of an earlier format, made behind s's back.
+func rewriteInline(t *testing.T, s *Store, nodes bool) {
+	t.Helper()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	mustOK(t, s.db.Update(func(txn *badger.Txn) error {
+		if nodes {
+			for _, n := range s.v.nodes {
+				v, err := encodeNodeV2(n, nil, false)
+				mustOK(t, err)
+				k := nodeKey(n.Namespace, n.ID)
+				mustOK(t, txn.Set(k, v))
+				mustOK(t, txn.Delete(vectorKey(k)))
+			}
+		}
+		for _, e := range s.v.edges {
+			v, err := encodeEdgeV2(e, nil, false)
+			mustOK(t, err)
+			k := edgeKey(e.Namespace, e.ID)
+			mustOK(t, txn.Set(k, v))
+			mustOK(t, txn.Delete(vectorKey(k)))
+		}
+		return nil
+	}))
+}
+
 // TestInlineEmbeddingsOfAnEarlierFormat: a store whose nodes and edges
 // hold their embeddings inline (format 2, as earlier versions wrote them)
 // opens with them; the first rewrite of each stores its unchanged
@@ -173,29 +201,7 @@ func TestInlineEmbeddingsOfAnEarlierFormat(t *testing.T) {
 			id := putEmbedded(t, s, "cup", emb, "")
 			observeOn(t, s, "cup", "table")
 			before, _, _ := snapshotView(s)
-			// Rewrite every node and edge as format 2, embedding inline,
-			// and drop the keys that held them apart.
-			s.mu.RLock()
-			if err := s.db.Update(func(txn *badger.Txn) error {
-				for _, n := range s.v.nodes {
-					v, err := encodeNodeV2(n, nil, false)
-					mustOK(t, err)
-					k := nodeKey(n.Namespace, n.ID)
-					mustOK(t, txn.Set(k, v))
-					mustOK(t, txn.Delete(vectorKey(k)))
-				}
-				for _, e := range s.v.edges {
-					v, err := encodeEdgeV2(e, nil, false)
-					mustOK(t, err)
-					k := edgeKey(e.Namespace, e.ID)
-					mustOK(t, txn.Set(k, v))
-					mustOK(t, txn.Delete(vectorKey(k)))
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			s.mu.RUnlock()
+			rewriteInline(t, s, true)
 			s.Close()
 
 			s = openSnapshots(t, dir, snapshots)
