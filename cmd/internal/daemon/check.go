@@ -80,7 +80,7 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 	if res.Store, err = store.Check(ctx); err != nil {
 		return nil, err
 	}
-	res.Derived = append(res.Derived, checkVectors(store, cfg.Embed.Dimensions))
+	res.Derived = append(res.Derived, checkVectors(store, newVectorIndex(cfg, cfg.Embed.Dimensions)))
 	for _, kind := range []string{"hnsw", "ivf"} {
 		name := vectorSnapshots[kind]
 		if snap, err := checkVectorSnapshot(store, kind, filepath.Join(cfg.Data, name), cfg.Embed.Dimensions); err != nil {
@@ -104,10 +104,13 @@ type recordingIndex struct {
 }
 
 func (r *recordingIndex) Add(id uint64, vec []float32, m wave.Meta) error {
+	if err := r.Index.Add(id, vec, m); err != nil {
+		return err // refused: the index does not hold it
+	}
 	r.mu.Lock()
 	r.vecs[id] = vec
 	r.mu.Unlock()
-	return r.Index.Add(id, vec, m)
+	return nil
 }
 
 func (r *recordingIndex) Remove(id uint64) bool {
@@ -117,20 +120,22 @@ func (r *recordingIndex) Remove(id uint64) bool {
 	return r.Index.Remove(id)
 }
 
-// checkVectors builds the vector index as the daemon does and checks it
+// checkVectors builds the vector index as the daemon does without a
+// snapshot (idx: an empty one of the configured kind) and checks it
 // against the store: one vector per record with an embedding of the
 // index's dimension, under the record's seq, equal to the stored
 // embedding, and found by a search for itself.
-func checkVectors(store *particle.Store, dim int) DerivedCheck {
+func checkVectors(store *particle.Store, idx wave.Index) DerivedCheck {
 	dc := DerivedCheck{Name: "vector index", Note: "rebuilt from the store, as the daemon does at start"}
-	idx := &recordingIndex{Index: wave.NewFlat(dim), vecs: map[uint64][]float32{}}
-	ixr, err := planner.NewIndexer(store, idx, 0)
+	rec := &recordingIndex{Index: idx, vecs: map[uint64][]float32{}}
+	ixr, err := planner.NewIndexer(store, rec, 0)
 	if err != nil {
 		dc.Problems = append(dc.Problems, "build: "+err.Error())
 		return dc
 	}
 	defer ixr.Close()
-	want, what, wrongDim := embeddings(store, dim)
+	dim := idx.Dim()
+	want, wrongDim := embeddings(store, dim)
 	if wrongDim > 0 {
 		dc.Problems = append(dc.Problems, fmt.Sprintf("%d records have embeddings of another dimension than the index's %d: they are not searchable", wrongDim, dim))
 	}
@@ -145,21 +150,21 @@ func checkVectors(store *particle.Store, dim int) DerivedCheck {
 		}
 	}
 	for seq, vec := range want {
-		got, ok := idx.vecs[seq]
+		got, ok := rec.vecs[seq]
 		switch {
 		case !ok:
-			report("%s (seq %d) is missing from the index", what[seq], seq)
+			report("%s (seq %d) is missing from the index", recordName(store, seq), seq)
 		case !slices.Equal(got, vec):
-			report("%s (seq %d): indexed vector differs from the stored embedding", what[seq], seq)
+			report("%s (seq %d): indexed vector differs from the stored embedding", recordName(store, seq), seq)
 		}
 	}
-	for seq := range idx.vecs {
+	for seq := range rec.vecs {
 		if _, ok := want[seq]; !ok {
 			report("index holds seq %d, which no stored record has", seq)
 		}
 	}
 	// The index answers: a sample of records finds itself.
-	findsItself(idx, want, what, 200, report)
+	findsItself(store, idx, want, 200, report)
 	if bad > 20 {
 		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d vector problems in all", bad))
 	}
@@ -167,36 +172,52 @@ func checkVectors(store *particle.Store, dim int) DerivedCheck {
 }
 
 // embeddings are the vectors the store holds for the index: by seq, the
-// records' embeddings of dimension dim, and what each seq is.
-func embeddings(store *particle.Store, dim int) (want map[uint64][]float32, what map[uint64]string, wrongDim int) {
-	want, what = map[uint64][]float32{}, map[uint64]string{}
-	add := func(seq uint64, vec []float32, name string) {
+// records' embeddings of dimension dim (the view's own slices, not
+// copies), and how many records hold one of another dimension.
+func embeddings(store *particle.Store, dim int) (want map[uint64][]float32, wrongDim int) {
+	want = map[uint64][]float32{}
+	add := func(seq uint64, vec []float32) {
 		switch {
 		case len(vec) == 0:
 		case len(vec) != dim:
 			wrongDim++
 		default:
-			want[seq], what[seq] = vec, name
+			want[seq] = vec
 		}
 	}
 	store.Read(func(r particle.Reader) {
-		r.Nodes(func(n *particle.Node) bool { add(n.Seq, n.Embedding, "node "+n.ID); return true })
-		r.Edges(func(e *particle.Edge) bool { add(e.Seq, e.Embedding, "edge "+e.ID); return true })
-		r.Episodes(func(e *particle.Episode) bool { add(e.Seq, e.Embedding, "episode "+e.ID); return true })
+		r.Nodes(func(n *particle.Node) bool { add(n.Seq, n.Embedding); return true })
+		r.Edges(func(e *particle.Edge) bool { add(e.Seq, e.Embedding); return true })
+		r.Episodes(func(e *particle.Episode) bool { add(e.Seq, e.Embedding); return true })
 	})
-	return want, what, wrongDim
+	return want, wrongDim
+}
+
+// recordName names the record holding seq ("edge ID"), for a report.
+func recordName(store *particle.Store, seq uint64) (name string) {
+	name = fmt.Sprintf("seq %d", seq)
+	store.Read(func(r particle.Reader) {
+		if n := r.NodeBySeq(seq); n != nil {
+			name = "node " + n.ID
+		} else if e := r.EdgeBySeq(seq); e != nil {
+			name = "edge " + e.ID
+		} else if e := r.EpisodeBySeq(seq); e != nil {
+			name = "episode " + e.ID
+		}
+	})
+	return name
 }
 
 // findsItself checks that a search for each of up to n stored vectors
 // finds it, with its own vector (cosine 1), and reports what does not.
-func findsItself(idx wave.Index, want map[uint64][]float32, what map[uint64]string, n int, report func(string, ...any)) {
+func findsItself(store *particle.Store, idx wave.Index, want map[uint64][]float32, n int, report func(string, ...any)) {
 	for seq, vec := range want {
 		if n--; n < 0 {
 			return
 		}
 		hits := idx.Search(vec, 1, &wave.Filter{Allow: func(id uint64) bool { return id == seq }})
 		if len(hits) != 1 || hits[0].ID != seq || hits[0].Score < 0.999 {
-			report("%s (seq %d): a search for its own vector returns %v", what[seq], seq, hits)
+			report("%s (seq %d): a search for its own vector returns %v", recordName(store, seq), seq, hits)
 		}
 	}
 }
@@ -226,7 +247,7 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) (*De
 		dc.Note = fmt.Sprintf("%d-d, not %d-d: the next start rebuilds the index from the store", h.Dim(), dim)
 		return dc, nil
 	}
-	want, what, _ := embeddings(store, dim)
+	want, _ := embeddings(store, dim)
 	dc.Items = h.Len()
 	bad := 0
 	report := func(format string, a ...any) {
@@ -240,12 +261,12 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) (*De
 	a, attach := h.(interface{ Attach(uint64, []float32) bool })
 	for seq, vec := range want {
 		if !h.Has(seq) {
-			report("%s (seq %d) is missing from the snapshot", what[seq], seq)
+			report("%s (seq %d) is missing from the snapshot", recordName(store, seq), seq)
 		} else if attach {
 			a.Attach(seq, vec)
 		}
 	}
-	findsItself(h, want, what, 200, report)
+	findsItself(store, h, want, 200, report)
 	if bad > 20 {
 		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d problems in all", bad))
 	}

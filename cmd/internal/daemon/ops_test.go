@@ -806,13 +806,65 @@ func TestGCAndRetentionRunOnTheirSchedules(t *testing.T) {
 	}
 }
 
-func TestCheckFindsAStaleVectorSnapshot(t *testing.T) {
+// losingIndex is an index that accepts one vector and does not keep it:
+// the loss checkVectors exists to find.
+type losingIndex struct {
+	wave.Index
+	lost uint64
+}
+
+func (x *losingIndex) Add(id uint64, vec []float32, m wave.Meta) error {
+	if x.lost == 0 || x.lost == id {
+		x.lost = id
+		return nil
+	}
+	return x.Index.Add(id, vec, m)
+}
+
+// TestCheckVectorsRebuildsTheConfiguredIndex: check rebuilds a vector
+// index of each kind from the store, as a start without a snapshot
+// does, and finds it whole; one that lost a vector is reported.
+func TestCheckVectorsRebuildsTheConfiguredIndex(t *testing.T) {
+	cfg, _ := stoppedWithEpisodes(t)
+	s, err := particle.Open(particle.DefaultOptions(filepath.Join(cfg.Data, "graph")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want, _ := embeddings(s, cfg.Embed.Dimensions)
+	if len(want) == 0 {
+		t.Fatal("fixture: no embeddings stored")
+	}
+	for _, kind := range []string{"ivf", "hnsw", "flat"} {
+		kc := cfg
+		kc.Vectors.Index = kind
+		dc := checkVectors(s, newVectorIndex(kc, cfg.Embed.Dimensions))
+		if len(dc.Problems) != 0 || dc.Items != len(want) {
+			t.Errorf("%s: %d items (want %d), problems %q", kind, dc.Items, len(want), dc.Problems)
+		}
+	}
+	dc := checkVectors(s, &losingIndex{Index: newVectorIndex(cfg, cfg.Embed.Dimensions)})
+	lost := fmt.Sprintf("index holds %d vectors, the store %d embeddings", len(want)-1, len(want))
+	if !slices.Contains(dc.Problems, lost) {
+		t.Errorf("a lost vector: problems %q, want %q", dc.Problems, lost)
+	}
+}
+
+// stoppedWithEpisodes is the config of a daemon that took in the
+// testdata episodes and stopped cleanly, and that daemon.
+func stoppedWithEpisodes(t *testing.T) (Config, *Daemon) {
+	t.Helper()
 	cfg := testConfig(t.TempDir())
 	d := startDaemon(t, cfg)
 	c := connect(t, d)
 	c.publishAll(readMessages(t, "episodes.jsonl"))
 	c.waitApplied()
 	d.Shutdown(context.Background())
+	return cfg, d
+}
+
+func TestCheckFindsAStaleVectorSnapshot(t *testing.T) {
+	cfg, d := stoppedWithEpisodes(t)
 	if _, err := os.Stat(d.vectorSnapshot()); err != nil {
 		t.Skipf("no vector snapshot after a clean shutdown (index %q): %v", cfg.Vectors.Index, err)
 	}

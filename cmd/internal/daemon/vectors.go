@@ -44,16 +44,25 @@ func (d *Daemon) openVectorIndex(dim int) (wave.Index, error) {
 		}
 	}
 	if v.Index == "flat" {
-		return wave.NewFlat(dim), nil
+		return newVectorIndex(d.cfg, dim), nil
 	}
 	idx, err := d.loadVectorSnapshot(dim)
 	if err != nil || idx != nil {
 		return idx, err
 	}
-	if v.Index == "ivf" {
-		return wave.NewIVF(dim, wave.IVFOptions{NProbe: v.NProbe}), nil
+	return newVectorIndex(d.cfg, dim), nil
+}
+
+// newVectorIndex is an empty index of the kind cfg configures.
+func newVectorIndex(cfg Config, dim int) wave.Index {
+	switch v := cfg.Vectors; v.Index {
+	case "flat":
+		return wave.NewFlat(dim)
+	case "ivf":
+		return wave.NewIVF(dim, wave.IVFOptions{NProbe: v.NProbe})
+	default:
+		return wave.NewHNSW(dim, wave.HNSWOptions{M: v.M, EfConstruction: v.EfConstruction, EfSearch: v.EfSearch})
 	}
-	return wave.NewHNSW(dim, wave.HNSWOptions{M: v.M, EfConstruction: v.EfConstruction, EfSearch: v.EfSearch}), nil
 }
 
 // loadVectorSnapshot reads and removes the configured index's snapshot;
