@@ -124,7 +124,7 @@ func benchRunCmd() *cobra.Command {
 	f.IntVar(&o.ExactQueries, "exact-queries", 50, "queries per configuration for the exact baseline planner (-1: all)")
 	f.BoolVar(&o.ExactThreads, "exact-threads", false, "measure the exact baseline on every --threads count, not only one")
 	f.Float64Var(&o.VisibilityRate, "visibility-rate", 0, "steps/s of the paced phase (0: min(20000, half the bulk rate))")
-	f.Float64Var(&o.VisibilityShare, "visibility-share", 0.05, "share of the steps sent in the paced phase, between 0 and 1 (a larger share times a longer stretch of steady ingest)")
+	f.Float64Var(&o.VisibilityShare, "visibility-share", bench.DefaultVisibilityShare, "share of the steps sent in the paced phase, between 0 and 1 (a larger share times a longer stretch of steady ingest)")
 	f.StringSliceVar(&o.Phases, "phases", []string{"planner", "reopen"}, "phases after the load, which with an in-process daemon a transport baseline (JetStream alone) precedes: planner, reopen (none: --phases=\"\")")
 	f.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each phase (transport, ingest, planner, reopen) to this directory, and after each the allocations so far (PHASE.allocs.pprof; diff two with pprof -base)")
 	f.Float64Var(&memLimitGiB, "memory-limit-gib", 0, "Go memory limit of the run, GiB (the daemon runs in-process; 0: none)")
