@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -98,6 +99,7 @@ type Store struct {
 	writeMu sync.Mutex // serialises Update
 	slab    *valueSlab // the buffers of a batch's values (see valueSlab); under writeMu
 	written writtenCounter
+	updates updateTimer
 
 	mu     sync.RWMutex // guards v and counts
 	v      *view
@@ -801,21 +803,25 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	if err := ctx.Err(); err != nil {
 		return Changes{}, err
 	}
+	start := time.Now()
 	b := s.newBatch()
 	defer s.slab.reset() // after the transaction ends (defers run last first)
 	defer b.txn.Discard()
 	if err := fn(b); err != nil {
 		return Changes{}, err
 	}
+	applied := time.Now()
 	if err := b.flush(); err != nil {
 		return Changes{}, err
 	}
 	if err := s.injectedFault(); err != nil {
 		return Changes{}, err
 	}
+	encoded := time.Now()
 	if err := b.txn.Commit(); err != nil {
 		return Changes{}, fmt.Errorf("%w: commit: %v", ErrStorage, err)
 	}
+	committed := time.Now()
 	s.written.add(b.written)
 	ch := b.publish()
 	s.feedCoder(b.stale)
@@ -825,6 +831,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	for _, fn := range subs {
 		fn(ch)
 	}
+	s.updates.add(start, applied, encoded, committed, time.Now())
 	return ch, nil
 }
 

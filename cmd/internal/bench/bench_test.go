@@ -242,6 +242,13 @@ func TestRunMicro(t *testing.T) {
 		if nodes <= 0 || edges <= 0 || all <= nodes+edges {
 			t.Errorf("%s: %v bytes written per step, %v of nodes, %v of edges", phase, all, nodes, edges)
 		}
+		// The writer applied, encoded and committed the steps, in
+		// batches, for part of the phase (a batch begun just before it
+		// can count whole: a little over 1 is not wrong).
+		busy, apply, commit, batch := f[phase+"writer_busy"], f[phase+"writer_apply_us_per_step"], f[phase+"writer_commit_us_per_step"], f[phase+"steps_per_batch"]
+		if busy <= 0 || busy > 1.5 || apply <= 0 || commit <= 0 || batch <= 0 {
+			t.Errorf("%s writer: busy %v, apply %v µs and commit %v µs per step, %v steps per batch", phase, busy, apply, commit, batch)
+		}
 	}
 	// The NATS floor echoes replies of the answers' mean size: a
 	// msgpack answer is smaller than its JSON, and not empty.

@@ -369,7 +369,14 @@ func (r *runner) ingest(ctx context.Context) error {
 		}
 		return r.d.Store().Written()
 	}
-	w0 := written()
+	// How the graph store's writer spent each phase (in process).
+	updates := func() particle.UpdateTimes {
+		if r.d == nil {
+			return particle.UpdateTimes{}
+		}
+		return r.d.Store().UpdateTimes()
+	}
+	w0, u0 := written(), updates()
 
 	// Bulk: as fast as the daemon acknowledges; a sample of steps timed.
 	bulkSteps := countSteps(bulk)
@@ -402,6 +409,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	}
 	took := time.Since(t0)
 	r.writtenFigures("ingest.bulk_", written().Sub(w0), bulkSteps)
+	r.writerFigures("ingest.bulk_", updates().Sub(u0), bulkSteps, took)
 	r.fig["ingest.steps"] = float64(bulkSteps)
 	r.fig["ingest.seconds"] = took.Seconds()
 	r.fig["ingest.steps_per_s"] = float64(bulkSteps) / took.Seconds()
@@ -431,7 +439,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		rate = min(20000, r.fig["ingest.steps_per_s"]/2)
 	}
 	pacedSteps := countSteps(paced)
-	w0 = written()
+	w0, u0 = written(), updates()
 	msgRate := rate * float64(len(paced)) / float64(max(pacedSteps, 1))
 	r.say("ingest: paced phase, %d messages (%d steps) at %.0f steps/s, every step timed", len(paced), pacedSteps, rate)
 	pub = client.NewPublisher(r.js, r.prefix, msgRate)
@@ -456,6 +464,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	}
 	r.fig["ingest.visibility_rate_steps_per_s"] = float64(pacedSteps) / time.Since(t0).Seconds()
 	r.writtenFigures("ingest.paced_", written().Sub(w0), pacedSteps)
+	r.writerFigures("ingest.paced_", updates().Sub(u0), pacedSteps, time.Since(t0))
 	r.fig["ingest.visibility_seconds"] = time.Since(t0).Seconds()
 	pr.drain()
 	r.lagFigures("ingest.", pr, true)
@@ -471,6 +480,11 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.say("ingest: visibility at %.0f steps/s: p50 %.1f ms, p99 %.1f ms (graph commit p99 %.1f ms)%s",
 		r.fig["ingest.visibility_rate_steps_per_s"], r.fig["ingest.visibility_p50_ms"], r.fig["ingest.visibility_p99_ms"],
 		r.fig["ingest.commit_visibility_p99_ms"], gcNote)
+	if r.d != nil {
+		f := func(stage string) float64 { return r.fig["ingest.paced_writer_"+stage+"_us_per_step"] }
+		r.say("ingest: the graph writer was busy %.0f%% of the paced phase, per step: apply %.0f µs, encode %.0f, Badger's commit %.0f, publish %.0f; batches of %.1f steps",
+			100*r.fig["ingest.paced_writer_busy"], f("apply"), f("encode"), f("commit"), f("publish"), r.fig["ingest.paced_steps_per_batch"])
+	}
 
 	if err := r.sendSpans(ctx, append(spans[1], spans[2]...), "at the end"); err != nil {
 		return err
@@ -485,6 +499,21 @@ func (r *runner) ingest(ctx context.Context) error {
 		}
 	}
 	return r.graphFigures(ctx)
+}
+
+// writerFigures records how the graph store's writer spent a phase of
+// the given length: how busy it was (its stages run one after the other,
+// so near 1 the next batch waits for this one), each stage's time per
+// step, and the steps per committed batch.
+func (r *runner) writerFigures(prefix string, u particle.UpdateTimes, steps int, took time.Duration) {
+	if r.d == nil || steps == 0 || u.Batches == 0 {
+		return
+	}
+	r.fig[prefix+"writer_busy"] = u.Total().Seconds() / took.Seconds()
+	for stage, d := range u.ByStage() {
+		r.fig[prefix+"writer_"+stage+"_us_per_step"] = float64(d.Microseconds()) / float64(steps)
+	}
+	r.fig[prefix+"steps_per_batch"] = float64(steps) / float64(u.Batches)
 }
 
 // writtenFigures records what the graph store wrote per step in a

@@ -111,6 +111,14 @@ func (rep *Report) WriteTable(w io.Writer) {
 	written := func(phase string) string {
 		return n(phase+"written_bytes_per_step", 0) + " (" + n(phase+"written_node_bytes_per_step", 0) + ")"
 	}
+	writer := func(phase string) string {
+		busy := "—"
+		if v, ok := f[phase+"writer_busy"]; ok {
+			busy = commas(100*v, 0) + "%"
+		}
+		us := func(stage string) string { return n(phase+"writer_"+stage+"_us_per_step", 0) }
+		return busy + "; " + us("apply") + " + " + us("encode") + " + " + us("commit") + " + " + us("publish") + "; " + n(phase+"steps_per_batch", 1)
+	}
 	verdict := func(fig string) string {
 		for _, t := range rep.Targets {
 			if t.Figure != fig {
@@ -135,6 +143,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			pair("ingest.visibility_p50_ms", "ingest.visibility_p99_ms", 1), "—", "p99 ≤ 100", verdict("ingest.visibility_p99_ms")},
 		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},
 		{"… graph bytes written per step, bulk / paced phase (of which nodes)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
+		{"… graph writer, bulk / paced phase: busy; µs per step applying + encoding + in Badger's commit + publishing; steps per batch", writer("ingest.bulk_") + " / " + writer("ingest.paced_"), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
 		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},
 		{"… 1 hop, p99 µs of the queries admitting ≥ 1% / < 1% of events", pair("planner.in_process.broad.p99_us", "planner.in_process.selective.p99_us", 0), pair("exact.planner.in_process.broad.p99_us", "exact.planner.in_process.selective.p99_us", 0), "", ""},

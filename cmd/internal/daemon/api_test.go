@@ -180,16 +180,28 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	// The bytes written, by table: the 32 steps' and the graph's.
-	for _, table := range []string{"steps", "edges", "nodes", "episodes"} {
-		m := regexp.MustCompile(`ctxgraph_store_written_bytes_total\{table="` + table + `"\} (\S+)`).FindStringSubmatch(string(raw))
-		if len(m) != 2 {
-			t.Errorf("/metrics lacks the written bytes of %s", table)
-			continue
+	// Counters that must have counted: the bytes written, by table (the
+	// 32 steps' and the graph's), and the writer's time, by stage.
+	for _, c := range []struct {
+		name, label string
+		values      []string
+	}{
+		{"ctxgraph_store_written_bytes_total", "table", []string{"steps", "edges", "nodes", "episodes"}},
+		{"ctxgraph_store_update_seconds_total", "stage", []string{"apply", "encode", "commit", "publish"}},
+	} {
+		for _, v := range c.values {
+			m := regexp.MustCompile(c.name + `\{` + c.label + `="` + v + `"\} (\S+)`).FindStringSubmatch(string(raw))
+			if len(m) != 2 {
+				t.Errorf("/metrics lacks %s{%s=%q}", c.name, c.label, v)
+				continue
+			}
+			if n, err := strconv.ParseFloat(m[1], 64); err != nil || n <= 0 {
+				t.Errorf("/metrics: %s{%s=%q} is %q", c.name, c.label, v, m[1])
+			}
 		}
-		if n, err := strconv.ParseFloat(m[1], 64); err != nil || n <= 0 {
-			t.Errorf("/metrics: written bytes of %s: %q", table, m[1])
-		}
+	}
+	if m := regexp.MustCompile(`ctxgraph_store_updates_total (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+		t.Errorf("/metrics: committed batches %q", m)
 	}
 }
 

@@ -74,6 +74,15 @@ func (m *metrics) registerStore(d *Daemon) {
 			Help: "Bytes (keys and values) committed to the graph store since start, by table: a node or edge record is written whole at every change, its embedding (counted with it) only when that changes.",
 		}, func() float64 { return float64(d.store.Written().ByTable()[table]) }))
 	}
+	for stage := range d.store.UpdateTimes().ByStage() {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ctxgraph_store_update_seconds_total", ConstLabels: prometheus.Labels{"stage": stage},
+			Help: "Time the graph store's committed batches spent, by stage (apply, encode, commit: Badger's writes and fsyncs, publish), one after the other on the writer: their rate summed is how busy the writer is.",
+		}, func() float64 { return d.store.UpdateTimes().ByStage()[stage].Seconds() }))
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ctxgraph_store_updates_total", Help: "Batches the graph store committed.",
+	}, func() float64 { return float64(d.store.UpdateTimes().Batches) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_store_view_from_snapshot", Help: "1 when the start loaded the graph's view from its view snapshot, 0 when from Badger.",
 	}, func() float64 {
