@@ -198,12 +198,39 @@ func TestRunMicro(t *testing.T) {
 		t.Skip("starts a daemon")
 	}
 	var out bytes.Buffer
-	profiles := t.TempDir()
+	profiles, calls := t.TempDir(), t.TempDir()
 	rep, err := Run(context.Background(), RunOptions{Preset: "micro", Seed: 1, Dir: t.TempDir(),
 		Data: filepath.Join(t.TempDir(), "data"), Threads: []int{1}, Queries: 15, ExactQueries: 5, Out: &out,
-		ProfileDir: profiles})
+		ProfileDir: profiles, CallsDir: calls})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
+	}
+	// Each configuration's timed calls: as many as it counted, each of
+	// one of the 15 queries, the in-process ones with their stages.
+	for _, prefix := range []string{"planner.in_process", "planner.in_process.hops2", "planner.nats_msgpack"} {
+		b, err := os.ReadFile(filepath.Join(calls, prefix+".jsonl"))
+		if err != nil {
+			t.Errorf("calls of %s: %v", prefix, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if float64(len(lines)) != rep.Figures[prefix+".calls"] {
+			t.Errorf("%s: %d calls written, %v counted", prefix, len(lines), rep.Figures[prefix+".calls"])
+		}
+		staged := 0
+		for _, l := range lines {
+			var c callRecord
+			if err := json.Unmarshal([]byte(l), &c); err != nil || c.Query < 0 || c.Query >= 15 || c.US <= 0 {
+				t.Errorf("%s: call %s (%v)", prefix, l, err)
+				break
+			}
+			if c.PrefilterUS+c.ExpandUS+c.StitchUS > 0 {
+				staged++
+			}
+		}
+		if inProcess := prefix != "planner.nats_msgpack"; inProcess != (staged > 0) {
+			t.Errorf("%s: %d calls of %d with stage times", prefix, staged, len(lines))
+		}
 	}
 	// Each phase leaves a CPU and an allocation profile (gzipped protobuf).
 	for _, name := range []string{"ingest.pprof", "ingest.allocs.pprof", "planner.allocs.pprof", "reopen.allocs.pprof"} {

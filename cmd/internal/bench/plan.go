@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +70,7 @@ func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 
 // call is one measured request's outcome.
 type call struct {
+	query   int // the query's index in the workload
 	lat     time.Duration
 	timings planner.Timings
 	nodes   int
@@ -93,6 +97,8 @@ type result struct {
 	// gcCycles counts the garbage collections of this process during
 	// the timed calls (the warm-up excluded).
 	gcCycles uint64
+	// calls are the timed calls themselves (RunOptions.CallsDir).
+	calls []call
 }
 
 func newResult() *result {
@@ -177,7 +183,7 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 					return
 				}
 				i := (off + j) % queries
-				out[j].selective = selective(i)
+				out[j].query, out[j].selective = i, selective(i)
 				if err := callers[t](i, &out[j]); err != nil {
 					errs[t] = err
 					return
@@ -197,6 +203,7 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 		for i := range parts[t] {
 			res.add(&parts[t][i])
 		}
+		res.calls = append(res.calls, parts[t]...)
 	}
 	res.qps = float64(threads*n) / wall.Seconds()
 	return res, nil
@@ -215,6 +222,9 @@ func key(mode string, hops, threads int) string {
 }
 
 func (r *runner) putResult(prefix string, res *result, stages bool) {
+	if err := r.writeCalls(prefix, res); err != nil {
+		r.say("calls of %s not written: %v", prefix, err)
+	}
 	r.fig.put(prefix, &res.lat, "us")
 	r.fig[prefix+"qps"] = res.qps
 	r.fig[prefix+"calls"] = float64(res.lat.n())
@@ -239,6 +249,44 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
 	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
 	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
+}
+
+// callRecord is one timed call as writeCalls writes it.
+type callRecord struct {
+	Query       int   `json:"query"`
+	US          int64 `json:"us"`
+	Selective   bool  `json:"selective,omitempty"`
+	Timeout     bool  `json:"timeout,omitempty"`
+	PrefilterUS int64 `json:"prefilter_us,omitempty"`
+	ExpandUS    int64 `json:"expand_us,omitempty"`
+	RerankUS    int64 `json:"rerank_us,omitempty"`
+	StitchUS    int64 `json:"stitch_us,omitempty"`
+	Nodes       int   `json:"nodes,omitempty"`
+	Edges       int   `json:"edges,omitempty"`
+}
+
+// writeCalls writes a configuration's timed calls, one JSON object per
+// line in the order they ran on each thread, to CallsDir/PREFIX.jsonl
+// (PREFIX its figures' prefix): for finding which queries make a tail
+// and whether they make it run after run.
+func (r *runner) writeCalls(prefix string, res *result) error {
+	if r.o.CallsDir == "" || len(res.calls) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(r.o.CallsDir, 0o755); err != nil {
+		return err
+	}
+	var b []byte
+	for _, c := range res.calls {
+		t := c.timings
+		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Timeout: c.timeout,
+			PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS, Nodes: c.nodes, Edges: c.edges})
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
+	}
+	return os.WriteFile(filepath.Join(r.o.CallsDir, strings.TrimSuffix(prefix, ".")+".jsonl"), b, 0o644)
 }
 
 // gcNote names the collections during a measurement in a progress line

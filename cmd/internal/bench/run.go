@@ -71,6 +71,9 @@ type RunOptions struct {
 	// Phases are the phases run after the load, of "planner" and
 	// "reopen" (default both; ingest always runs).
 	Phases []string
+	// CallsDir, when set, receives each latency measurement's timed
+	// calls, one file per configuration (writeCalls).
+	CallsDir string
 	// ProfileDir, when set, receives a CPU profile of each phase
 	// (ingest.pprof, planner.pprof, reopen.pprof).
 	ProfileDir string
