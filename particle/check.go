@@ -339,14 +339,13 @@ func (c *checker) edge(e *Edge, k []byte, apart int) {
 	case !same:
 		c.r.Add("view", "edge %s differs between the view and Badger", e.ID)
 	}
-	owner := seqOwner{"edge", e.ID}
-	kept := checkedEdge{namespace: e.Namespace, source: e.Source, target: e.Target}
+	// What is kept points into the view's copy where the two are the
+	// same, else into copies of the decoded record's strings.
+	owner, kept := seqOwner{kind: "edge"}, checkedEdge{}
 	if same {
-		owner.id = held.ID
-		kept = checkedEdge{namespace: held.Namespace, source: held.Source, target: held.Target}
+		owner.id, kept = held.ID, checkedEdge{namespace: held.Namespace, source: held.Source, target: held.Target}
 	} else {
-		owner.id = strings.Clone(e.ID)
-		kept = checkedEdge{namespace: strings.Clone(e.Namespace), source: strings.Clone(e.Source), target: strings.Clone(e.Target)}
+		owner.id, kept = strings.Clone(e.ID), checkedEdge{namespace: strings.Clone(e.Namespace), source: strings.Clone(e.Source), target: strings.Clone(e.Target)}
 	}
 	// Its identity entry in the view: present, and naming it or an edge
 	// Badger holds (which crossCheck sees once every edge is read).
