@@ -823,6 +823,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	}
 	committed := time.Now()
 	s.written.add(b.written)
+	s.updates.committed(start, applied, encoded, committed)
 	ch := b.publish()
 	s.feedCoder(b.stale)
 	s.subMu.RLock()
@@ -831,7 +832,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	for _, fn := range subs {
 		fn(ch)
 	}
-	s.updates.add(start, applied, encoded, committed, time.Now())
+	s.updates.published(time.Since(committed))
 	return ch, nil
 }
 

@@ -42,14 +42,19 @@ func (t UpdateTimes) Sub(earlier UpdateTimes) UpdateTimes {
 // updateTimer is UpdateTimes, added to by every committed batch.
 type updateTimer struct{ batches, apply, encode, commit, publish atomic.Int64 }
 
-// add counts one batch whose stages ended at the given times, from start.
-func (u *updateTimer) add(start, applied, encoded, committed, published time.Time) {
+// committed counts a batch whose first stages ended at the given times,
+// from start. It is called before the batch is published, so that whoever
+// sees the batch's changes finds it counted (its publishing, counted by
+// published, may not be yet).
+func (u *updateTimer) committed(start, applied, encoded, committed time.Time) {
 	u.batches.Add(1)
 	u.apply.Add(int64(applied.Sub(start)))
 	u.encode.Add(int64(encoded.Sub(applied)))
 	u.commit.Add(int64(committed.Sub(encoded)))
-	u.publish.Add(int64(published.Sub(committed)))
 }
+
+// published counts a batch's publishing, which took d.
+func (u *updateTimer) published(d time.Duration) { u.publish.Add(int64(d)) }
 
 func (u *updateTimer) load() UpdateTimes {
 	return UpdateTimes{Batches: u.batches.Load(), Apply: time.Duration(u.apply.Load()), Encode: time.Duration(u.encode.Load()),
