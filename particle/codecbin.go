@@ -100,12 +100,29 @@ func (w *wr) strMap(m map[string]string) {
 
 func (w *wr) floats(v []float32) {
 	w.count(v == nil, len(v))
+	w.b = appendFloats(w.b, v)
+}
+
+// appendFloats appends v's floats to b, little-endian.
+func appendFloats(b []byte, v []float32) []byte {
 	if littleEndian && len(v) > 0 {
-		w.b = append(w.b, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
-		return
+		return append(b, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
 	}
 	for _, f := range v {
-		w.b = binary.LittleEndian.AppendUint32(w.b, math.Float32bits(f))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	}
+	return b
+}
+
+// readFloats fills out with the little-endian floats at the start of b,
+// which holds at least 4*len(out) bytes.
+func readFloats(out []float32, b []byte) {
+	if littleEndian && len(out) > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out)), b)
+		return
+	}
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 }
 
@@ -346,13 +363,7 @@ func (r *rd) floats() []float32 {
 	if r.err != nil {
 		return nil
 	}
-	if littleEndian && n > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), r.b[at:])
-		return out
-	}
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.b[at+4*i:]))
-	}
+	readFloats(out, r.b[at:])
 	return out
 }
 

@@ -1,12 +1,9 @@
 package particle
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
-	"unsafe"
 )
 
 // Format 2 stores a node, edge or episode in binary:
@@ -106,15 +103,7 @@ func newReader(r *rd, b []byte, kind byte, inPlace bool) (emb []float32, apart i
 // vectorValue is the value that stores emb apart: its floats,
 // little-endian, and nothing else.
 func vectorValue(emb []float32, slab *valueSlab) []byte {
-	w := wr{b: slab.alloc(4 * len(emb))}
-	if littleEndian && len(emb) > 0 {
-		w.b = append(w.b, unsafe.Slice((*byte)(unsafe.Pointer(&emb[0])), 4*len(emb))...)
-		return w.b
-	}
-	for _, f := range emb {
-		w.b = binary.LittleEndian.AppendUint32(w.b, math.Float32bits(f))
-	}
-	return w.b
+	return appendFloats(slab.alloc(4*len(emb)), emb)
 }
 
 // vectorOf decodes the n floats that vectorValue stored in b (nil: the
@@ -131,13 +120,7 @@ func appendVector(dst []float32, b []byte, n int) ([]float32, error) {
 		return nil, fmt.Errorf("%w: embedding of %d floats stored in %d bytes", ErrCorrupt, n, len(b))
 	}
 	out := slices.Grow(dst[:0], n)[:n]
-	if littleEndian && n > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), b)
-		return out, nil
-	}
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
+	readFloats(out, b)
 	return out, nil
 }
 
