@@ -53,12 +53,13 @@ var benchAgents = func() (keys [50]uint32) {
 }()
 
 type benchSet struct {
-	n, dim  int
-	vecs    [][]float32
-	queries [][]float32
-	flat    *Flat
-	hnsw    *HNSW
-	ivf     *IVF // built by getIVF
+	n, dim   int
+	vecs     [][]float32
+	queries  [][]float32
+	flat     *Flat
+	hnsw     *HNSW
+	ivf      *IVF // built by getIVF
+	splitIVF *IVF // built by getSplitIVF
 	// truth[filter name][query] = exact top-k ids.
 	truth map[string][][]uint64
 }

@@ -109,6 +109,8 @@ type IVF struct {
 	rebuild *sync.WaitGroup
 	touched []uint64
 	scratch coder // the writer's, under mu
+	// side is the split by agent (nil: none; see ivf_side.go).
+	side atomic.Pointer[ivfSide]
 }
 
 // ivfState is one quantiser and its lists; a retraining swaps in a new
@@ -207,6 +209,10 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 	x.removeLocked(id)
 	st := x.st.Load()
 	x.ids.put(id, x.place(st, e, vec, &x.scratch))
+	if sd := x.side.Load(); sd != nil {
+		x.sideAdd(sd, id, vec, m)
+		x.sideChanged(sd)
+	}
 	x.touch(id)
 	x.maybeRebuild()
 	return nil
@@ -280,6 +286,10 @@ func (x *IVF) removeLocked(id uint64) bool {
 	d.markDead(int(loc.pos))
 	x.ids.remove(id)
 	x.deleted++
+	if sd := x.side.Load(); sd != nil {
+		x.sideRemove(sd, id)
+		x.sideChanged(sd)
+	}
 	return true
 }
 
@@ -303,6 +313,10 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 // setMetaAt is setMetaLocked for id at loc.
 func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 	d := x.st.Load().lists[loc.list].d.Load()
+	if sd := x.side.Load(); sd != nil {
+		x.sideSetMeta(sd, id, d.vecs[loc.pos].Load(), m)
+		x.sideChanged(sd)
+	}
 	nm := &d.metas[loc.pos]
 	if nm.fixedDiffer(m) {
 		// Fields written once: re-append the entry with the new Meta.
@@ -345,43 +359,37 @@ func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 	if !ok {
 		return false
 	}
-	x.st.Load().lists[loc.list].d.Load().vecs[loc.pos].Store(&vec[0])
+	d := x.st.Load().lists[loc.list].d.Load()
+	d.vecs[loc.pos].Store(&vec[0])
 	if m != nil {
-		x.setMetaAt(id, loc, *m) // touches id
-	} else {
-		x.touch(id)
+		x.setMetaAt(id, loc, *m) // touches id; the split takes the vector
+		return true
 	}
+	if sd := x.side.Load(); sd != nil && !sd.has(id) {
+		x.sideAdd(sd, id, vec, d.metas[loc.pos].meta())
+		x.sideChanged(sd)
+	}
+	x.touch(id)
 	return true
 }
 
 // Cleanup compacts the lists holding tombstones and returns the number
 // removed. During a background retraining it does nothing (the new
-// lists hold no tombstones).
+// lists hold no tombstones). It compacts the split by agent, if any, as
+// well (not counted).
 func (x *IVF) Cleanup() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if sd := x.side.Load(); sd != nil {
+		x.sideCleanup(sd)
+	}
 	if x.rebuild != nil || x.deleted == 0 {
 		return 0
 	}
 	st := x.st.Load()
 	removed := 0
 	for li := range st.lists {
-		l := &st.lists[li]
-		d := l.d.Load()
-		dead := 0
-		for i := range d.len() {
-			if d.isDead(i) {
-				dead++
-			}
-		}
-		if dead == 0 {
-			continue
-		}
-		nd := l.grow(d, d.len()-dead, x.dim, true)
-		for i := range nd.len() {
-			x.ids.put(nd.ids[i], ivfLoc{uint32(li), uint32(i)})
-		}
-		removed += dead
+		removed += st.lists[li].compact(x.dim, func(id uint64, pos int) { x.ids.put(id, ivfLoc{uint32(li), uint32(pos)}) })
 	}
 	x.deleted -= removed
 	return removed
@@ -400,6 +408,9 @@ func (x *IVF) Bytes() int {
 	}
 	if st.q != nil {
 		n += 4 * (len(st.q.leaves) + len(st.q.top))
+	}
+	if sd := x.side.Load(); sd != nil {
+		n += sd.bytes(x.dim)
 	}
 	return n + x.ids.bytes()
 }

@@ -17,14 +17,24 @@ import (
 // does) once per process; the build rate is logged.
 
 // getIVF returns the IVF over s, building it once.
-func getIVF(b *testing.B, s *benchSet) *IVF {
+func getIVF(b *testing.B, s *benchSet) *IVF { return buildBenchIVF(b, s, &s.ivf, false) }
+
+// getSplitIVF returns an IVF over s split by agent, building it once.
+func getSplitIVF(b *testing.B, s *benchSet) *IVF { return buildBenchIVF(b, s, &s.splitIVF, true) }
+
+// buildBenchIVF returns *into, building an IVF over s there first if
+// nil (split by agent if split).
+func buildBenchIVF(b *testing.B, s *benchSet, into **IVF, split bool) *IVF {
 	b.Helper()
 	benchMu.Lock()
 	defer benchMu.Unlock()
-	if s.ivf != nil {
-		return s.ivf
+	if *into != nil {
+		return *into
 	}
 	x := NewIVF(s.dim, IVFOptions{Seed: 1})
+	if split {
+		x.SplitByAgent()
+	}
 	t0 := time.Now()
 	for i, v := range s.vecs {
 		if err := x.Add(uint64(i), v, benchMeta(i)); err != nil {
@@ -33,9 +43,9 @@ func getIVF(b *testing.B, s *benchSet) *IVF {
 	}
 	d := time.Since(t0)
 	x.WaitRebuild()
-	b.Logf("IVF: built n=%d dim=%d with one writer in %v (%.0f inserts/s), trained in %v more; %d lists",
-		s.n, s.dim, d, float64(s.n)/d.Seconds(), time.Since(t0)-d, x.Lists())
-	s.ivf = x
+	b.Logf("IVF (split by agent %v): built n=%d dim=%d with one writer in %v (%.0f inserts/s), trained in %v more; %d lists",
+		split, s.n, s.dim, d, float64(s.n)/d.Seconds(), time.Since(t0)-d, x.Lists())
+	*into = x
 	return x
 }
 
@@ -58,6 +68,12 @@ func BenchmarkIVFSearch(b *testing.B) {
 					searchBench(b, s, x, x.Bytes(), bf.name, bf.f)
 				})
 			}
+			// The same items split by agent (ivf_side.go): the one-agent
+			// filter reads that agent's list.
+			sx := getSplitIVF(b, s)
+			b.Run("split/filter=agent2pct", func(b *testing.B) {
+				searchBench(b, s, sx, sx.Bytes(), "agent2pct", benchFilters[len(benchFilters)-1].f)
+			})
 		})
 	}
 }

@@ -97,6 +97,27 @@ func (d *listData) set(i int, e ivfEntry, cb int) {
 	d.widenAt(i)
 }
 
+// compact replaces l's entries by a copy without its tombstones, if it
+// has any, calls moved with each entry's id and new position, and
+// returns the number dropped. Only the writer calls it.
+func (l *ivfList) compact(dim int, moved func(id uint64, pos int)) int {
+	d := l.d.Load()
+	dead := 0
+	for i := range d.len() {
+		if d.isDead(i) {
+			dead++
+		}
+	}
+	if dead == 0 {
+		return 0
+	}
+	nd := l.grow(d, d.len()-dead, dim, true)
+	for i := range nd.len() {
+		moved(nd.ids[i], i)
+	}
+	return dead
+}
+
 // grow copies d's entries into a new listData of the given capacity
 // (dropping tombstones when compact is set, which moves entries: the
 // caller re-reads their positions), publishes it and returns it.

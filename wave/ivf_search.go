@@ -65,6 +65,11 @@ const ivfSeenPerSlot = 8
 //     condition would.
 //
 // The heap is rescored with the float32 vectors.
+//
+// Split by agent ([IVF.SplitByAgent]) and ready, a search whose filter
+// names one agent scans that agent's list whole into the heap and then
+// probes the catch-alls' index as above, at least 8 lists, waiting for
+// as many lists as it probed without a gain (ivf_side.go).
 func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != x.dim {
 		return nil
@@ -72,6 +77,16 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if f.isZero() {
 		f = nil
 	}
+	if sd := x.side.Load(); sd != nil && f != nil && oneAgent(f.Agent) && sd.ready.Load() {
+		return x.searchSplit(sd, q, k, f)
+	}
+	return x.search(q, k, f, nil, int(x.nprobe.Load()))
+}
+
+// search is Search over x's lists probing nprobe of them at least, with
+// the list pre (if any), whose codes are of whole vectors, scanned whole
+// first.
+func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int) []Hit {
 	st := x.st.Load()
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
@@ -93,7 +108,7 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	q8 := s.q8
 
 	nl := len(st.lists)
-	nprobe := min(int(x.nprobe.Load()), nl)
+	nprobe = min(nprobe, nl)
 	s.scores = s.scores[:0]
 	s.keys = s.keys[:0]
 	for i := range nl {
@@ -130,6 +145,11 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	// past NProbe goes on while recent lists still do.
 	lastGain := 0
 	patience := max(4, nprobe/4)
+	if pre != nil {
+		// The list scanned first fills the heap with near items, which
+		// a later list then rarely improves: wait longer for one.
+		patience = max(patience, nprobe)
+	}
 	enough := func(li int) bool {
 		if len(s.heap.h) < keep {
 			return false
@@ -175,25 +195,14 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 		}
 		asks = asks[:0]
 	}
-	for li := 0; li < nl; li++ {
-		if li >= nprobe {
-			// The stops read the heap and the counts: nothing may wait.
-			flush()
-			if enough(li) || bounded(li) {
-				break
-			}
-		}
-		if li == len(order) {
-			order = s.nextLists(order, 4*li)
-		}
-		d := st.lists[order[li].ID].d.Load()
+	// scan visits list d's entries (li its place in the probe order),
+	// whose scores are base plus their codes', residual telling whether
+	// those are of residuals (reach) or of whole vectors.
+	scan := func(d *listData, base float32, li int, residual bool) {
 		ref := uint64(len(s.refs)) << 32
 		s.refs = append(s.refs, d)
 		n := d.len()
 		codes := d.codes[:n*cb]
-		// Codes are of the residuals from the list's centre, whose
-		// score ranked the list.
-		base := order[li].Score
 		for b := 0; b < n; b += blockSize {
 			// The block's entries to visit, one bit each: its published
 			// live ones, less those its summary rules out.
@@ -213,7 +222,9 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				passed++
 				o := i * cb
 				res := d.steps[i]*qs8*float32(dotU4(q8, codes[o:o+cb:o+cb])) + d.lows[i]*qsum
-				reach = max(reach, res)
+				if residual {
+					reach = max(reach, res)
+				}
 				sc := base + res
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
@@ -233,6 +244,24 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 				}
 			}
 		}
+	}
+	if pre != nil {
+		scan(pre, 0, 0, false)
+	}
+	for li := 0; li < nl; li++ {
+		if li >= nprobe {
+			// The stops read the heap and the counts: nothing may wait.
+			flush()
+			if enough(li) || bounded(li) {
+				break
+			}
+		}
+		if li == len(order) {
+			order = s.nextLists(order, 4*li)
+		}
+		// Codes are of the residuals from the list's centre, whose
+		// score ranked the list.
+		scan(st.lists[order[li].ID].d.Load(), order[li].Score, li, true)
 	}
 	flush()
 	s.asks = asks

@@ -409,7 +409,7 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		return fmt.Errorf("exact search holds %d vectors, wave.Flat %d", rec.exact.Len(), flat.Len())
 	}
 	p := planner.New(store, rec, emb, nil, o)
-	var all, selective, aLat, eLat, uLat, agree dist
+	var all, selective, sameAgent, aLat, eLat, uLat, agree dist
 	reqs := r.requests(1)
 	const (
 		checked    = 20  // queries on which brute must equal wave.Flat
@@ -444,6 +444,9 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		if r.qs[i].Admitted < 0.01 {
 			selective.add(rc)
 		}
+		if reqs[i].SameAgent {
+			sameAgent.add(rc)
+		}
 		if a, ok := r.agreement(store, r.qs[i].Truth, ex); ok {
 			agree.add(a)
 		}
@@ -456,13 +459,15 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	r.fig["prefilter.recall_at_10_min"] = all.pct(0)
 	r.fig["prefilter.recall_at_10_selective"] = selective.mean()
 	r.fig["prefilter.selective_queries"] = float64(selective.n())
+	r.fig["prefilter.recall_at_10_same_agent"] = sameAgent.mean()
+	r.fig["prefilter.same_agent_queries"] = float64(sameAgent.n())
 	r.fig["prefilter.queries"] = float64(all.n())
 	r.fig.put("prefilter.search_", &aLat, "us")
 	r.fig.put("exact.search_filter_last_", &eLat, "us")
 	r.fig.put("exact.search_unfiltered_", &uLat, "us")
 	r.fig["truth.agreement_at_10"] = agree.mean()
-	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
-		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
+	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f; %d same-agent: %.4f); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
+		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
 	return nil
 }
 

@@ -124,10 +124,13 @@ type Config struct {
 		// hnsw (graph) or flat (exact).
 		Index string `yaml:"index"`
 		// NProbe is the number of IVF lists an unfiltered search probes.
-		NProbe         int `yaml:"nprobe"`
-		M              int `yaml:"m"`
-		EfConstruction int `yaml:"ef_construction"`
-		EfSearch       int `yaml:"ef_search"`
+		NProbe int `yaml:"nprobe"`
+		// SplitByAgent keeps the IVF's items a second time apart by
+		// agent, for same-agent searches (wave.IVF.SplitByAgent).
+		SplitByAgent   bool `yaml:"split_by_agent"`
+		M              int  `yaml:"m"`
+		EfConstruction int  `yaml:"ef_construction"`
+		EfSearch       int  `yaml:"ef_search"`
 	} `yaml:"vectors"`
 	Memory struct {
 		// HugePages keeps the heap in transparent huge pages on Linux
@@ -192,6 +195,7 @@ func DefaultConfig() Config {
 	c.Planner.SessionAlpha = 0.3
 	c.Vectors.Index = "ivf"
 	c.Vectors.NProbe = wave.DefaultIVFOptions().NProbe
+	c.Vectors.SplitByAgent = true
 	c.Vectors.M = 16
 	c.Vectors.EfConstruction = 200
 	c.Vectors.EfSearch = 96

@@ -143,6 +143,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 			return
 		}
 		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
+		if x, ok := d.index.(*wave.IVF); ok && cfg.Vectors.SplitByAgent {
+			// Filled in the background from the complete index: a
+			// reopen does not wait for it, same-agent searches use the
+			// inverted lists meanwhile.
+			x.SplitByAgent()
+		}
 	}, func() {
 		d.store.WaitLinked() // the load's adjacency, built beside the fill
 		log.Info("graph adjacency ready", "took", time.Since(t))

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 func TestVectorIndexSnapshotAtCleanShutdownOnly(t *testing.T) {
@@ -123,5 +124,58 @@ func TestShutdownWithPlannerRequestsQueued(t *testing.T) {
 	}
 	if len(got) != asked {
 		t.Errorf("%d of %d requests answered before the shutdown", len(got), asked)
+	}
+}
+
+// TestVectorIndexSplitByAgent: with vectors.split_by_agent (the
+// default) the IVF is split once the daemon has filled it, fresh or
+// reopened from its snapshot, and same-agent answers are those of a
+// daemon without the split on the same graph.
+func TestVectorIndexSplitByAgent(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	if !cfg.Vectors.SplitByAgent || cfg.Vectors.Index != "ivf" {
+		t.Fatalf("defaults: index %q, split_by_agent %v; want ivf, split", cfg.Vectors.Index, cfg.Vectors.SplitByAgent)
+	}
+	sameAgent := redBlockQuery
+	sameAgent.SameAgent, sameAgent.Agent = true, "ur5-alpha"
+	split := func(d *Daemon) {
+		t.Helper()
+		x, ok := d.index.(*wave.IVF)
+		if !ok {
+			t.Fatalf("index %T, want *wave.IVF", d.index)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !x.SplitReady() {
+			if time.Now().After(deadline) {
+				t.Fatal("the IVF's split by agent is not ready 30 s after the start")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	split(d)
+	fresh := answerShape(c.ask(sameAgent))
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	d2 := startDaemon(t, cfg) // from the snapshot, which holds no split
+	split(d2)
+	if got := answerShape(connect(t, d2).ask(sameAgent)); got != fresh {
+		t.Errorf("same-agent answer after a reopen differs:\n%s\nwant\n%s", got, fresh)
+	}
+	d2.Shutdown(context.Background())
+
+	cfg.Vectors.SplitByAgent = false
+	d3 := startDaemon(t, cfg)
+	if d3.index.(*wave.IVF).SplitReady() {
+		t.Fatal("split with split_by_agent false")
+	}
+	if got := answerShape(connect(t, d3).ask(sameAgent)); got != fresh {
+		t.Errorf("same-agent answer without the split differs:\n%s\nwant\n%s", got, fresh)
 	}
 }

@@ -1,0 +1,236 @@
+package wave
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// splitAgents are the agent keys of the split tests' fleet.
+var splitAgents = func() (keys [20]uint32) {
+	for i := range keys {
+		keys[i] = AgentKey(fmt.Sprintf("robot-%02d", i))
+	}
+	return keys
+}()
+
+// splitMeta gives item i one of 20 agents, or (one item in ten) none,
+// or (one in ten) a set of two; a confidence level and a time.
+func splitMeta(i int) Meta {
+	m := Meta{Kind: KindEdge, Namespace: 1, Type: uint8(i % 7), Time: int64(i), End: int64(i + 50),
+		Confidence: uint8(1 + i*37%250), Agent: splitAgents[i%len(splitAgents)]}
+	switch i % 10 {
+	case 3:
+		m.Agent = 0
+	case 7:
+		m.Agent = AgentSetKey(splitAgents[i%len(splitAgents)], splitAgents[(i+1)%len(splitAgents)])
+	}
+	return m
+}
+
+// splitFilters are the one-agent filters the split serves, broad and
+// selective (a confidence floor, a time window: 0.5–2% of the items).
+func splitFilters(n int) []*Filter {
+	a, b := splitAgents[4], splitAgents[11]
+	return []*Filter{
+		{Agent: a},
+		{Agent: b, MinConfidence: 200},
+		{Agent: a, From: int64(n / 3), To: int64(n/3 + 400)},
+		{Agent: b, Types: []uint8{2}, MinConfidence: 120},
+	}
+}
+
+// splitIVF builds an IVF split by agent (before its first item) and a
+// Flat over vecs with splitMeta.
+func splitIVF(t testing.TB, vecs [][]float32) (*IVF, *Flat) {
+	t.Helper()
+	x := NewIVF(len(vecs[0]), IVFOptions{Seed: 1, TrainAt: 1000})
+	x.SplitByAgent()
+	flat := NewFlat(len(vecs[0]))
+	for i, v := range vecs {
+		if err := x.Add(uint64(i), v, splitMeta(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := flat.Add(uint64(i), v, splitMeta(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.WaitRebuild()
+	x.side.Load().shared.WaitRebuild()
+	return x, flat
+}
+
+// TestSplitByAgentRecall: searches for one agent's items, served by the
+// split (the same hits as searchSplit's), find what exact search finds,
+// broad and selective filters alike, and break no filter.
+func TestSplitByAgentRecall(t *testing.T) {
+	const n = 12000
+	all := clustered(21, n+100, 32, 40)
+	vecs, qs := all[:n], all[n:]
+	x, flat := splitIVF(t, vecs)
+	if !x.SplitReady() {
+		t.Fatal("split not ready with every item added after SplitByAgent")
+	}
+	sd := x.side.Load()
+	if got := sd.ids.len() + sd.shared.Len(); got != n {
+		t.Fatalf("split holds %d items, want %d", got, n)
+	}
+	if sh := sd.shared.Len(); sh < n/6 || sh > n/4 {
+		t.Fatalf("catch-alls' index holds %d items, want the %d of no agent or several", sh, n/5)
+	}
+	for _, f := range splitFilters(n) {
+		r := recall(t, x, flat, qs, 10, f)
+		t.Logf("filter %+v: recall@10 %.4f", *f, r)
+		if r < 0.95 {
+			t.Errorf("filter %+v: recall@10 = %.4f, want >= 0.95", *f, r)
+		}
+		for _, q := range qs[:20] {
+			hits := x.Search(q, 10, f)
+			checkHits(t, hits, 10, f, func(id uint64) (Meta, bool) { return splitMeta(int(id)), id < n })
+			if via := x.searchSplit(sd, q, 10, f); !slices.Equal(hits, via) {
+				t.Fatalf("filter %+v: Search gave %v, the split %v", *f, hits, via)
+			}
+		}
+	}
+}
+
+// TestSplitByAgentFollowsChanges: an item whose agent changes, which is
+// removed, added again or compacted, is found under the agents it has
+// now and no other, through the split.
+func TestSplitByAgentFollowsChanges(t *testing.T) {
+	const n = 3000
+	vecs := clustered(22, n, 32, 20)
+	x, _ := splitIVF(t, vecs)
+	const id = 40 // agent splitAgents[0]
+	a, b := splitAgents[0], splitAgents[5]
+	finds := func(agent uint32) bool {
+		t.Helper()
+		if !x.SplitReady() {
+			t.Fatal("split not ready")
+		}
+		hits := x.Search(vecs[id], 1, &Filter{Agent: agent})
+		return len(hits) == 1 && hits[0].ID == id
+	}
+	if !finds(a) || finds(b) {
+		t.Fatalf("item of agent a: found under a %v, under b %v", finds(a), finds(b))
+	}
+	m := splitMeta(id)
+	m.Agent = b
+	x.SetMeta(id, m)
+	if finds(a) || !finds(b) {
+		t.Fatalf("moved to agent b: found under a %v, under b %v", finds(a), finds(b))
+	}
+	m.Agent = 0
+	x.SetMeta(id, m)
+	if !finds(a) || !finds(b) {
+		t.Fatalf("of no agent: found under a %v, under b %v", finds(a), finds(b))
+	}
+	m.Agent = b
+	m.Type = 99 // a field written once: the entry is re-appended
+	x.SetMeta(id, m)
+	if finds(a) || !finds(b) {
+		t.Fatalf("back to agent b, new type: found under a %v, under b %v", finds(a), finds(b))
+	}
+	x.Remove(id)
+	if finds(b) {
+		t.Fatal("removed item found")
+	}
+	if err := x.Add(id, vecs[id], splitMeta(id)); err != nil {
+		t.Fatal(err)
+	}
+	if !finds(a) || finds(b) {
+		t.Fatalf("added again under a: found under a %v, under b %v", finds(a), finds(b))
+	}
+	x.Cleanup()
+	if sd := x.side.Load(); sd.dead != 0 || sd.shared.Tombstones() != 0 {
+		t.Fatalf("after Cleanup the split keeps %d + %d tombstones", sd.dead, sd.shared.Tombstones())
+	}
+	if !finds(a) || finds(b) {
+		t.Fatalf("after Cleanup: found under a %v, under b %v", finds(a), finds(b))
+	}
+}
+
+// TestSplitByAgentAfterSnapshot: an index loaded from a snapshot holds
+// no vectors, so its split is not ready and searches use the lists;
+// once the vectors are attached, the background pass fills the split
+// and searches use it, finding what exact search finds.
+func TestSplitByAgentAfterSnapshot(t *testing.T) {
+	const n = 6000
+	all := clustered(23, n+60, 32, 30)
+	vecs, qs := all[:n], all[n:]
+	x, flat := splitIVF(t, vecs)
+	y := reloaded(t, x)
+	y.SplitByAgent()
+	f := splitFilters(n)[1]
+	if y.SplitReady() {
+		t.Fatal("split ready before any vector was attached")
+	}
+	if r := recall(t, y, flat, qs, 10, f); r < 0.9 {
+		t.Fatalf("recall@10 %.4f from the lists before the split is ready", r)
+	}
+	items := make([]Attachment, n)
+	for i := range items {
+		items[i] = Attachment{ID: uint64(i), Vec: vecs[i], Meta: splitMeta(i)}
+	}
+	found := make([]bool, n)
+	y.AttachMetaAll(items[:n/2], 2, found[:n/2])
+	for i := n / 2; i < n; i++ {
+		y.Attach(uint64(i), vecs[i]) // one by one: the split takes them at once
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !y.SplitReady() {
+		if time.Now().After(deadline) {
+			sd := y.side.Load()
+			t.Fatalf("split holds %d + %d of %d items 30 s after the last attach", sd.ids.len(), sd.shared.Len(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	y.side.Load().shared.WaitRebuild()
+	for _, f := range splitFilters(n) {
+		if r := recall(t, y, flat, qs, 10, f); r < 0.95 {
+			t.Errorf("filter %+v: recall@10 = %.4f through the filled split, want >= 0.95", *f, r)
+		}
+	}
+}
+
+// TestSplitByAgentConcurrent: searches through the split run beside a
+// writer moving items between agents and removing and adding them (run
+// with -race); every hit is an item.
+func TestSplitByAgentConcurrent(t *testing.T) {
+	const n = 3000
+	vecs := clustered(24, n, 32, 20)
+	x, _ := splitIVF(t, vecs)
+	agent := splitAgents[3]
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := round % 50; i < n; i += 50 {
+				m := splitMeta(i)
+				m.Agent = splitAgents[(i+round)%len(splitAgents)]
+				x.SetMeta(uint64(i), m)
+			}
+			x.Remove(uint64(round % n))
+			_ = x.Add(uint64(round%n), vecs[round%n], splitMeta(round%n))
+			if round%10 == 0 {
+				x.Cleanup()
+			}
+		}
+	})
+	for i := range 300 {
+		for _, h := range x.Search(vecs[i], 10, &Filter{Agent: agent}) {
+			if h.ID >= n {
+				t.Errorf("hit %d is no item", h.ID)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
