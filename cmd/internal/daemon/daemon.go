@@ -143,12 +143,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 			return
 		}
 		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
-		if x, ok := d.index.(*wave.IVF); ok && cfg.Vectors.SplitByAgent {
-			// Filled in the background from the complete index: a
-			// reopen does not wait for it, same-agent searches use the
-			// inverted lists meanwhile.
-			x.SplitByAgent()
-		}
 	}, func() {
 		d.store.WaitLinked() // the load's adjacency, built beside the fill
 		log.Info("graph adjacency ready", "took", time.Since(t))
@@ -191,8 +185,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// the background from here, instead of by the first calls to reach
 	// each edge; so are the maps of the loaded edges by id and identity,
 	// which ingest's first batch and the first look-up of an edge by id
-	// would otherwise wait for.
+	// would otherwise wait for; and the vector index's split by agent
+	// (same-agent searches use the inverted lists until it is whole).
 	d.store.CodeAll()
+	if x, ok := d.index.(*wave.IVF); ok && cfg.Vectors.SplitByAgent {
+		x.SplitByAgent()
+	}
 	go func() {
 		t := time.Now()
 		d.store.IndexLoaded()
