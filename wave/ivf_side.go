@@ -93,22 +93,28 @@ func (x *IVF) sideAdd(sd *ivfSide, id uint64, vec []float32, m Meta) {
 		_ = sd.shared.Add(id, vec, m) // vec was checked when x took it
 		return
 	}
-	al := sd.lists.Load()
-	slot, ok := al.slot[m.Agent]
-	if !ok {
-		nl := &agentLists{slot: make(map[uint32]uint32, len(al.slot)+1), lists: append(al.lists[:len(al.lists):len(al.lists)], new(ivfList))}
-		for k, v := range al.slot {
-			nl.slot[k] = v
-		}
-		slot = uint32(len(al.lists))
-		nl.slot[m.Agent] = slot
-		nl.lists[slot].d.Store(newListData(0, x.dim))
-		sd.lists.Store(nl)
-		al = nl
-	}
+	l, slot := sd.list(m.Agent, x.dim)
 	e := ivfEntry{id: id, meta: packMeta(m), vec: &vec[0]}
 	e.code, e.lo, e.step = sd.scratch.residual(vec, nil)
-	sd.ids.put(id, ivfLoc{slot, uint32(al.lists[slot].push(e, x.dim))})
+	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim))})
+}
+
+// list returns agent a's list and its slot, making them if a has none;
+// the caller holds mu.
+func (sd *ivfSide) list(a uint32, dim int) (*ivfList, uint32) {
+	al := sd.lists.Load()
+	if slot, ok := al.slot[a]; ok {
+		return al.lists[slot], slot
+	}
+	nl := &agentLists{slot: make(map[uint32]uint32, len(al.slot)+1), lists: append(al.lists[:len(al.lists):len(al.lists)], new(ivfList))}
+	for k, v := range al.slot {
+		nl.slot[k] = v
+	}
+	slot := uint32(len(al.lists))
+	nl.slot[a] = slot
+	nl.lists[slot].d.Store(newListData(0, dim))
+	sd.lists.Store(nl)
+	return nl.lists[slot], slot
 }
 
 // sideRemove takes id out of the split; the caller holds mu.
@@ -160,10 +166,13 @@ func (x *IVF) fillSideLocked(sd *ivfSide) {
 }
 
 // fillSide passes over the lists, one list under the lock at a time, so
-// that ingest and searches go on, until no pass was asked for meanwhile.
+// that ingest and searches go on, until a pass found every entry where
+// it looked for it and no pass was asked for meanwhile.
 func (x *IVF) fillSide(sd *ivfSide) {
+	x.reserveSide(sd)
 	for {
 		st := x.st.Load()
+		moved := false
 		for li := range st.lists {
 			x.mu.Lock()
 			d := st.lists[li].d.Load()
@@ -174,7 +183,10 @@ func (x *IVF) fillSide(sd *ivfSide) {
 					continue
 				}
 				if loc, ok := x.ids.get(id); !ok || x.st.Load() != st || loc != (ivfLoc{uint32(li), uint32(i)}) {
-					continue // moved since: a later pass sees it where it is
+					// Moved since the pass began (a retraining, a
+					// compaction): the next pass finds it where it is.
+					moved = true
+					continue
 				}
 				x.sideAdd(sd, id, unsafe.Slice(p, x.dim), d.metas[i].meta())
 			}
@@ -182,13 +194,41 @@ func (x *IVF) fillSide(sd *ivfSide) {
 			x.mu.Unlock()
 		}
 		x.mu.Lock()
-		if !sd.again {
+		if !sd.again && !moved && x.st.Load() == st {
 			sd.filling = false
 			x.mu.Unlock()
 			return
 		}
 		sd.again = false
 		x.mu.Unlock()
+	}
+}
+
+// reserveSide sizes the agents' lists for the items a fill is about to
+// add, so that a reopen's split holds no room to grow into (a list
+// grown by doubling is a quarter empty on average).
+func (x *IVF) reserveSide(sd *ivfSide) {
+	want := map[uint32]int{}
+	st := x.st.Load()
+	for li := range st.lists {
+		x.mu.Lock()
+		d := st.lists[li].d.Load()
+		for i := range d.len() {
+			a := atomic.LoadUint32(&d.metas[i].agent)
+			if oneAgent(a) && !d.isDead(i) && d.vecs[i].Load() != nil && !sd.ids.has(d.ids[i]) {
+				want[a]++
+			}
+		}
+		x.mu.Unlock()
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for a, n := range want {
+		l, _ := sd.list(a, x.dim)
+		d := l.d.Load()
+		if need := d.len() + n; need > len(d.ids) {
+			l.grow(d, need, x.dim, false)
+		}
 	}
 }
 

@@ -155,11 +155,12 @@ func TestSplitByAgentFollowsChanges(t *testing.T) {
 // TestSplitByAgentAfterSnapshot: an index loaded from a snapshot holds
 // no vectors, so its split is not ready and searches use the lists;
 // once the vectors are attached, the background pass fills the split
-// and searches use it, finding what exact search finds.
+// (while inserts and a retraining move entries under it) and searches
+// use it, finding what exact search finds.
 func TestSplitByAgentAfterSnapshot(t *testing.T) {
-	const n = 6000
-	all := clustered(23, n+60, 32, 30)
-	vecs, qs := all[:n], all[n:]
+	const n, more = 6000, 2500 // trained at 1,000: retrained at 8,000
+	all := clustered(23, n+more+60, 32, 30)
+	vecs, extra, qs := all[:n], all[n:n+more], all[n+more:]
 	x, flat := splitIVF(t, vecs)
 	y := reloaded(t, x)
 	y.SplitByAgent()
@@ -179,15 +180,33 @@ func TestSplitByAgentAfterSnapshot(t *testing.T) {
 	for i := n / 2; i < n; i++ {
 		y.Attach(uint64(i), vecs[i]) // one by one: the split takes them at once
 	}
+	for i, v := range extra {
+		id := n + i
+		if err := y.Add(uint64(id), v, splitMeta(id)); err != nil {
+			t.Fatal(err)
+		}
+		if err := flat.Add(uint64(id), v, splitMeta(id)); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 0 {
+			y.Remove(uint64(i)) // tombstones, compacted while the pass may run
+			flat.Remove(uint64(i))
+			y.Cleanup()
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for !y.SplitReady() {
 		if time.Now().After(deadline) {
 			sd := y.side.Load()
-			t.Fatalf("split holds %d + %d of %d items 30 s after the last attach", sd.ids.len(), sd.shared.Len(), n)
+			t.Fatalf("split holds %d + %d of %d items 30 s after the last attach", sd.ids.len(), sd.shared.Len(), y.Len())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	y.WaitRebuild()
 	y.side.Load().shared.WaitRebuild()
+	if y.Lists() == x.Lists() {
+		t.Errorf("%d lists after %d inserts: not retrained", y.Lists(), n+more)
+	}
 	for _, f := range splitFilters(n) {
 		if r := recall(t, y, flat, qs, 10, f); r < 0.95 {
 			t.Errorf("filter %+v: recall@10 = %.4f through the filled split, want >= 0.95", *f, r)
@@ -233,4 +252,34 @@ func TestSplitByAgentConcurrent(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestSplitByAgentOfAFilledIndex: splitting an index that holds its
+// items already (the daemon's way) fills the split in the background,
+// its agents' lists sized to what they hold, and serves searches then.
+func TestSplitByAgentOfAFilledIndex(t *testing.T) {
+	const n = 5000
+	all := clustered(25, n+50, 32, 30)
+	vecs, qs := all[:n], all[n:]
+	x, flat := buildIVFMeta(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, splitMeta)
+	x.SplitByAgent()
+	deadline := time.Now().Add(30 * time.Second)
+	for !x.SplitReady() {
+		if time.Now().After(deadline) {
+			t.Fatal("split of a filled index not ready after 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sd := x.side.Load()
+	for slot, l := range sd.lists.Load().lists {
+		if d := l.d.Load(); len(d.ids) != d.len() {
+			t.Errorf("agent list %d: room for %d entries, holds %d", slot, len(d.ids), d.len())
+		}
+	}
+	sd.shared.WaitRebuild()
+	for _, f := range splitFilters(n) {
+		if r := recall(t, x, flat, qs, 10, f); r < 0.95 {
+			t.Errorf("filter %+v: recall@10 = %.4f, want >= 0.95", *f, r)
+		}
+	}
 }
