@@ -203,6 +203,12 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	if m := regexp.MustCompile(`ctxgraph_store_updates_total (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: committed batches %q", m)
 	}
+	if m := regexp.MustCompile(`ctxgraph_vector_index_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+		t.Errorf("/metrics: vector index bytes %q", m)
+	}
+	if m := regexp.MustCompile(`ctxgraph_vector_index_split_ready ([01])\n`).FindStringSubmatch(string(raw)); len(m) != 2 {
+		t.Errorf("/metrics lacks the split's readiness")
+	}
 }
 
 func TestOpenAICompatibleEmbedderFromConfig(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // metrics are the daemon's Prometheus series, on their own registry.
@@ -68,6 +69,19 @@ func (m *metrics) registerStore(d *Daemon) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_vector_index_size", Help: "Vectors in the index.",
 	}, func() float64 { return float64(d.index.Len()) }))
+	if x, ok := d.index.(interface{ Bytes() int }); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ctxgraph_vector_index_bytes", Help: "Memory the vector index holds beside the float vectors it shares with the graph (its codes, ids, metadata and lists; with the split by agent).",
+		}, func() float64 { return float64(x.Bytes()) }))
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_vector_index_split_ready", Help: "1 when the IVF's split by agent (vectors.split_by_agent) holds every vector and serves same-agent searches, else 0 (filling after a start, turned off, or another index).",
+	}, func() float64 {
+		if x, ok := d.index.(*wave.IVF); ok && x.SplitReady() {
+			return 1
+		}
+		return 0
+	}))
 	for table := range d.store.Written().ByTable() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ctxgraph_store_written_bytes_total", ConstLabels: prometheus.Labels{"table": table},
