@@ -13,7 +13,7 @@ import (
 // over all the lists: under a confidence floor or a time window the
 // search probed four times the lists of an unfiltered one to find
 // enough of them. Split, the same search reads the agent's own items
-// from one list of its own (an exact scan, its entries' metas checked
+// from one list of its own (scanned whole, its entries' metas checked
 // first) and searches the catch-alls in an IVF of their own, a tenth of
 // the size, in one pass sharing one candidate heap.
 //
@@ -149,7 +149,7 @@ func (x *IVF) sideSetMeta(sd *ivfSide, id uint64, vec *float32, m Meta) {
 	}
 }
 
-// sideHas reports whether the split holds id; the caller holds mu.
+// has reports whether the split holds id; the caller holds mu.
 func (sd *ivfSide) has(id uint64) bool {
 	return sd.ids.has(id) || sd.shared.Has(id)
 }
