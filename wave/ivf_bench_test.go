@@ -80,21 +80,29 @@ func BenchmarkIVFSearch(b *testing.B) {
 
 // BenchmarkIVFInsert measures single-writer inserts into a growing index
 // (from empty, through the first trainings, which run in the
-// background), as BenchmarkHNSWInsert does for HNSW.
+// background), as BenchmarkHNSWInsert does for HNSW; split=true into an
+// index split by agent (ivf_side.go), which codes each vector twice.
 func BenchmarkIVFInsert(b *testing.B) {
 	vecs := clustered(benchSeed+1, 50_000, benchDim, 100)
-	x := NewIVF(benchDim, IVFOptions{Seed: 1})
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := x.Add(uint64(i), vecs[i%len(vecs)], benchMeta(i)); err != nil {
-			b.Fatal(err)
-		}
-		i++
+	for _, split := range []bool{false, true} {
+		b.Run(fmt.Sprintf("split=%v", split), func(b *testing.B) {
+			x := NewIVF(benchDim, IVFOptions{Seed: 1})
+			if split {
+				x.SplitByAgent()
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := x.Add(uint64(i), vecs[i%len(vecs)], benchMeta(i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "inserts/s")
+			b.ReportMetric(float64(x.Len()), "final_n")
+			x.WaitRebuild()
+		})
 	}
-	b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "inserts/s")
-	b.ReportMetric(float64(x.Len()), "final_n")
-	x.WaitRebuild()
 }
 
 // BenchmarkIVFReadSnapshot measures reopening the largest benchmark IVF
