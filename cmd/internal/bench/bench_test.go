@@ -244,7 +244,7 @@ func TestRunMicro(t *testing.T) {
 		"planner.in_process.hops2.p99_us", "exact.planner.in_process.p99_us", "planner.nats.p99_us", "planner.nats_msgpack.hops2.p99_us",
 		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge",
 		"ingest.gc_cycles", "ingest.gc_cpu_s", "ingest.visibility_gc_cycles", "ingest.visibility_seconds",
-		"machine.wake_p50_us", "machine.wake_p99_us"} {
+		"machine.wake_p50_us", "machine.wake_p99_us", "machine.mem_latency_ns", "machine.dot384_ns"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("figure %s missing", k)
 		}
@@ -320,6 +320,21 @@ func TestWakeLatency(t *testing.T) {
 	if p50, p99 := d.pct(50), d.pct(99); d.pct(0) < 0 || p50 > p99 {
 		t.Errorf("samples from %v µs, p50 %v, p99 %v", d.pct(0), p50, p99)
 	}
+}
+
+// TestMachineSpeedProbes: the memory and arithmetic probes give a time
+// per operation that is positive and plausible (a cache miss slower than
+// an L1 hit, a 384-d dot product more than a nanosecond and less than a
+// microsecond on anything this runs on).
+func TestMachineSpeedProbes(t *testing.T) {
+	mem, dot := memoryLatency(), dotTime()
+	if !(mem > 1 && mem < 10_000) {
+		t.Errorf("memory latency %v ns", mem)
+	}
+	if !(dot > 1 && dot < 1_000) {
+		t.Errorf("dot product %v ns", dot)
+	}
+	t.Logf("memory latency %.1f ns, dot384 %.1f ns", mem, dot)
 }
 
 // A paced phase of no steps, or of all of them, is refused before

@@ -152,6 +152,9 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	r.fig["machine.wake_p50_us"], r.fig["machine.wake_p99_us"] = wake.pct(50), wake.pct(99)
 	r.say("work handed to a second goroutine while the first stays busy starts after p50 %.0f µs, p99 %.0f µs (machine.wake_*)",
 		wake.pct(50), wake.pct(99))
+	r.fig["machine.mem_latency_ns"], r.fig["machine.dot384_ns"] = memoryLatency(), dotTime()
+	r.say("a load that misses the caches takes %.0f ns, a 384-d float32 dot product %.0f ns (machine.mem_latency_ns, machine.dot384_ns: compare runs of other days by these)",
+		r.fig["machine.mem_latency_ns"], r.fig["machine.dot384_ns"])
 	if err := r.workload(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package bench
 import (
 	"bufio"
 	"io/fs"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // Machine describes where a run ran.
@@ -188,4 +191,61 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The machine's speed, probed at the start of every run so that runs on
+// different days compare: the same binary ran 1.4–1.7 times slower on
+// this VM on one day than five days before (BENCHMARKS.md, twenty-ninth
+// round), and the planner is bound by memory latency, the index by
+// arithmetic.
+const (
+	chaseBytes = 64 << 20 // past any L3 this code runs on
+	chaseLoads = 1 << 21
+	dotDim     = 384
+	dotCalls   = 1 << 17
+	dotRounds  = 5
+)
+
+// memoryLatency is the time of one load that misses the caches, in ns:
+// a chase through a random cycle over chaseBytes of memory, each load's
+// address given by the one before (Sattolo's shuffle makes one cycle).
+func memoryLatency() float64 {
+	next := make([]uint64, chaseBytes/8)
+	for i := range next {
+		next[i] = uint64(i)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := len(next) - 1; i > 0; i-- {
+		j := r.IntN(i)
+		next[i], next[j] = next[j], next[i]
+	}
+	at := uint64(0)
+	t0 := time.Now()
+	for range chaseLoads {
+		at = next[at]
+	}
+	d := time.Since(t0)
+	runtime.KeepAlive(at)
+	return float64(d.Nanoseconds()) / chaseLoads
+}
+
+// dotTime is the time of one 384-dimension float32 dot product with both
+// vectors in cache (the index's rescoring kernel), in ns: the best of a
+// few rounds, so that a round the host interrupts does not count.
+func dotTime() float64 {
+	a, b := make([]float32, dotDim), make([]float32, dotDim)
+	for i := range a {
+		a[i], b[i] = float32(i%7)/7, float32(i%5)/5
+	}
+	best := math.Inf(1)
+	var sink float32
+	for range dotRounds {
+		t0 := time.Now()
+		for range dotCalls {
+			sink += wave.Dot(a, b)
+		}
+		best = min(best, float64(time.Since(t0).Nanoseconds())/dotCalls)
+	}
+	runtime.KeepAlive(sink)
+	return best
 }
