@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -304,6 +305,9 @@ func TestRunMicro(t *testing.T) {
 	rep.WriteTable(&table)
 	if !strings.Contains(table.String(), "planner in-process, 1 hop") {
 		t.Errorf("table:\n%s", table.String())
+	}
+	if !regexp.MustCompile(`\| machine: [^|]+ \| [0-9,]+ / [0-9,]+; [0-9,]+; [0-9.]+ \|`).MatchString(table.String()) {
+		t.Errorf("table lacks the machine's probes:\n%s", table.String())
 	}
 	if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
 		t.Errorf("JSON report: %v", err)

@@ -181,6 +181,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"RSS after reopen, bytes per edge (total MB)", n("rss_bytes_per_edge", 0) + " (" + mb(f, "rss_bytes") + ")", "—", "", ""},
 		row{"disk, bytes per edge: all / graph (total MB)", pair("disk_bytes_per_edge", "disk.graph_bytes_per_edge", 0) + " (" + mb(f, "disk_bytes") + ")", "—", "", ""},
 		row{"graph: nodes / edges / vectors", n("graph.nodes", 0) + " / " + n("graph.edges", 0) + " / " + n("graph.vectors", 0), "", "", ""},
+		row{"machine: work handed to an idle vCPU waits, p50 / p99 µs; a load missing the caches, ns; a 384-d dot product, ns",
+			n("machine.wake_p50_us", 0) + " / " + n("machine.wake_p99_us", 0) + "; " + n("machine.mem_latency_ns", 0) + "; " + n("machine.dot384_ns", 1), "", "", ""},
 	)
 	fmt.Fprintf(w, "| %s (%s index) | ctxgraph | exact baseline | target | |\n|---|---|---|---|---|\n", rep.Preset, rep.Index)
 	for _, r := range rows {
