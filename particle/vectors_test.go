@@ -168,21 +168,20 @@ func rewriteInline(t *testing.T, s *Store, nodes bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	mustOK(t, s.db.Update(func(txn *badger.Txn) error {
+		inline := func(k, v []byte, err error) {
+			mustOK(t, err)
+			mustOK(t, txn.Set(k, v))
+			mustOK(t, txn.Delete(vectorKey(k)))
+		}
 		if nodes {
 			for _, n := range s.v.nodes {
 				v, err := encodeNodeV2(n, nil, false)
-				mustOK(t, err)
-				k := nodeKey(n.Namespace, n.ID)
-				mustOK(t, txn.Set(k, v))
-				mustOK(t, txn.Delete(vectorKey(k)))
+				inline(nodeKey(n.Namespace, n.ID), v, err)
 			}
 		}
 		for _, e := range s.v.edges {
 			v, err := encodeEdgeV2(e, nil, false)
-			mustOK(t, err)
-			k := edgeKey(e.Namespace, e.ID)
-			mustOK(t, txn.Set(k, v))
-			mustOK(t, txn.Delete(vectorKey(k)))
+			inline(edgeKey(e.Namespace, e.ID), v, err)
 		}
 		return nil
 	}))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // IVFOptions configure an [IVF]. Zero fields take the defaults.
@@ -211,7 +210,6 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 	x.ids.put(id, x.place(st, e, vec, &x.scratch))
 	if sd := x.side.Load(); sd != nil {
 		x.sideAdd(sd, id, vec, m)
-		x.sideChanged(sd)
 	}
 	x.touch(id)
 	x.maybeRebuild()
@@ -288,7 +286,6 @@ func (x *IVF) removeLocked(id uint64) bool {
 	x.deleted++
 	if sd := x.side.Load(); sd != nil {
 		x.sideRemove(sd, id)
-		x.sideChanged(sd)
 	}
 	return true
 }
@@ -315,7 +312,6 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 	d := x.st.Load().lists[loc.list].d.Load()
 	if sd := x.side.Load(); sd != nil {
 		x.sideSetMeta(sd, id, d.vecs[loc.pos].Load(), m)
-		x.sideChanged(sd)
 	}
 	nm := &d.metas[loc.pos]
 	if nm.fixedDiffer(m) {
@@ -367,7 +363,6 @@ func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 	}
 	if sd := x.side.Load(); sd != nil && !sd.has(id) {
 		x.sideAdd(sd, id, vec, d.metas[loc.pos].meta())
-		x.sideChanged(sd)
 	}
 	x.touch(id)
 	return true
@@ -403,8 +398,7 @@ func (x *IVF) Bytes() int {
 	st := x.st.Load()
 	n := 0
 	for i := range st.lists {
-		d := st.lists[i].d.Load()
-		n += cap(d.ids) * (8 + int(unsafe.Sizeof(nodeMeta{})) + 4 + 4 + 4 + 8 + nibbleBytes(x.dim))
+		n += st.lists[i].d.Load().bytes(x.dim)
 	}
 	if st.q != nil {
 		n += 4 * (len(st.q.leaves) + len(st.q.top))

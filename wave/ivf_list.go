@@ -2,6 +2,7 @@ package wave
 
 import (
 	"sync/atomic"
+	"unsafe"
 )
 
 // ivfList is one inverted list. Its entries live in a listData that only
@@ -95,6 +96,12 @@ func (d *listData) set(i int, e ivfEntry, cb int) {
 	copy(d.codes[i*cb:(i+1)*cb], e.code)
 	d.vecs[i].Store(e.vec)
 	d.widenAt(i)
+}
+
+// bytes is the memory d holds for its capacity, without the float
+// vectors it references.
+func (d *listData) bytes(dim int) int {
+	return cap(d.ids) * (8 + int(unsafe.Sizeof(nodeMeta{})) + 4 + 4 + 4 + 8 + nibbleBytes(dim))
 }
 
 // compact replaces l's entries by a copy without its tombstones, if it

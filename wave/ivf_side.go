@@ -80,8 +80,8 @@ func (x *IVF) SplitReady() bool {
 	return sd != nil && sd.ready.Load()
 }
 
-// sideChanged updates the split's readiness after a change; the caller
-// holds mu.
+// sideChanged updates the split's readiness after a change to it or to
+// x's ids (sideAdd and sideRemove call it); the caller holds mu.
 func (x *IVF) sideChanged(sd *ivfSide) {
 	sd.ready.Store(sd.ids.len()+sd.shared.Len() == x.ids.len())
 }
@@ -89,6 +89,7 @@ func (x *IVF) sideChanged(sd *ivfSide) {
 // sideAdd puts id (vector vec, unit length, kept) in the split; the
 // caller holds mu and has removed id from it.
 func (x *IVF) sideAdd(sd *ivfSide, id uint64, vec []float32, m Meta) {
+	defer x.sideChanged(sd)
 	if !oneAgent(m.Agent) {
 		_ = sd.shared.Add(id, vec, m) // vec was checked when x took it
 		return
@@ -117,8 +118,10 @@ func (sd *ivfSide) list(a uint32, dim int) (*ivfList, uint32) {
 	return nl.lists[slot], slot
 }
 
-// sideRemove takes id out of the split; the caller holds mu.
+// sideRemove takes id out of the split (x has dropped it, or will add
+// it back); the caller holds mu.
 func (x *IVF) sideRemove(sd *ivfSide, id uint64) {
+	defer x.sideChanged(sd)
 	if loc, ok := sd.ids.get(id); ok {
 		sd.lists.Load().lists[loc.list].d.Load().markDead(int(loc.pos))
 		sd.ids.remove(id)
@@ -154,6 +157,12 @@ func (sd *ivfSide) has(id uint64) bool {
 	return sd.ids.has(id) || sd.shared.Has(id)
 }
 
+// lacks reports whether d's entry i is live, has its float vector and is
+// not in the split yet: what a fill adds; the caller holds mu.
+func (sd *ivfSide) lacks(d *listData, i int) bool {
+	return d.vecs[i].Load() != nil && !d.isDead(i) && !sd.has(d.ids[i])
+}
+
 // fillSideLocked starts (or asks for another) background pass adding to
 // the split the live items with a vector it lacks; the caller holds mu.
 func (x *IVF) fillSideLocked(sd *ivfSide) {
@@ -177,20 +186,18 @@ func (x *IVF) fillSide(sd *ivfSide) {
 			x.mu.Lock()
 			d := st.lists[li].d.Load()
 			for i := range d.len() {
-				id := d.ids[i]
-				p := d.vecs[i].Load()
-				if p == nil || d.isDead(i) || sd.has(id) {
+				if !sd.lacks(d, i) {
 					continue
 				}
+				id := d.ids[i]
 				if loc, ok := x.ids.get(id); !ok || x.st.Load() != st || loc != (ivfLoc{uint32(li), uint32(i)}) {
 					// Moved since the pass began (a retraining, a
 					// compaction): the next pass finds it where it is.
 					moved = true
 					continue
 				}
-				x.sideAdd(sd, id, unsafe.Slice(p, x.dim), d.metas[i].meta())
+				x.sideAdd(sd, id, unsafe.Slice(d.vecs[i].Load(), x.dim), d.metas[i].meta())
 			}
-			x.sideChanged(sd)
 			x.mu.Unlock()
 		}
 		x.mu.Lock()
@@ -214,8 +221,7 @@ func (x *IVF) reserveSide(sd *ivfSide) {
 		x.mu.Lock()
 		d := st.lists[li].d.Load()
 		for i := range d.len() {
-			a := atomic.LoadUint32(&d.metas[i].agent)
-			if oneAgent(a) && !d.isDead(i) && d.vecs[i].Load() != nil && !sd.ids.has(d.ids[i]) {
+			if a := atomic.LoadUint32(&d.metas[i].agent); oneAgent(a) && sd.lacks(d, i) {
 				want[a]++
 			}
 		}
@@ -234,15 +240,14 @@ func (x *IVF) reserveSide(sd *ivfSide) {
 
 // sideCleanup compacts the agents' lists holding tombstones and the
 // catch-alls' index; the caller holds mu.
-func (x *IVF) sideCleanup(sd *ivfSide) int {
-	removed := sd.shared.Cleanup()
+func (x *IVF) sideCleanup(sd *ivfSide) {
+	sd.shared.Cleanup()
 	if sd.dead == 0 {
-		return removed
+		return
 	}
 	for slot, l := range sd.lists.Load().lists {
 		sd.dead -= l.compact(x.dim, func(id uint64, pos int) { sd.ids.put(id, ivfLoc{uint32(slot), uint32(pos)}) })
 	}
-	return removed
 }
 
 // bytes is the memory the split holds, approximately, without the
@@ -250,7 +255,7 @@ func (x *IVF) sideCleanup(sd *ivfSide) int {
 func (sd *ivfSide) bytes(dim int) int {
 	n := sd.shared.Bytes() + sd.ids.bytes()
 	for _, l := range sd.lists.Load().lists {
-		n += cap(l.d.Load().ids) * (8 + int(unsafe.Sizeof(nodeMeta{})) + 4 + 4 + 8 + nibbleBytes(dim))
+		n += l.d.Load().bytes(dim)
 	}
 	return n
 }
