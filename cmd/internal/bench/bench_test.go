@@ -285,6 +285,13 @@ func TestRunMicro(t *testing.T) {
 		t.Errorf("NATS floor: reply bytes %v (msgpack) and %v (JSON), %v calls, p50 %v µs", m, j,
 			f["planner.nats_msgpack.floor.calls"], f["planner.nats_msgpack.floor.p50_us"])
 	}
+	// The daemon timed its part of every NATS reply: encoding the
+	// answer and handing it to NATS.
+	for _, prefix := range []string{"planner.nats.", "planner.nats_msgpack.hops2."} {
+		if enc, resp := f[prefix+"daemon_encode_mean_us"], f[prefix+"daemon_reply_mean_us"]; enc <= 0 || resp <= 0 {
+			t.Errorf("%s: the daemon's encoding %v µs and reply %v µs", prefix, enc, resp)
+		}
+	}
 	for _, mode := range []string{"in_process", "nats", "nats_msgpack"} {
 		k := "planner." + mode + ".gc_cycles"
 		if n, ok := f[k]; !ok || n < 0 || n > f["planner.gc_cycles"] {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 	"github.com/ctxgraph/ctxgraph/embed"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
@@ -571,6 +572,7 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 		}
 		var replyBytes, replies atomic.Int64
 		for _, threads := range r.o.Threads {
+			replies0 := r.replyTimes()
 			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg) error {
 				if st := m.Header.Get("Status"); st != "" {
 					return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
@@ -590,8 +592,15 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 			if in, ok := r.fig[key("in_process", hops, threads)+"p99_us"]; ok {
 				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
 			}
-			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts%s",
-				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, r.gcNote(res))
+			daemonPart := ""
+			if rt := r.replyTimes().Sub(replies0); rt.Replies > 0 {
+				enc := float64(rt.Encode.Microseconds()) / float64(rt.Replies)
+				resp := float64(rt.Respond.Microseconds()) / float64(rt.Replies)
+				r.fig[prefix+"daemon_encode_mean_us"], r.fig[prefix+"daemon_reply_mean_us"] = enc, resp
+				daemonPart = fmt.Sprintf("  (daemon: encoding %.0f µs, reply to NATS %.0f µs, mean)", enc, resp)
+			}
+			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts%s%s",
+				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart, r.gcNote(res))
 		}
 		if n := replies.Load(); n > 0 {
 			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
@@ -600,6 +609,15 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 		}
 	}
 	return nil
+}
+
+// replyTimes reads the in-process daemon's planner reply times (zero
+// against an external daemon, whose figures then go without them).
+func (r *runner) replyTimes() daemon.ReplyTimes {
+	if r.d == nil {
+		return daemon.ReplyTimes{}
+	}
+	return r.d.ReplyTimes()
 }
 
 // natsCaller is measure's newCaller for requests of bodies to subj,

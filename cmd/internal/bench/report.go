@@ -158,6 +158,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{"planner over NATS, msgpack answers, 2 hops, p50 / p95 / p99 µs", trio("planner.nats_msgpack.hops2.", "us"), "—", "≤ in-process + 500", verdict("planner.nats_msgpack.hops2.overhead_p99_us")},
 		{"planner over NATS QPS, msgpack answers, 1 / 2 hops, 1 thread", pair("planner.nats_msgpack.qps", "planner.nats_msgpack.hops2.qps", 0), "—", "", ""},
 		{"… NATS request/reply alone, replies of the msgpack answers' size, 1 hop, p50 / p95 / p99 µs", trio("planner.nats_msgpack.floor.", "us"), "—", "", ""},
+		{"… of which the daemon encoding a msgpack answer + handing the reply to NATS, 1 / 2 hops, mean µs", n("planner.nats_msgpack.daemon_encode_mean_us", 0) + " + " + n("planner.nats_msgpack.daemon_reply_mean_us", 0) + " / " +
+			n("planner.nats_msgpack.hops2.daemon_encode_mean_us", 0) + " + " + n("planner.nats_msgpack.hops2.daemon_reply_mean_us", 0), "—", "", ""},
 		{"… the same, replies of the JSON answers' size", trio("planner.nats.floor.", "us"), "—", "", ""},
 	}
 	for _, st := range []struct{ name, label string }{{"prefilter", "prefilter"}, {"expand", "expansion"}, {"rerank", "re-rank"}, {"stitch", "stitch"}} {

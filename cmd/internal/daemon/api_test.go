@@ -148,7 +148,15 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	c := connect(t, d)
 	c.publishAll(readMessages(t, "episodes.jsonl"))
 	c.waitApplied()
-	c.ask(redBlockQuery)
+	c.ask(redBlockQuery) // over NATS
+	if code := httpDo(t, d, "POST", "/v1/context", planner.Request{Query: "red block"}, nil); code != 200 {
+		t.Fatalf("POST /v1/context: %d", code)
+	}
+	// The NATS reply's encoding and hand-off were timed; the HTTP
+	// answer's encoding counts in the stage, not as a NATS reply.
+	if rt := d.ReplyTimes(); rt.Replies != 1 || rt.Encode <= 0 || rt.Respond <= 0 {
+		t.Errorf("reply times = %+v, want one reply with both stages timed", rt)
+	}
 
 	for _, p := range []string{"/healthz", "/readyz"} {
 		if code := httpDo(t, d, "GET", p, nil, nil); code != 200 {
@@ -169,7 +177,9 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	for _, want := range []string{
 		`ctxgraph_ingest_messages_total{result="applied",stream="RLDS"} 40`,
 		`ctxgraph_planner_stage_seconds_bucket{stage="prefilter"`,
-		`ctxgraph_planner_stage_seconds_count{stage="total"} 1`,
+		`ctxgraph_planner_stage_seconds_count{stage="total"} 2`,
+		`ctxgraph_planner_stage_seconds_count{stage="encode"} 2`,
+		`ctxgraph_planner_stage_seconds_count{stage="reply"} 1`,
 		`ctxgraph_store_steps 32`,
 		`ctxgraph_ingest_lag_messages 0`,
 		"ctxgraph_store_view_from_snapshot 0\n", // a fresh store

@@ -60,6 +60,7 @@ type Daemon struct {
 	keyword  *keyword.Index
 	embedder embed.Embedder
 	planner  *planner.Planner
+	replies  replyTimer
 	sessions *session.Manager
 	metrics  *metrics
 	sec      *security // identity, rate limits, denials (auth.go)

@@ -17,7 +17,14 @@ type metrics struct {
 	batchSeconds    *prometheus.HistogramVec
 	plannerRequests *prometheus.CounterVec
 	plannerStage    *prometheus.HistogramVec
+	// stages are plannerStage's observers by stage, resolved once.
+	stages map[string]prometheus.Observer
 }
+
+// plannerStages are the stages plannerStage observes: the plan's own
+// (embed … total), the request's (its decoding and plan), and the
+// reply's (encoding the answer; handing it to NATS).
+var plannerStages = []string{"embed", "prefilter", "expand", "rerank", "stitch", "total", "request", "encode", "reply"}
 
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
@@ -32,20 +39,37 @@ func newMetrics() *metrics {
 		Name: "ctxgraph_planner_requests_total", Help: "Planner requests by result (ok, invalid, error).",
 	}, []string{"result"})
 	m.plannerStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage (embed, prefilter, expand, rerank, stitch, total, request).",
+		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage: embed, prefilter, expand, rerank, stitch, total (the plan); request (decoding and plan); encode (the answer in its format); reply (handing it to NATS).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	}, []string{"stage"})
+	m.stages = make(map[string]prometheus.Observer, len(plannerStages))
+	for _, s := range plannerStages {
+		m.stages[s] = m.plannerStage.WithLabelValues(s)
+	}
 	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observePlan(t planner.Timings, request time.Duration) {
-	for stage, v := range map[string]int64{"embed": t.EmbedUS, "prefilter": t.PrefilterUS, "expand": t.ExpandUS,
-		"rerank": t.RerankUS, "stitch": t.StitchUS, "total": t.TotalUS} {
-		m.plannerStage.WithLabelValues(stage).Observe(float64(v) / 1e6)
-	}
-	m.plannerStage.WithLabelValues("request").Observe(request.Seconds())
+	us := func(stage string, v int64) { m.stages[stage].Observe(float64(v) / 1e6) }
+	us("embed", t.EmbedUS)
+	us("prefilter", t.PrefilterUS)
+	us("expand", t.ExpandUS)
+	us("rerank", t.RerankUS)
+	us("stitch", t.StitchUS)
+	us("total", t.TotalUS)
+	m.stages["request"].Observe(request.Seconds())
+}
+
+// observeEncode records an answer's encoding in its format.
+func (m *metrics) observeEncode(encode time.Duration) { m.stages["encode"].Observe(encode.Seconds()) }
+
+// observeReply records a NATS planner reply: its answer's encoding and
+// its hand-off to NATS.
+func (m *metrics) observeReply(encode, respond time.Duration) {
+	m.observeEncode(encode)
+	m.stages["reply"].Observe(respond.Seconds())
 }
 
 // registerStore exports store sizes and ingest lag as gauges read at

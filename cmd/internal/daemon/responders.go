@@ -225,11 +225,16 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 	}
 	buf := replyBufs.Get().(*[]byte)
 	defer replyBufs.Put(buf)
+	t0 := time.Now()
 	body, _, err := planner.Append((*buf)[:0], ans, format)
 	if err == nil {
 		*buf = body
 	}
+	t1 := time.Now()
 	d.respond(m, body, err)
+	encode, respond := t1.Sub(t0), time.Since(t1)
+	d.replies.add(encode, respond)
+	d.metrics.observeReply(encode, respond)
 }
 
 // plan decodes, answers and renders one planner request.
@@ -244,7 +249,10 @@ func (d *Daemon) plan(ctx context.Context, c caller, data []byte) ([]byte, strin
 	if err != nil {
 		return nil, "", err
 	}
-	return planner.Render(ans, format)
+	t := time.Now()
+	body, ctype, err := planner.Render(ans, format)
+	d.metrics.observeEncode(time.Since(t))
+	return body, ctype, err
 }
 
 // planAnswer decodes and answers one planner request into ans; it
