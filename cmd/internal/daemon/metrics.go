@@ -17,14 +17,17 @@ type metrics struct {
 	batchSeconds    *prometheus.HistogramVec
 	plannerRequests *prometheus.CounterVec
 	plannerStage    *prometheus.HistogramVec
-	// stages are plannerStage's observers by stage, resolved once.
-	stages map[string]prometheus.Observer
+	// stage holds plannerStage's observers, resolved once rather than
+	// by label on every request.
+	stage plannerStageObservers
 }
 
-// plannerStages are the stages plannerStage observes: the plan's own
+// plannerStageObservers are plannerStage's series: the plan's own stages
 // (embed … total), the request's (its decoding and plan), and the
 // reply's (encoding the answer; handing it to NATS).
-var plannerStages = []string{"embed", "prefilter", "expand", "rerank", "stitch", "total", "request", "encode", "reply"}
+type plannerStageObservers struct {
+	embed, prefilter, expand, rerank, stitch, total, request, encode, reply prometheus.Observer
+}
 
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
@@ -42,34 +45,33 @@ func newMetrics() *metrics {
 		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage: embed, prefilter, expand, rerank, stitch, total (the plan); request (decoding and plan); encode (the answer in its format); reply (handing it to NATS).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	}, []string{"stage"})
-	m.stages = make(map[string]prometheus.Observer, len(plannerStages))
-	for _, s := range plannerStages {
-		m.stages[s] = m.plannerStage.WithLabelValues(s)
-	}
+	o := m.plannerStage.WithLabelValues
+	m.stage = plannerStageObservers{embed: o("embed"), prefilter: o("prefilter"), expand: o("expand"), rerank: o("rerank"),
+		stitch: o("stitch"), total: o("total"), request: o("request"), encode: o("encode"), reply: o("reply")}
 	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observePlan(t planner.Timings, request time.Duration) {
-	us := func(stage string, v int64) { m.stages[stage].Observe(float64(v) / 1e6) }
-	us("embed", t.EmbedUS)
-	us("prefilter", t.PrefilterUS)
-	us("expand", t.ExpandUS)
-	us("rerank", t.RerankUS)
-	us("stitch", t.StitchUS)
-	us("total", t.TotalUS)
-	m.stages["request"].Observe(request.Seconds())
+	st := &m.stage
+	for _, s := range []struct {
+		o  prometheus.Observer
+		us int64
+	}{{st.embed, t.EmbedUS}, {st.prefilter, t.PrefilterUS}, {st.expand, t.ExpandUS}, {st.rerank, t.RerankUS}, {st.stitch, t.StitchUS}, {st.total, t.TotalUS}} {
+		s.o.Observe(float64(s.us) / 1e6)
+	}
+	st.request.Observe(request.Seconds())
 }
 
 // observeEncode records an answer's encoding in its format.
-func (m *metrics) observeEncode(encode time.Duration) { m.stages["encode"].Observe(encode.Seconds()) }
+func (m *metrics) observeEncode(encode time.Duration) { m.stage.encode.Observe(encode.Seconds()) }
 
 // observeReply records a NATS planner reply: its answer's encoding and
 // its hand-off to NATS.
 func (m *metrics) observeReply(encode, respond time.Duration) {
 	m.observeEncode(encode)
-	m.stages["reply"].Observe(respond.Seconds())
+	m.stage.reply.Observe(respond.Seconds())
 }
 
 // registerStore exports store sizes and ingest lag as gauges read at
