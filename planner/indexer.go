@@ -25,7 +25,14 @@ type Indexer struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending int
-	closed  bool
+	// queued numbers the batches queued so far, indexed those applied:
+	// the queue is first in, first out, so batch n (a Queued reading
+	// taken after its commit) is in the index once indexed reaches n.
+	// throughWaiters counts SyncThrough calls waiting, which want a
+	// broadcast after every batch rather than only once drained.
+	queued, indexed uint64
+	throughWaiters  int
+	closed          bool
 	// vecs remembers, by id (a seq: dense, as the view's slices are),
 	// which vector each id was indexed with, so a batch that rewrites a
 	// node without changing its vector costs nothing. A slice: at 1M
@@ -160,6 +167,7 @@ func (ix *Indexer) enqueue(ch particle.Changes) {
 		return
 	}
 	ix.pending++
+	ix.queued++
 	ix.mu.Unlock()
 	ix.queue <- ch
 }
@@ -170,7 +178,8 @@ func (ix *Indexer) run() {
 		ix.apply(ch)
 		ix.mu.Lock()
 		ix.pending--
-		if ix.pending == 0 {
+		ix.indexed++
+		if ix.pending == 0 || ix.throughWaiters > 0 {
 			ix.cond.Broadcast()
 		}
 		ix.mu.Unlock()
@@ -294,8 +303,39 @@ func (ix *Indexer) Pending() int {
 	return ix.pending
 }
 
-// Sync waits until every batch committed so far is in the index.
+// Sync waits until every batch committed so far is in the index: until
+// the indexer is idle, which under a steady stream of commits can be
+// later than any one batch's arrival (SyncThrough waits for that).
 func (ix *Indexer) Sync(ctx context.Context) error {
+	return ix.wait(ctx, func() bool { return ix.pending == 0 })
+}
+
+// Queued is the mark of the last batch queued for the index: read in a
+// store subscription called after the indexer's (a daemon subscribes its
+// indexer first), it names the batch being committed.
+func (ix *Indexer) Queued() uint64 {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.queued
+}
+
+// SyncThrough waits until the batches up to mark (a Queued reading) are
+// in the index, whatever was committed after them: the moment a step
+// committed in that batch is visible to the planner's vector search.
+func (ix *Indexer) SyncThrough(ctx context.Context, mark uint64) error {
+	ix.mu.Lock()
+	ix.throughWaiters++
+	ix.mu.Unlock()
+	defer func() {
+		ix.mu.Lock()
+		ix.throughWaiters--
+		ix.mu.Unlock()
+	}()
+	return ix.wait(ctx, func() bool { return ix.indexed >= mark })
+}
+
+// wait blocks until done (called under ix.mu) holds or ctx ends.
+func (ix *Indexer) wait(ctx context.Context, done func() bool) error {
 	stop := context.AfterFunc(ctx, func() {
 		ix.mu.Lock()
 		ix.cond.Broadcast()
@@ -304,7 +344,7 @@ func (ix *Indexer) Sync(ctx context.Context) error {
 	defer stop()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for ix.pending > 0 && ctx.Err() == nil {
+	for !done() && ctx.Err() == nil {
 		ix.cond.Wait()
 	}
 	return ctx.Err()

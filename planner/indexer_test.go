@@ -3,7 +3,10 @@ package planner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,6 +75,66 @@ func TestIndexerRefreshesEdgeScope(t *testing.T) {
 	inside := &wave.Filter{From: t0.Add(30 * time.Minute).UnixNano(), To: t0.Add(90 * time.Minute).UnixNano()}
 	if hits := idx.Search(e.Embedding, 1, inside); len(hits) != 1 {
 		t.Fatalf("a window inside the edge's scope [t0, t0+2h] missed it: %v", hits)
+	}
+}
+
+// gatedIndex is a Flat whose Adds wait while its gate is held.
+type gatedIndex struct {
+	*wave.Flat
+	gate sync.RWMutex
+}
+
+func (g *gatedIndex) Add(id uint64, v []float32, m wave.Meta) error {
+	g.gate.RLock()
+	defer g.gate.RUnlock()
+	return g.Flat.Add(id, v, m)
+}
+
+// TestIndexerSyncThroughABatch holds the indexer inside a second batch:
+// the first batch's mark is reached while the indexer is still busy
+// (Sync, which waits for it to be idle, is not done), the second's only
+// once the gate opens, and then its edge is found.
+func TestIndexerSyncThroughABatch(t *testing.T) {
+	f := newFixture(t, false)
+	idx := &gatedIndex{Flat: wave.NewFlat(384)}
+	ix, err := NewIndexer(f.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ix.Close)
+	// A subscription after the indexer's reads the mark of the batch
+	// being committed.
+	var seen []uint64
+	f.store.Subscribe(func(particle.Changes) { seen = append(seen, ix.Queued()) })
+	ctx := context.Background()
+	f.fact(particle.EdgeCausal, "cup", "spills", "table", "", t0, 0.9)
+	first := ix.Queued()
+	if err := ix.SyncThrough(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	idx.gate.Lock()
+	e := f.fact(particle.EdgeCausal, "mug", "tips", "shelf", "", t0, 0.8)
+	second := ix.Queued()
+	if second != first+1 || !slices.Equal(seen, []uint64{first, second}) {
+		t.Fatalf("marks %d then %d, seen in a later subscription as %v: want consecutive, the same", first, second, seen)
+	}
+	if err := ix.SyncThrough(ctx, first); err != nil {
+		t.Fatalf("through the first batch while the second is held: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := ix.Sync(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Sync with a batch held in the index: %v, want the deadline", err)
+	}
+	if err := ix.SyncThrough(short, second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SyncThrough the held batch: %v, want the deadline", err)
+	}
+	idx.gate.Unlock()
+	if err := ix.SyncThrough(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if hits := idx.Search(e.Embedding, 1, nil); len(hits) != 1 || hits[0].ID != e.Seq {
+		t.Fatalf("the second batch's edge after SyncThrough: %v", hits)
 	}
 }
 

@@ -142,20 +142,25 @@ func messageHead(b []byte) (head, error) {
 
 // probe is one step whose visibility is measured: published at pub,
 // committed (in the graph the planner reads) at view, and in the vector
-// index by index.
+// index by index. mark is the index mark of the batch that committed it
+// (in-process).
 type probe struct {
 	idx              int
 	pub, view, index time.Time
+	mark             uint64
 }
 
 // probes tracks the steps being timed. In-process, the store tells it
 // of every commit; the index time is when the daemon's indexer has
-// drained every batch committed up to the probe's (an upper bound, tight
-// when the indexer keeps up). Against an external daemon it polls
+// applied the batch that committed the probe's step (its index mark),
+// whatever was committed after it. Against an external daemon it polls
 // GET /v1/episodes/{id} (view time only).
 type probes struct {
-	mu       sync.Mutex
-	on       atomic.Bool
+	mu sync.Mutex
+	on atomic.Bool
+	// mark reads the daemon's index mark (nil against an external
+	// daemon).
+	mark     func() uint64
 	pending  map[string][]*probe // by episode, in step order
 	awaiting []*probe            // committed, not yet known indexed
 	inflight int                 // taken from awaiting by the watcher
@@ -175,12 +180,13 @@ func (p *probes) add(ep string, idx int) {
 	p.mu.Unlock()
 }
 
-// seen records that episode ep now holds steps [0, steps).
-func (p *probes) seen(ep string, steps int, now time.Time) {
+// seen records that episode ep now holds steps [0, steps), committed in
+// the batch of index mark mark.
+func (p *probes) seen(ep string, steps int, now time.Time, mark uint64) {
 	list := p.pending[ep]
 	i := 0
 	for ; i < len(list) && list[i].idx < steps; i++ {
-		list[i].view = now
+		list[i].view, list[i].mark = now, mark
 		p.awaiting = append(p.awaiting, list[i])
 	}
 	if i == 0 {
@@ -203,17 +209,21 @@ func (p *probes) onCommit(ch particle.Changes) {
 		return
 	}
 	now := time.Now()
+	var mark uint64
+	if p.mark != nil {
+		mark = p.mark()
+	}
 	p.mu.Lock()
 	for _, ep := range ch.Episodes {
 		if _, ok := p.pending[ep.ID]; ok {
-			p.seen(ep.ID, ep.Steps, now)
+			p.seen(ep.ID, ep.Steps, now, mark)
 		}
 	}
 	p.mu.Unlock()
 }
 
-// watchIndex stamps committed probes with the time the indexer drained,
-// until ctx ends.
+// watchIndex stamps committed probes with the time the indexer applied
+// their batch (in commit order: marks only grow), until ctx ends.
 func (p *probes) watchIndex(ctx context.Context, d *daemon.Daemon) {
 	for {
 		select {
@@ -229,21 +239,28 @@ func (p *probes) watchIndex(ctx context.Context, d *daemon.Daemon) {
 		if len(batch) == 0 {
 			continue
 		}
-		if d != nil {
-			if d.WaitIndexed(ctx) != nil {
-				return
-			}
-		}
-		now := time.Now()
-		p.mu.Lock()
-		for _, pr := range batch {
+		for len(batch) > 0 {
+			n := len(batch) // against an external daemon: all, unstamped
 			if d != nil {
-				pr.index = now
+				mark := batch[0].mark
+				if d.WaitIndexedThrough(ctx, mark) != nil {
+					return
+				}
+				for n = 1; n < len(batch) && batch[n].mark <= mark; n++ {
+				}
 			}
-			p.done = append(p.done, pr)
+			now := time.Now()
+			p.mu.Lock()
+			for _, pr := range batch[:n] {
+				if d != nil {
+					pr.index = now
+				}
+				p.done = append(p.done, pr)
+			}
+			p.inflight -= n
+			p.mu.Unlock()
+			batch = batch[n:]
 		}
-		p.inflight = 0
-		p.mu.Unlock()
 	}
 }
 
@@ -265,7 +282,7 @@ func (p *probes) poll(ctx context.Context, httpURL string) {
 			}
 			now := time.Now()
 			p.mu.Lock()
-			p.seen(ep, steps, now)
+			p.seen(ep, steps, now, 0)
 			p.mu.Unlock()
 		}
 		select {
@@ -353,6 +370,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if r.d != nil {
+		pr.mark = r.d.IndexMark
 		r.d.Store().Subscribe(pr.onCommit)
 		go pr.watchIndex(pctx, r.d)
 	} else if r.httpURL != "" {

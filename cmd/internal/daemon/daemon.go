@@ -366,6 +366,17 @@ func (d *Daemon) Planner() *planner.Planner { return d.planner }
 // WaitIndexed waits until every committed batch is in the vector index.
 func (d *Daemon) WaitIndexed(ctx context.Context) error { return d.indexer.Sync(ctx) }
 
+// IndexMark names the last batch queued for the vector index; read in a
+// store subscription (the daemon's indexer subscribes first), it names
+// the batch being committed.
+func (d *Daemon) IndexMark() uint64 { return d.indexer.Queued() }
+
+// WaitIndexedThrough waits until the batches up to mark (an IndexMark
+// reading) are in the vector index, whatever was committed since.
+func (d *Daemon) WaitIndexedThrough(ctx context.Context, mark uint64) error {
+	return d.indexer.SyncThrough(ctx, mark)
+}
+
 func (d *Daemon) setStorageOK(ok bool) {
 	if d.storeOK.Swap(ok) != ok {
 		if ok {
