@@ -180,6 +180,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"unfiltered brute-force scan of every vector, p50 / p99 µs", "", pair("exact.search_unfiltered_p50_us", "exact.search_unfiltered_p99_us", 0), "", ""},
 		row{"exact search agrees with the generated ground truth (top 10)", n("truth.agreement_at_10", 3), "", "", ""},
 		row{"reopen until the first answer, s (Start alone)", n("reopen_s", 2) + " (" + n("reopen.start_s", 2) + ")", "—", "≤ 5 at 1M edges", verdict("reopen_s")},
+		row{"heap after the load: live, of which holding pointers (what every collection scans); objects, millions; a full collection, s",
+			mb(f, "gc.heap_live_bytes") + ", " + mb(f, "gc.heap_scan_bytes") + "; " + millions(f, "gc.heap_objects") + "; " + n("gc.full_collection_s", 2), "—", "", ""},
 		row{"RSS after reopen, bytes per edge (total MB)", n("rss_bytes_per_edge", 0) + " (" + mb(f, "rss_bytes") + ")", "—", "", ""},
 		row{"disk, bytes per edge: all / graph (total MB)", pair("disk_bytes_per_edge", "disk.graph_bytes_per_edge", 0) + " (" + mb(f, "disk_bytes") + ")", "—", "", ""},
 		row{"graph: nodes / edges / vectors", n("graph.nodes", 0) + " / " + n("graph.edges", 0) + " / " + n("graph.vectors", 0), "", "", ""},
@@ -225,6 +227,15 @@ func num(f figures, k string, prec int) string {
 		return "—"
 	}
 	return commas(v, prec)
+}
+
+// millions is f[k] in millions, two decimals.
+func millions(f figures, k string) string {
+	v, ok := f[k]
+	if !ok {
+		return "—"
+	}
+	return commas(v/1e6, 2)
 }
 
 func mb(f figures, k string) string {

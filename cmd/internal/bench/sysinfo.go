@@ -184,6 +184,30 @@ func readGC() gcStats {
 	return g
 }
 
+// heapFigures records the heap that every collection marks once the
+// graph is loaded: a full collection, timed, then what it found live,
+// how much of that holds pointers (what the collector scans, object by
+// object: the length of a mark phase follows it) and the objects. The
+// in-process daemon's heap, with the bench's workload beside it (its
+// messages, a small part).
+func (r *runner) heapFigures() {
+	t := time.Now()
+	runtime.GC()
+	r.fig["gc.full_collection_s"] = time.Since(t).Seconds()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/heap:bytes"}, {Name: "/gc/heap/objects:objects"}}
+	metrics.Read(s)
+	for i, name := range []string{"gc.heap_live_bytes", "gc.heap_scan_bytes", "gc.heap_objects"} {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			r.fig[name] = float64(s[i].Value.Uint64())
+		}
+	}
+	if edges := r.fig["graph.edges"]; edges > 0 {
+		r.fig["gc.heap_scan_bytes_per_edge"] = r.fig["gc.heap_scan_bytes"] / edges
+	}
+	r.say("heap after the load: %.0f MB live, %.0f MB of it holding pointers (what every collection scans), %.2f M objects; a full collection took %.2f s",
+		r.fig["gc.heap_live_bytes"]/1e6, r.fig["gc.heap_scan_bytes"]/1e6, r.fig["gc.heap_objects"]/1e6, r.fig["gc.full_collection_s"])
+}
+
 // cpuTime is the CPU time this process has used (user and system).
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
