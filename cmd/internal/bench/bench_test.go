@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
@@ -381,5 +382,49 @@ func TestMessageHeadOtherOrder(t *testing.T) {
 		if h.Kind != rlds.KindStep || h.EpisodeID != "e1" || h.Index != 12 || !strings.HasPrefix(h.Agent, "r") {
 			t.Errorf("%s: head %+v", line, h)
 		}
+	}
+}
+
+// TestWorkloadPackKeepsStrings packs a workload's strings into one
+// allocation: every subject, id and episode id reads as before, and all
+// of them lie in one buffer, back to back.
+func TestWorkloadPackKeepsStrings(t *testing.T) {
+	w := &workload{
+		msgs:  []pubMsg{{subj: "ctx.rlds.robot-1.ep-1", id: "ep-1-0", ep: "ep-1"}, {subj: "ctx.rlds.robot-1.ep-1", id: "ep-1-1", ep: "ep-1"}},
+		spans: []pubMsg{{subj: "ctx.cms.0", id: "span-1"}}, // no episode
+	}
+	var want []string
+	for _, l := range [][]pubMsg{w.msgs, w.spans} {
+		for _, m := range l {
+			want = append(want, m.subj, m.id, m.ep)
+		}
+	}
+	w.pack()
+	var got []string
+	var lo, hi uintptr
+	for _, l := range [][]pubMsg{w.msgs, w.spans} {
+		for _, m := range l {
+			for _, s := range []string{m.subj, m.id, m.ep} {
+				got = append(got, s)
+				if s == "" {
+					continue
+				}
+				p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+				if lo == 0 || p < lo {
+					lo = p
+				}
+				hi = max(hi, p+uintptr(len(s)))
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("packed strings %q, want %q", got, want)
+	}
+	total := 0
+	for _, s := range want {
+		total += len(s)
+	}
+	if int(hi-lo) != total {
+		t.Fatalf("the strings span %d bytes, want %d back to back", hi-lo, total)
 	}
 }
