@@ -6,8 +6,8 @@ import (
 )
 
 // A record written by a batch is packed before the view takes it: its
-// strings are copied into one allocation, its provenance's step
-// indices into another. A record decoded from its stored bytes (a load,
+// strings, and its provenance's step indices ahead of them, are copied
+// into one allocation. A record decoded from its stored bytes (a load,
 // the view snapshot) lies this way already; one built by an ingest
 // holds strings made one by one, from many messages, scattered over the
 // heap. Readers that walk a record's strings, such as the planner's
@@ -39,15 +39,23 @@ func (p *packer) pack(s *string) {
 }
 
 // packStrings calls visit twice, to size the buffer and then to fill
-// it; visit must hand its callback the same strings both times.
-func packStrings(visit func(each func(*string))) {
+// it; visit must hand its callback the same strings both times. The
+// buffer starts with head bytes for the caller, 8-byte aligned (its
+// size is then a multiple of 8, which the allocator aligns so even for
+// the smallest); it is returned (nil when empty).
+func packStrings(head int, visit func(each func(*string))) []byte {
 	var p packer
 	visit(p.size)
-	if p.n == 0 {
-		return
+	n := head + p.n
+	if n == 0 {
+		return nil
 	}
-	p.buf = make([]byte, 0, p.n)
+	if head > 0 {
+		n = (n + 7) &^ 7
+	}
+	p.buf = make([]byte, head, n)
 	visit(p.pack)
+	return p.buf
 }
 
 // packEdge packs e's strings and step indices. The slices that hold
@@ -61,15 +69,6 @@ func packEdge(e *Edge) {
 			steps++
 		}
 	}
-	if steps > 0 {
-		ints := make([]int, 0, steps)
-		for i := range e.Provenance {
-			if p := &e.Provenance[i]; p.StepIndex != nil {
-				ints = append(ints, *p.StepIndex)
-				p.StepIndex = &ints[len(ints)-1]
-			}
-		}
-	}
 	e.Scope.Audience = slices.Clone(e.Scope.Audience)
 	e.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
 	e.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
@@ -78,7 +77,7 @@ func packEdge(e *Edge) {
 		a := *e.Assertion
 		e.Assertion = &a
 	}
-	packStrings(func(each func(*string)) {
+	buf := packStrings(steps*int(unsafe.Sizeof(0)), func(each func(*string)) {
 		each(&e.Source)
 		each(&e.Target)
 		if e.Assertion != nil {
@@ -101,6 +100,20 @@ func packEdge(e *Edge) {
 		each(&e.SupersededBy)
 		eachString(e.Contradicts, each)
 	})
+	if steps > 0 {
+		// The step indices lie ahead of the strings, in the same
+		// allocation: no pointers in either, so the collector marks it
+		// without scanning it, one object where there were two.
+		ints := unsafe.Slice((*int)(unsafe.Pointer(unsafe.SliceData(buf))), steps)
+		j := 0
+		for i := range e.Provenance {
+			if p := &e.Provenance[i]; p.StepIndex != nil {
+				ints[j] = *p.StepIndex
+				p.StepIndex = &ints[j]
+				j++
+			}
+		}
+	}
 }
 
 // packNode packs n's strings, its props aside (a map keeps its own).
@@ -111,7 +124,7 @@ func packNode(n *Node) {
 	a.Tags = slices.Clone(a.Tags)
 	a.CMSSpanIDs = slices.Clone(a.CMSSpanIDs)
 	a.RLDSEpisodeIDs = slices.Clone(a.RLDSEpisodeIDs)
-	packStrings(func(each func(*string)) {
+	packStrings(0, func(each func(*string)) {
 		each(&n.Name)
 		eachString(n.Aliases, each)
 		eachString(a.Tags, each)

@@ -3,6 +3,7 @@ package particle
 import (
 	"context"
 	"reflect"
+	"runtime"
 	"testing"
 	"unsafe"
 )
@@ -107,7 +108,19 @@ func TestPackEveryField(t *testing.T) {
 					uintptr(unsafe.Pointer(p[1].StepIndex)) != uintptr(unsafe.Pointer(p[0].StepIndex))+unsafe.Sizeof(0) {
 					t.Fatal("the step indices are not copied into one array")
 				}
+				// ... which lies right ahead of the strings, in their
+				// buffer.
+				first := ^uintptr(0)
+				for _, d := range dataOf(r) {
+					if d != nil {
+						first = min(first, uintptr(unsafe.Pointer(d)))
+					}
+				}
+				if end := uintptr(unsafe.Pointer(p[1].StepIndex)) + unsafe.Sizeof(0); end != first {
+					t.Fatalf("the step indices end at %#x, the strings start at %#x: not one buffer", end, first)
+				}
 			}
+			runtime.GC() // the buffer holds no pointers: still there, untouched
 			if !reflect.DeepEqual(rec, want) {
 				t.Fatalf("packing changed the value:\n got %+v\nwant %+v", rec, want)
 			}
