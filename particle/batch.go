@@ -439,7 +439,7 @@ func (b *Batch) flush() error {
 	for ak, id := range b.aliases {
 		b.set(aliasDBKey(ak), []byte(id))
 	}
-	for _, e := range b.edges {
+	for id, e := range b.edges {
 		enc, err := encodeEdgeV2(e, b.s.slab, true)
 		if err != nil {
 			return err
@@ -449,7 +449,7 @@ func (b *Batch) flush() error {
 		k := edgeKey(e.Namespace, e.ID)
 		b.set(k, enc)
 		b.storeVector(k, e.Embedding, view.storedEdgeVector(e.Seq, e.ID))
-		packEdge(e)
+		b.edges[id] = packEdge(e) // publish hands the view the packed copy
 	}
 	for _, e := range b.episodes {
 		v, err := encodeEpisodeV2(e, b.s.slab)

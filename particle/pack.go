@@ -58,11 +58,13 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 	return p.buf
 }
 
-// packEdge packs e's strings and step indices. The slices that hold
-// them are copied first: a batch's edge may share arrays with the
-// version readers see, or with other edges of its step.
-func packEdge(e *Edge) {
-	e.Provenance = slices.Clone(e.Provenance)
+// packEdge packs e's strings and step indices, and returns the packed
+// edge: a copy of e sharing one allocation with its assertion and its
+// provenance (boxEdge). The other slices that hold strings are copied first: a
+// batch's edge may share arrays with the version readers see, or with
+// other edges of its step.
+func packEdge(e *Edge) *Edge {
+	e = boxEdge(e)
 	steps := 0
 	for _, p := range e.Provenance {
 		if p.StepIndex != nil {
@@ -73,10 +75,6 @@ func packEdge(e *Edge) {
 	e.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
 	e.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
 	e.Contradicts = slices.Clone(e.Contradicts)
-	if e.Assertion != nil {
-		a := *e.Assertion
-		e.Assertion = &a
-	}
 	buf := packStrings(steps*int(unsafe.Sizeof(0)), func(each func(*string)) {
 		each(&e.Source)
 		each(&e.Target)
@@ -113,6 +111,67 @@ func packEdge(e *Edge) {
 				j++
 			}
 		}
+	}
+	return e
+}
+
+// packedEdge is a committed edge, its assertion and its provenance (A:
+// an array of as many Provenance) in one allocation.
+type packedEdge[A any] struct {
+	e Edge
+	a Assertion
+	p A
+}
+
+// boxed copies e, its assertion and its n provenance entries (A is
+// [n]Provenance) into one packedEdge and returns the copy of e.
+func boxed[A any](e *Edge, n int) *Edge {
+	b := &packedEdge[A]{e: *e}
+	if e.Assertion != nil {
+		b.a = *e.Assertion
+		b.e.Assertion = &b.a
+	}
+	if n > 0 {
+		p := unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), n)
+		copy(p, e.Provenance)
+		b.e.Provenance = p
+	}
+	return &b.e
+}
+
+// boxEdge returns a copy of e that shares one allocation with its
+// assertion and its provenance: a committed edge is one object for the
+// collector to mark where it was up to three. The provenance is a
+// window of at most MaxProvenance sightings; a longer one keeps an array
+// of its own.
+func boxEdge(e *Edge) *Edge {
+	switch n := len(e.Provenance); n {
+	case 0:
+		c := boxed[[0]Provenance](e, 0)
+		if e.Provenance != nil {
+			c.Provenance = []Provenance{} // empty, not nil, as it was
+		}
+		return c
+	case 1:
+		return boxed[[1]Provenance](e, n)
+	case 2:
+		return boxed[[2]Provenance](e, n)
+	case 3:
+		return boxed[[3]Provenance](e, n)
+	case 4:
+		return boxed[[4]Provenance](e, n)
+	case 5:
+		return boxed[[5]Provenance](e, n)
+	case 6:
+		return boxed[[6]Provenance](e, n)
+	case 7:
+		return boxed[[7]Provenance](e, n)
+	case 8:
+		return boxed[[8]Provenance](e, n)
+	default:
+		c := boxed[[0]Provenance](e, 0)
+		c.Provenance = slices.Clone(e.Provenance)
+		return c
 	}
 }
 

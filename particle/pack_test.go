@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -99,9 +100,18 @@ func TestPackEveryField(t *testing.T) {
 				s := *r
 				shared = &s
 				before := dataOf(shared)
-				packEdge(r)
+				r = packEdge(r)
+				rec = r
 				if !reflect.DeepEqual(dataOf(shared), before) {
 					t.Fatal("packing wrote into arrays another version of the edge shares")
+				}
+				// The edge, its assertion and its provenance are one
+				// allocation, in that order.
+				base := uintptr(unsafe.Pointer(r))
+				var box packedEdge[[1]Provenance]
+				if uintptr(unsafe.Pointer(r.Assertion))-base != unsafe.Offsetof(box.a) ||
+					uintptr(unsafe.Pointer(&r.Provenance[0]))-base != unsafe.Offsetof(box.p) {
+					t.Fatal("the packed edge, its assertion and its provenance are not one allocation")
 				}
 				p := r.Provenance
 				if p[0].StepIndex == shared.(*Edge).Provenance[0].StepIndex ||
@@ -159,4 +169,34 @@ func TestCommittedRecordsArePacked(t *testing.T) {
 		}
 		checkPacked(t, "node "+tagged, r.Node(tagged))
 	})
+}
+
+// TestBoxEdgeEveryLength copies edges of every provenance length the
+// boxes hold, none, and more than a window: the copy equals the edge
+// (a nil provenance stays nil, an empty one empty), shares no array or
+// assertion with it, and from one to MaxProvenance entries lies in the
+// edge's allocation.
+func TestBoxEdgeEveryLength(t *testing.T) {
+	step := 7
+	for _, n := range []int{-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12} {
+		e := &Edge{ID: "e", Source: "a", Target: "b", Assertion: &Assertion{Predicate: "on", Value: "table"}}
+		if n >= 0 {
+			e.Provenance = make([]Provenance, n)
+		}
+		for i := range max(n, 0) {
+			e.Provenance[i] = Provenance{EpisodeID: "ep", StepIndex: &step, Agent: "robot", ObservedAt: time.Date(2026, 3, 1, 9, 0, i, 0, time.UTC)}
+		}
+		c := boxEdge(e)
+		if !reflect.DeepEqual(c, e) || (c.Provenance == nil) != (e.Provenance == nil) {
+			t.Fatalf("%d entries: the box's copy %+v differs from %+v", n, c, e)
+		}
+		if c.Assertion == e.Assertion || n > 0 && &c.Provenance[0] == &e.Provenance[0] {
+			t.Fatalf("%d entries: the copy shares its assertion or provenance with the edge", n)
+		}
+		var box packedEdge[[1]Provenance]
+		inBox := n > 0 && uintptr(unsafe.Pointer(&c.Provenance[0]))-uintptr(unsafe.Pointer(c)) == unsafe.Offsetof(box.p)
+		if inBox != (n >= 1 && n <= MaxProvenance) {
+			t.Fatalf("%d entries: provenance in the edge's allocation %v", n, inBox)
+		}
+	}
 }
