@@ -267,10 +267,12 @@ func TestRunMicro(t *testing.T) {
 	// The heap after the load: what a forced collection found live, the
 	// part of it holding pointers, its objects; the per-edge figure is
 	// that part over the graph's edges.
-	live, scan, objects := f["gc.heap_live_bytes"], f["gc.heap_scan_bytes"], f["gc.heap_objects"]
-	if live <= 0 || scan <= 0 || objects <= 0 || f["gc.full_collection_s"] <= 0 || f["gc.heap_scan_bytes_per_edge"] != scan/f["graph.edges"] {
-		t.Errorf("heap after the load: %v bytes live, %v scannable (%v per edge), %v objects, collection %v s",
-			live, scan, f["gc.heap_scan_bytes_per_edge"], objects, f["gc.full_collection_s"])
+	for _, p := range []string{"gc.", "reopen.gc."} { // after the load, after the reopen
+		live, scan, objects := f[p+"heap_live_bytes"], f[p+"heap_scan_bytes"], f[p+"heap_objects"]
+		if live <= 0 || scan <= 0 || objects <= 0 || f[p+"full_collection_s"] <= 0 || f[p+"heap_scan_bytes_per_edge"] != scan/f["graph.edges"] {
+			t.Errorf("heap (%s): %v bytes live, %v scannable (%v per edge), %v objects, collection %v s",
+				p, live, scan, f[p+"heap_scan_bytes_per_edge"], objects, f[p+"full_collection_s"])
+		}
 	}
 	// Every step writes its stored step and its graph records: more
 	// bytes in all than in nodes or in edges alone, in both phases.

@@ -204,8 +204,13 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		r.fig[s.name+".gc_cpu_s"] = g.cpu - gc.cpu
 		r.say("%s: %.1f s of CPU, of which the garbage collector %.1f s in %d cycles",
 			s.name, r.fig[s.name+".cpu_s"], r.fig[s.name+".gc_cpu_s"], g.cycles-gc.cycles)
-		if s.name == "ingest" && r.d != nil {
-			r.heapFigures()
+		if r.d != nil {
+			switch s.name {
+			case "ingest":
+				r.heapFigures("gc.", "load")
+			case "reopen":
+				r.heapFigures("reopen.gc.", "reopen")
+			}
 		}
 	}
 	if cpu, steps := r.fig["ingest.cpu_s"], r.fig["graph.steps"]; steps > 0 {

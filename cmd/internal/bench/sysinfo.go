@@ -184,28 +184,30 @@ func readGC() gcStats {
 	return g
 }
 
-// heapFigures records the heap that every collection marks once the
-// graph is loaded: a full collection, timed, then what it found live,
-// how much of that holds pointers (what the collector scans, object by
-// object: the length of a mark phase follows it) and the objects. The
-// in-process daemon's heap, with the bench's workload beside it (its
-// messages, a small part).
-func (r *runner) heapFigures() {
+// heapFigures records the heap that every collection marks, under
+// prefix (when names the moment: after the load, after the reopen): a
+// full collection, timed, then what it found live, how much of that
+// holds pointers (what the collector scans, object by object: the
+// length of a mark phase follows it) and the objects. The in-process
+// daemon's heap, with the bench's workload beside it (a small part).
+// After the load the graph's records are as ingest made them; after the
+// reopen, as the start decoded them.
+func (r *runner) heapFigures(prefix, when string) {
 	t := time.Now()
 	runtime.GC()
-	r.fig["gc.full_collection_s"] = time.Since(t).Seconds()
+	r.fig[prefix+"full_collection_s"] = time.Since(t).Seconds()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/heap:bytes"}, {Name: "/gc/heap/objects:objects"}}
 	metrics.Read(s)
-	for i, name := range []string{"gc.heap_live_bytes", "gc.heap_scan_bytes", "gc.heap_objects"} {
+	for i, name := range []string{"heap_live_bytes", "heap_scan_bytes", "heap_objects"} {
 		if s[i].Value.Kind() == metrics.KindUint64 {
-			r.fig[name] = float64(s[i].Value.Uint64())
+			r.fig[prefix+name] = float64(s[i].Value.Uint64())
 		}
 	}
 	if edges := r.fig["graph.edges"]; edges > 0 {
-		r.fig["gc.heap_scan_bytes_per_edge"] = r.fig["gc.heap_scan_bytes"] / edges
+		r.fig[prefix+"heap_scan_bytes_per_edge"] = r.fig[prefix+"heap_scan_bytes"] / edges
 	}
-	r.say("heap after the load: %.0f MB live, %.0f MB of it holding pointers (what every collection scans), %.2f M objects; a full collection took %.2f s",
-		r.fig["gc.heap_live_bytes"]/1e6, r.fig["gc.heap_scan_bytes"]/1e6, r.fig["gc.heap_objects"]/1e6, r.fig["gc.full_collection_s"])
+	r.say("heap after the %s: %.0f MB live, %.0f MB of it holding pointers (what every collection scans), %.2f M objects; a full collection took %.2f s",
+		when, r.fig[prefix+"heap_live_bytes"]/1e6, r.fig[prefix+"heap_scan_bytes"]/1e6, r.fig[prefix+"heap_objects"]/1e6, r.fig[prefix+"full_collection_s"])
 }
 
 // cpuTime is the CPU time this process has used (user and system).
