@@ -60,9 +60,9 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 
 // packEdge packs e's strings and step indices, and returns the packed
 // edge: a copy of e sharing one allocation with its assertion and its
-// provenance (boxEdge). The other slices that hold strings are copied first: a
-// batch's edge may share arrays with the version readers see, or with
-// other edges of its step.
+// provenance (boxEdge). The other slices that hold strings are copied
+// first: a batch's edge may share arrays with the version readers see,
+// or with other edges of its step.
 func packEdge(e *Edge) *Edge {
 	e = boxEdge(e)
 	steps := 0
