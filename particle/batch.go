@@ -28,7 +28,9 @@ type Batch struct {
 	identity map[string]string
 	applied  map[string]bool
 	newNodes map[string]bool
-	newEdges map[string]bool
+	// newEdges holds the identity key of each edge created in the batch,
+	// by id: the view keeps it (idAndIdentity).
+	newEdges map[string]string
 
 	deletedNodes map[string]*Node
 	deletedEdges map[string]*Edge
@@ -57,7 +59,7 @@ func (s *Store) newBatch() *Batch {
 		s: s, txn: s.db.NewTransaction(true), now: time.Now().UTC(),
 		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
 		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
-		newNodes: map[string]bool{}, newEdges: map[string]bool{}, counts: c,
+		newNodes: map[string]bool{}, newEdges: map[string]string{}, counts: c,
 		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 	}
@@ -241,11 +243,11 @@ func (b *Batch) Edge(id string) *Edge {
 
 // PutEdge stages e. A new edge (no ID) gets an id and a compact seq, and
 // its identity and adjacency entries.
-func (b *Batch) PutEdge(e *Edge) error { return b.putEdge(e, "") }
+func (b *Batch) PutEdge(e *Edge) error { return b.putEdge(e, nil) }
 
 // putEdge is PutEdge; ik, when set, is the identity key of e, new (the
-// one edgeIdentity makes of it).
-func (b *Batch) putEdge(e *Edge, ik string) error {
+// one edgeIdentity makes of it), copied before putEdge returns.
+func (b *Batch) putEdge(e *Edge, ik []byte) error {
 	if !e.Type.Valid() {
 		return fmt.Errorf("%w: unknown edge type %q", ErrInvalid, e.Type)
 	}
@@ -260,18 +262,17 @@ func (b *Batch) putEdge(e *Edge, ik string) error {
 		if err != nil {
 			return err
 		}
-		e.ID, e.Seq = NewEdgeID(), seq
+		var key string
+		e.ID, key = idAndIdentity(NewEdgeID(), e, ik)
+		e.Seq = seq
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = b.now
 		}
 		if e.Status == "" {
 			e.Status = StatusActive
 		}
-		b.newEdges[e.ID] = true
-		if ik == "" {
-			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
-		}
-		b.identity[ik] = e.ID
+		b.newEdges[e.ID] = key
+		b.identity[key] = e.ID
 	}
 	e.UpdatedAt = b.now
 	b.edges[e.ID] = e
@@ -501,7 +502,7 @@ func (b *Batch) publish() Changes {
 	ch.Edges = make([]*Edge, 0, len(b.edges))
 	ch.EdgeFacts = make([]EdgeFacts, 0, len(b.edges))
 	for _, e := range b.edges {
-		f, created := s.v.putEdgeFacts(e)
+		f, created := s.v.putEdgeFacts(e, b.newEdges[e.ID])
 		if created {
 			b.counts.Edges[e.Type]++
 		}

@@ -10,10 +10,10 @@ func (b *Batch) DeleteEdge(id string) error {
 		return nil
 	}
 	delete(b.edges, id)
-	if b.newEdges[id] {
+	if ik, ok := b.newEdges[id]; ok {
 		// Created in this batch: it never reached Badger or the view.
 		delete(b.newEdges, id)
-		delete(b.identity, edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))
+		delete(b.identity, ik)
 		return nil
 	}
 	b.deletedEdges[id] = e

@@ -200,3 +200,41 @@ func TestBoxEdgeEveryLength(t *testing.T) {
 		}
 	}
 }
+
+// TestNewEdgeIDAndIdentityShareOneAllocation commits new edges, by
+// Observe and by PutEdge: each one's id (the view's key by id) and its
+// identity (the key by identity) are one allocation, the identity right
+// after the id, and the identity is the one edgeIdentity makes; a later
+// version of an edge keeps them.
+func TestNewEdgeIDAndIdentityShareOneAllocation(t *testing.T) {
+	s := openFactsStore(t)
+	observeEdges(t, s.Store, 3, testEmbedding)
+	observeEdges(t, s.Store, 3, testEmbedding) // the same edges again
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		ids, err := putThings(b, DefaultNamespace, 2)
+		if err != nil {
+			return err
+		}
+		return b.PutEdge(&Edge{Source: ids[0], Target: ids[1], Type: EdgeCausal, Confidence: 0.5})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Read(func(r Reader) {
+		v := s.v
+		if len(v.identity) != 4 || len(v.edges) != 4 {
+			t.Fatalf("%d identities, %d edges, want 4 each", len(v.identity), len(v.edges))
+		}
+		for ik, id := range v.identity {
+			e := v.edges[id]
+			if e == nil || e.ID != id {
+				t.Fatalf("identity %q names %q, which the view does not hold", ik, id)
+			}
+			if unsafe.StringData(ik) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(e.ID)), len(e.ID))) {
+				t.Fatalf("edge %s: its id and its identity are not one allocation", id)
+			}
+			if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); ik != want {
+				t.Fatalf("identity %q, want %q", ik, want)
+			}
+		}
+	})
+}

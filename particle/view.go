@@ -163,16 +163,21 @@ func (v *view) putNode(n *Node) (created bool) {
 }
 
 func (v *view) putEdge(e *Edge) (created bool) {
-	_, created = v.putEdgeFacts(e)
+	_, created = v.putEdgeFacts(e, "")
 	return created
 }
 
 // putEdgeFacts is putEdge, returning e's facts as the view holds them.
-func (v *view) putEdgeFacts(e *Edge) (EdgeFacts, bool) {
+// ik is e's identity key when the caller has it (a batch's new edge:
+// the string made with its id, idAndIdentity), else "".
+func (v *view) putEdgeFacts(e *Edge, ik string) (EdgeFacts, bool) {
 	f := EdgeFactsOf(e)
 	created := v.putEdgeLinked(e, &f)
 	if created {
-		v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+		if ik == "" {
+			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+		}
+		v.identity[ik] = e.ID
 	}
 	return f, created
 }
