@@ -105,7 +105,9 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	// The identity of the new edge, as PutEdge would make it of the edge
 	// (its assertion's predicate is Canonical(reg.Name), whose canonical
 	// form is reg.Name's).
-	ik := b.key // putEdge copies it
+	// (A copy: b.key is scratch, and the embedder called below may use
+	// the batch.)
+	ik := slices.Clone(b.key)
 	e := &Edge{
 		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
 		Scope:      Scope{TimeRange: TimeRange{From: o.Provenance.ObservedAt, To: o.Provenance.ObservedAt}, Location: o.Location, Audience: o.Audience},
