@@ -262,8 +262,12 @@ func (b *Batch) putEdge(e *Edge, ik []byte) error {
 		if err != nil {
 			return err
 		}
+		if ik == nil {
+			ik = appendEdgeIdentity(b.key[:0], e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+			b.key = ik
+		}
 		var key string
-		e.ID, key = idAndIdentity(NewEdgeID(), e, ik)
+		e.ID, key = idAndIdentity(NewEdgeID(), ik)
 		e.Seq = seq
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = b.now

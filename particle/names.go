@@ -62,21 +62,12 @@ func edgeIdentity(ns, src string, t EdgeType, pred, dst string) string {
 	return keyString(appendEdgeIdentity(k, ns, src, t, pred, dst))
 }
 
-// idAndIdentity returns a new edge's id and its identity key (ik when
-// given, else the one edgeIdentity makes of e) as two strings of one
-// allocation: the id lives as long as anything names the edge, and the
-// identity as long as the edge, beside it; one object for the collector
-// where there were two.
-func idAndIdentity(id string, e *Edge, ik []byte) (string, string) {
-	var k []byte
-	if ik != nil {
-		k = append(append(make([]byte, 0, len(id)+len(ik)), id...), ik...)
-	} else {
-		pred := identityPredicate(e)
-		k = make([]byte, 0, len(id)+len(e.Namespace)+len(e.Source)+len(e.Type)+len(pred)+len(e.Target)+4)
-		k = appendEdgeIdentity(append(k, id...), e.Namespace, e.Source, e.Type, pred, e.Target)
-	}
-	s := keyString(k)
+// idAndIdentity returns a new edge's id and its identity key ik as two
+// strings of one allocation: the id lives as long as anything names the
+// edge, and the identity as long as the edge, beside it; one object for
+// the collector where there were two.
+func idAndIdentity(id string, ik []byte) (string, string) {
+	s := keyString(append(append(make([]byte, 0, len(id)+len(ik)), id...), ik...))
 	return s[:len(id)], s[len(id):]
 }
 

@@ -21,13 +21,13 @@ type Indexer struct {
 	queue chan particle.Changes
 	done  chan struct{}
 
-	sendMu  sync.RWMutex // held to send on queue; Close takes it to close queue
-	mu      sync.Mutex
-	cond    *sync.Cond
-	pending int
-	// queued numbers the batches queued so far, indexed those applied:
-	// the queue is first in, first out, so batch n (a Queued reading
-	// taken after its commit) is in the index once indexed reaches n.
+	sendMu sync.RWMutex // held to send on queue; Close takes it to close queue
+	mu     sync.Mutex
+	cond   *sync.Cond
+	// queued numbers the batches queued so far, indexed those applied
+	// (queued − indexed are pending): the queue is first in, first out,
+	// so batch n (a Queued reading taken after its commit) is in the
+	// index once indexed reaches n.
 	// throughWaiters counts SyncThrough calls waiting, which want a
 	// broadcast after every batch rather than only once drained.
 	queued, indexed uint64
@@ -166,7 +166,6 @@ func (ix *Indexer) enqueue(ch particle.Changes) {
 		ix.mu.Unlock()
 		return
 	}
-	ix.pending++
 	ix.queued++
 	ix.mu.Unlock()
 	ix.queue <- ch
@@ -177,9 +176,8 @@ func (ix *Indexer) run() {
 	for ch := range ix.queue {
 		ix.apply(ch)
 		ix.mu.Lock()
-		ix.pending--
 		ix.indexed++
-		if ix.pending == 0 || ix.throughWaiters > 0 {
+		if ix.indexed == ix.queued || ix.throughWaiters > 0 {
 			ix.cond.Broadcast()
 		}
 		ix.mu.Unlock()
@@ -300,14 +298,14 @@ func (ix *Indexer) remove(id uint64) {
 func (ix *Indexer) Pending() int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	return ix.pending
+	return int(ix.queued - ix.indexed)
 }
 
 // Sync waits until every batch committed so far is in the index: until
 // the indexer is idle, which under a steady stream of commits can be
 // later than any one batch's arrival (SyncThrough waits for that).
 func (ix *Indexer) Sync(ctx context.Context) error {
-	return ix.wait(ctx, func() bool { return ix.pending == 0 })
+	return ix.wait(ctx, func() bool { return ix.indexed == ix.queued })
 }
 
 // Queued is the mark of the last batch queued for the index: read in a
