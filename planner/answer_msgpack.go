@@ -472,11 +472,44 @@ func DecodeMsgpackAnswer(b []byte) (*Answer, error) {
 
 // msgpackReader reads the msgpack format from b; the first error
 // sticks and every later read returns zero values.
+//
+// A decoded answer is made of few allocations: the table's strings
+// share one buffer, and string lists, provenance lists and step
+// indices are carved from chunks (carve), so that a client in a
+// control loop gives its collector tens of objects per answer, not
+// one per string reference.
 type msgpackReader struct {
 	b     []byte
 	err   error
 	where string
 	table []string
+	lists chunks[string]
+	provs chunks[particle.Provenance]
+	steps chunks[int]
+}
+
+// chunks carves slices of T from shared backing arrays, each a
+// chunk twice the last one's size, from chunkMin up to chunkMax
+// elements (or one slice's length, if more): n slices cost a few
+// allocations, and at most chunkMax elements are left unused.
+type chunks[T any] struct{ cur []T }
+
+// The sizes of the chunks chunks allocates, in elements.
+const (
+	chunkMin = 64
+	chunkMax = 512
+)
+
+// carve returns a zeroed slice of n elements whose capacity is n: an
+// append to it moves it out of the chunk instead of writing over the
+// next slice.
+func (c *chunks[T]) carve(n int) []T {
+	if cap(c.cur)-len(c.cur) < n {
+		c.cur = make([]T, 0, max(n, min(2*cap(c.cur), chunkMax), chunkMin))
+	}
+	at := len(c.cur)
+	c.cur = c.cur[:at+n]
+	return c.cur[at : at+n : at+n]
 }
 
 func (r *msgpackReader) fail(err error) {
@@ -490,7 +523,7 @@ func (r *msgpackReader) answer() (*Answer, error) {
 	n := r.mapHeader()
 	a := &Answer{}
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		k := r.plainStr()
+		k := r.key()
 		r.where = k
 		switch {
 		case i == 0 && k != "v", i == 1 && k != "strings":
@@ -500,10 +533,7 @@ func (r *msgpackReader) answer() (*Answer, error) {
 				r.fail(fmt.Errorf("layout version %d (this reader knows %d)", v, MsgpackLayoutVersion))
 			}
 		case k == "strings":
-			r.table = make([]string, r.arrayHeader())
-			for j := range r.table {
-				r.table[j] = r.plainStr()
-			}
+			r.readTable()
 		case k == "nodes":
 			a.Nodes = readList(r, (*msgpackReader).node)
 		case k == "edges":
@@ -547,11 +577,21 @@ func (r *msgpackReader) answer() (*Answer, error) {
 
 // readList reads an array (nil for nil) of elements read by elem.
 func readList[T any](r *msgpackReader, elem func(*msgpackReader) T) []T {
+	return readListIn(r, nil, elem)
+}
+
+// readListIn is readList carving the list from c (when not nil).
+func readListIn[T any](r *msgpackReader, c *chunks[T], elem func(*msgpackReader) T) []T {
 	if r.isNil() {
 		return nil
 	}
 	n := r.arrayHeader()
-	out := make([]T, n)
+	var out []T
+	if c != nil {
+		out = c.carve(int(n))
+	} else {
+		out = make([]T, n)
+	}
 	for i := range out {
 		out[i] = elem(r)
 	}
@@ -619,11 +659,72 @@ func (r *msgpackReader) skip() {
 // plainStr reads a string written in place (not a table index).
 func (r *msgpackReader) plainStr() string { return read(r, msgp.ReadStringBytes) }
 
+// key reads a map key written in place: one the layout names
+// (layoutKeys) without allocating, another as a new string.
+func (r *msgpackReader) key() string {
+	b := read(r, msgp.ReadStringZC)
+	if k, ok := layoutKeys[string(b)]; ok {
+		return k
+	}
+	return string(b)
+}
+
+// layoutKeys holds the map keys of the layout, each as itself.
+var layoutKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"v", "strings", "nodes", "edges", "unknowns", "hypotheses", "contradictions",
+		"context_state", "timings_us", "strategy", "strategy_reason", "truncated",
+		"dim", "norm", "top", "vector",
+		"embed", "prefilter", "keyword", "expand", "rerank", "stitch", "total"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// readTable reads the string table into r.table, every string's bytes
+// copied into one buffer: a first pass over the table sizes it.
+func (r *msgpackReader) readTable() {
+	n := r.arrayHeader()
+	start, size := r.b, 0
+	for range n {
+		size += len(read(r, msgp.ReadStringZC))
+	}
+	if r.err != nil {
+		return
+	}
+	r.b = start
+	r.table = make([]string, n)
+	buf := make([]byte, 0, size)
+	for j := range r.table {
+		v := read(r, msgp.ReadStringZC)
+		at := len(buf)
+		buf = append(buf, v...)
+		if len(v) > 0 {
+			// buf never grows (its capacity is the sum) and its
+			// bytes before at are never written again.
+			r.table[j] = unsafe.String(&buf[at], len(v))
+		}
+	}
+}
+
 // str reads a string table index and returns its string.
 func (r *msgpackReader) str() string {
-	i := read(r, msgp.ReadUint32Bytes)
-	if r.err != nil {
+	// The writer's indices are positive fixints, uint8s or uint16s
+	// (a table of up to 65,535 strings): read those in line.
+	var i uint32
+	switch b := r.b; {
+	case r.err != nil:
 		return ""
+	case len(b) > 0 && b[0] < 0x80:
+		i, r.b = uint32(b[0]), b[1:]
+	case len(b) > 2 && b[0] == 0xcd:
+		i, r.b = uint32(b[1])<<8|uint32(b[2]), b[3:]
+	case len(b) > 1 && b[0] == 0xcc:
+		i, r.b = uint32(b[1]), b[2:]
+	default:
+		if i = read(r, msgp.ReadUint32Bytes); r.err != nil {
+			return ""
+		}
 	}
 	if int(i) >= len(r.table) {
 		r.fail(fmt.Errorf("string index %d outside a table of %d", i, len(r.table)))
@@ -638,7 +739,7 @@ func (r *msgpackReader) strs() []string {
 	if n == 0 {
 		return nil
 	}
-	out := make([]string, n)
+	out := r.lists.carve(int(n))
 	for i := range out {
 		out[i] = r.str()
 	}
@@ -676,7 +777,7 @@ func (r *msgpackReader) edge() EdgeOut {
 		Confidence: r.float64(), Salience: r.float64(), Score: r.float64(),
 		Status: r.str(), Hypothesis: r.bool(), Evidence: r.int(),
 	}
-	e.Provenance = readList(r, (*msgpackReader).provenance)
+	e.Provenance = readListIn(r, &r.provs, (*msgpackReader).provenance)
 	r.fields(4)
 	e.Scope.TimeRange.From = r.time()
 	e.Scope.TimeRange.To = r.time()
@@ -691,8 +792,9 @@ func (r *msgpackReader) provenance() particle.Provenance {
 	r.fields(5)
 	p := particle.Provenance{EpisodeID: r.str()}
 	if !r.isNil() {
-		step := r.int()
-		p.StepIndex = &step
+		step := &r.steps.carve(1)[0]
+		*step = r.int()
+		p.StepIndex = step
 	}
 	p.CMSSpanID = r.str()
 	p.Agent = r.str()
@@ -707,7 +809,7 @@ func (r *msgpackReader) contextState() *ContextState {
 	cs := &ContextState{}
 	n := r.mapHeader()
 	for range n {
-		switch r.plainStr() {
+		switch r.key() {
 		case "dim":
 			cs.Dim = r.int()
 		case "norm":
@@ -729,7 +831,7 @@ func (r *msgpackReader) contextState() *ContextState {
 func (r *msgpackReader) timings(t *Timings) {
 	n := r.mapHeader()
 	for range n {
-		k := r.plainStr()
+		k := r.key()
 		var dst *int64
 		switch k {
 		case "embed":

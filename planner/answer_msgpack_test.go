@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -15,6 +16,8 @@ import (
 	"unsafe"
 
 	"github.com/tinylib/msgp/msgp"
+
+	"github.com/ctxgraph/ctxgraph/particle"
 )
 
 // jsonValue is a's JSON read back as generic values: two answers with
@@ -509,4 +512,84 @@ func BenchmarkAppendTimeExt(b *testing.B) {
 			buf = msgp.AppendTimeExt(buf[:0], tm)
 		}
 	})
+}
+
+// bigAnswer is an answer of the fleet's size: nodes with lists of
+// strings, edges with provenance (most with a step index).
+func bigAnswer() *Answer {
+	a := &Answer{Strategy: "semantic"}
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		a.Nodes = append(a.Nodes, NodeOut{ID: fmt.Sprintf("node-%d", i), Type: "entity", Name: fmt.Sprintf("thing %d", i),
+			Aliases: []string{fmt.Sprintf("alias-%d", i), "shared"}, Tags: []string{"t"}, Episodes: []string{fmt.Sprintf("ep-%d", i%17)}})
+	}
+	for i := range 150 {
+		e := EdgeOut{ID: fmt.Sprintf("edge-%d", i), Source: a.Nodes[i%100].ID, Target: a.Nodes[(i*7)%100].ID, Type: "fact",
+			Predicate: "near", Value: fmt.Sprintf("value %d", i), Confidence: 0.5, Status: "current",
+			Scope: particle.Scope{Location: "lab", Audience: []string{"planner", "operator"}}, ValidFrom: at}
+		for j := range 4 {
+			step := i*4 + j
+			p := particle.Provenance{EpisodeID: fmt.Sprintf("ep-%d", i%17), Agent: "robot-1", ObservedAt: at}
+			if j != 3 {
+				p.StepIndex = &step
+			}
+			e.Provenance = append(e.Provenance, p)
+		}
+		a.Edges = append(a.Edges, e)
+	}
+	return a
+}
+
+func TestDecodeMsgpackAnswerAllocatesBySectionNotByString(t *testing.T) {
+	a := bigAnswer()
+	b, err := a.AppendMsgpack(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeMsgpackAnswer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, have := jsonValue(t, a), jsonValue(t, got); !reflect.DeepEqual(want, have) {
+		t.Fatal("the answer changed on the way")
+	}
+	// About 2,400 string references, 600 provenance entries and 450
+	// step indices: a few dozen allocations, not one for each.
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := DecodeMsgpackAnswer(b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 40 {
+		t.Fatalf("decoding allocated %.0f times", allocs)
+	}
+}
+
+func TestDecodeMsgpackAnswerSlicesStandAlone(t *testing.T) {
+	got, err := DecodeMsgpackAnswer(must(bigAnswer().AppendMsgpack(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lists carved from one chunk: an append to one must not write
+	// over the next, nor a step index written through one edge's
+	// provenance show in another's.
+	n0, n1 := &got.Nodes[0], &got.Nodes[1]
+	n0.Aliases = append(n0.Aliases, "extra")
+	n0.Tags = append(n0.Tags, "extra")
+	if n1.Aliases[0] != "alias-1" || n0.Tags[0] != "t" || got.Nodes[0].Episodes[0] != "ep-0" {
+		t.Fatalf("an append wrote over a neighbour: %q %q %q", n1.Aliases, n0.Tags, got.Nodes[0].Episodes)
+	}
+	e0, e1 := &got.Edges[0], &got.Edges[1]
+	e0.Provenance = append(e0.Provenance, particle.Provenance{EpisodeID: "new"})
+	*e0.Provenance[0].StepIndex = -1
+	if e1.Provenance[0].EpisodeID != "ep-1" || *e1.Provenance[0].StepIndex != 4 || *e0.Provenance[1].StepIndex != 1 {
+		t.Fatalf("writing one edge's provenance changed another's: %+v", e1.Provenance[0])
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
