@@ -278,8 +278,13 @@ func TestRunMicro(t *testing.T) {
 	// bytes in all than in nodes or in edges alone, in both phases.
 	for _, phase := range []string{"ingest.bulk_", "ingest.paced_"} {
 		all, nodes, edges := f[phase+"written_bytes_per_step"], f[phase+"written_node_bytes_per_step"], f[phase+"written_edge_bytes_per_step"]
-		if nodes <= 0 || edges <= 0 || all <= nodes+edges {
-			t.Errorf("%s: %v bytes written per step, %v of nodes, %v of edges", phase, all, nodes, edges)
+		episodes, steps := f[phase+"written_episode_bytes_per_step"], f[phase+"written_step_bytes_per_step"]
+		// Applying a step allocates at least the records it writes.
+		if a := f[phase+"allocated_bytes_per_step"]; a < episodes+steps {
+			t.Errorf("%s: %v bytes allocated per step", phase, a)
+		}
+		if nodes <= 0 || edges <= 0 || episodes <= 0 || steps <= 0 || all < nodes+edges+episodes+steps {
+			t.Errorf("%s: %v bytes written per step, %v of nodes, %v of edges, %v of episodes, %v of stored steps", phase, all, nodes, edges, episodes, steps)
 		}
 		// The writer applied, encoded and committed the steps, in
 		// batches, for part of the phase (a batch begun just before it

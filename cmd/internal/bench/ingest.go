@@ -433,6 +433,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	bulkSteps := countSteps(bulk)
 	every := max(1, bulkSteps/2000)
 	r.say("ingest: bulk phase, %d messages (%d steps) as fast as acknowledged", len(bulk), bulkSteps)
+	bulkGC := readGC()
 	t0 := time.Now()
 	pub := client.NewPublisher(r.js, r.prefix, 0)
 	var bytes int64
@@ -461,6 +462,9 @@ func (r *runner) ingest(ctx context.Context) error {
 	took := time.Since(t0)
 	r.writtenFigures("ingest.bulk_", written().Sub(w0), bulkSteps)
 	r.writerFigures("ingest.bulk_", updates().Sub(u0), bulkSteps, took)
+	if r.d != nil {
+		r.fig["ingest.bulk_allocated_bytes_per_step"] = float64(readGC().allocated-bulkGC.allocated) / float64(max(bulkSteps, 1))
+	}
 	r.fig["ingest.steps"] = float64(bulkSteps)
 	r.fig["ingest.seconds"] = took.Seconds()
 	r.fig["ingest.steps_per_s"] = float64(bulkSteps) / took.Seconds()
@@ -524,9 +528,14 @@ func (r *runner) ingest(ctx context.Context) error {
 		// The daemon shares this process: its collections are these. A
 		// collection's mark phase slows the commit chain several times
 		// over, and the visibility tail follows (BENCHMARKS.md).
-		n := readGC().cycles - gc0.cycles
+		// What the process allocated per step (the publisher's share
+		// included) is what brings those collections.
+		g := readGC()
+		n := g.cycles - gc0.cycles
 		r.fig["ingest.visibility_gc_cycles"] = float64(n)
-		gcNote = fmt.Sprintf("; %d garbage collection(s) in its %.1fs", n, r.fig["ingest.visibility_seconds"])
+		r.fig["ingest.paced_allocated_bytes_per_step"] = float64(g.allocated-gc0.allocated) / float64(max(pacedSteps, 1))
+		gcNote = fmt.Sprintf("; %d garbage collection(s) in its %.1fs, %.0f KB allocated per step", n, r.fig["ingest.visibility_seconds"],
+			r.fig["ingest.paced_allocated_bytes_per_step"]/1e3)
 	}
 	r.say("ingest: visibility at %.0f steps/s: p50 %.1f ms, p99 %.1f ms (graph commit p99 %.1f ms)%s",
 		r.fig["ingest.visibility_rate_steps_per_s"], r.fig["ingest.visibility_p50_ms"], r.fig["ingest.visibility_p99_ms"],
@@ -568,8 +577,9 @@ func (r *runner) writerFigures(prefix string, u particle.UpdateTimes, steps int,
 }
 
 // writtenFigures records what the graph store wrote per step in a
-// phase: every table's bytes, and the nodes' and edges' (rewritten whole
-// at every batch that changes them, so smaller batches write more).
+// phase: every table's bytes, and the nodes', edges' and episodes'
+// (rewritten whole at every batch that changes them, so smaller batches
+// write more) and the stored steps'.
 func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
 	if r.d == nil || steps == 0 {
 		return
@@ -577,6 +587,8 @@ func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
 	r.fig[prefix+"written_bytes_per_step"] = float64(w.Total()) / float64(steps)
 	r.fig[prefix+"written_node_bytes_per_step"] = float64(w.Nodes) / float64(steps)
 	r.fig[prefix+"written_edge_bytes_per_step"] = float64(w.Edges) / float64(steps)
+	r.fig[prefix+"written_episode_bytes_per_step"] = float64(w.Episodes) / float64(steps)
+	r.fig[prefix+"written_step_bytes_per_step"] = float64(w.Steps) / float64(steps)
 }
 
 func countSteps(ms []pubMsg) int {

@@ -112,7 +112,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	pair := func(a, b string, prec int) string { return n(a, prec) + " / " + n(b, prec) }
 	written := func(phase string) string {
-		return n(phase+"written_bytes_per_step", 0) + " (" + n(phase+"written_node_bytes_per_step", 0) + ")"
+		return n(phase+"written_bytes_per_step", 0) + " (" + n(phase+"written_node_bytes_per_step", 0) + ", " +
+			n(phase+"written_edge_bytes_per_step", 0) + ", " + n(phase+"written_episode_bytes_per_step", 0) + ", " +
+			n(phase+"written_step_bytes_per_step", 0) + ")"
 	}
 	writer := func(phase string) string {
 		busy := "—"
@@ -145,7 +147,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{fmt.Sprintf("step visible to the planner, p50 / p99 ms (at %s steps/s)", n("ingest.visibility_rate_steps_per_s", 0)),
 			pair("ingest.visibility_p50_ms", "ingest.visibility_p99_ms", 1), "—", "p99 ≤ 100", verdict("ingest.visibility_p99_ms")},
 		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},
-		{"… graph bytes written per step, bulk / paced phase (of which nodes)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
+		{"… graph bytes written per step, bulk / paced phase (of which nodes, edges, episodes, stored steps)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
 		{"… graph writer, bulk / paced phase: busy; µs per step applying + encoding + in Badger's commit + publishing; steps per batch", writer("ingest.bulk_") + " / " + writer("ingest.paced_"), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
 		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},

@@ -406,6 +406,10 @@ func (r *runner) profile(phase string) (stop func(), err error) {
 	}
 	return func() {
 		stopCPU()
+		// The profile counts allocations as of the last collection:
+		// one now makes it count the whole phase, so that two phases'
+		// profiles subtract (pprof -base).
+		runtime.GC()
 		path := filepath.Join(r.o.ProfileDir, phase+".allocs.pprof")
 		f, err := os.Create(path)
 		if err == nil {

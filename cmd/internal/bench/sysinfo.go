@@ -164,15 +164,17 @@ func allocated(fi fs.FileInfo) int64 {
 	return fi.Size()
 }
 
-// gcStats are the process's garbage collections so far: cycles, and
-// the CPU the collector used (runtime/metrics estimates).
+// gcStats are the process's garbage collections so far: cycles, the
+// CPU the collector used (runtime/metrics estimates), and the bytes
+// allocated on the heap (what brings the next cycle).
 type gcStats struct {
-	cycles uint64
-	cpu    float64 // seconds
+	cycles    uint64
+	cpu       float64 // seconds
+	allocated uint64
 }
 
 func readGC() gcStats {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
 	var g gcStats
 	if s[0].Value.Kind() == metrics.KindUint64 {
@@ -180,6 +182,9 @@ func readGC() gcStats {
 	}
 	if s[1].Value.Kind() == metrics.KindFloat64 {
 		g.cpu = s[1].Value.Float64()
+	}
+	if s[2].Value.Kind() == metrics.KindUint64 {
+		g.allocated = s[2].Value.Uint64()
 	}
 	return g
 }

@@ -84,7 +84,11 @@ func (c *consumer) collect(ctx context.Context, in <-chan jetstream.Msg, size in
 			return
 		case first = <-in:
 		}
-		msgs := drain(in, append(make([]jetstream.Msg, 0, size), first), size)
+		// Room for what waits now, not for a whole batch: at a steady
+		// rate batches hold a step or two, and a batch-sized slice for
+		// each was most of what ingest allocated per step (appends
+		// grow it while it waits).
+		msgs := drain(in, append(make([]jetstream.Msg, 0, min(size, 1+len(in))), first), size)
 		p := pulled{msgs: msgs, results: c.decodeAll(msgs)}
 		for sent := false; !sent; {
 			more := in
