@@ -251,6 +251,11 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("figure %s missing", k)
 		}
 	}
+	// The paced phase asked for half the bulk rate (no --visibility-rate)
+	// and reached a positive rate.
+	if asked := f["ingest.visibility_asked_steps_per_s"]; asked != min(20000, f["ingest.steps_per_s"]/2) || f["ingest.visibility_rate_steps_per_s"] <= 0 {
+		t.Errorf("paced phase: asked %v steps/s (bulk %v), reached %v", asked, f["ingest.steps_per_s"], f["ingest.visibility_rate_steps_per_s"])
+	}
 	// The transport baseline took every bulk message, and none of its
 	// stream's reached the graph (checked below: graph.steps).
 	if f["ingest.transport.steps_per_s"] <= 0 || f["ingest.transport.cpu_us_per_step"] <= 0 {
