@@ -153,8 +153,14 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 		t.Fatalf("POST /v1/context: %d", code)
 	}
 	// The NATS reply's encoding and hand-off were timed; the HTTP
-	// answer's encoding counts in the stage, not as a NATS reply.
-	if rt := d.ReplyTimes(); rt.Replies != 1 || rt.Encode <= 0 || rt.Respond <= 0 {
+	// answer's encoding counts in the stage, not as a NATS reply. The
+	// responder records its times once the reply is handed off, which
+	// can be after the client has it: wait for the record.
+	rt := d.ReplyTimes()
+	for deadline := time.Now().Add(10 * time.Second); rt.Replies == 0 && time.Now().Before(deadline); rt = d.ReplyTimes() {
+		time.Sleep(time.Millisecond)
+	}
+	if rt.Replies != 1 || rt.Encode <= 0 || rt.Respond <= 0 {
 		t.Errorf("reply times = %+v, want one reply with both stages timed", rt)
 	}
 
