@@ -626,8 +626,16 @@ func (r *msgpackReader) count(n uint32) uint32 {
 	return n
 }
 
-func (r *msgpackReader) arrayHeader() uint32 { return r.count(read(r, msgp.ReadArrayHeaderBytes)) }
-func (r *msgpackReader) mapHeader() uint32   { return r.count(read(r, msgp.ReadMapHeaderBytes)) }
+func (r *msgpackReader) arrayHeader() uint32 {
+	// The writer's records and lists are fixarrays (up to 15
+	// elements): read those in line.
+	if b := r.b; r.err == nil && len(b) > 0 && b[0]&0xf0 == 0x90 {
+		r.b = b[1:]
+		return r.count(uint32(b[0] & 0x0f))
+	}
+	return r.count(read(r, msgp.ReadArrayHeaderBytes))
+}
+func (r *msgpackReader) mapHeader() uint32 { return r.count(read(r, msgp.ReadMapHeaderBytes)) }
 
 // fields reads a record's array header and checks its length.
 func (r *msgpackReader) fields(want uint32) {
@@ -746,16 +754,57 @@ func (r *msgpackReader) strs() []string {
 	return out
 }
 
-func (r *msgpackReader) int() int         { return read(r, msgp.ReadIntBytes) }
 func (r *msgpackReader) int64() int64     { return read(r, msgp.ReadInt64Bytes) }
-func (r *msgpackReader) float64() float64 { return read(r, msgp.ReadFloat64Bytes) }
 func (r *msgpackReader) float32() float32 { return read(r, msgp.ReadFloat32Bytes) }
-func (r *msgpackReader) bool() bool       { return read(r, msgp.ReadBoolBytes) }
 
-// time reads a timestamp (nil is the zero time) as UTC.
+// int reads an integer; a positive fixint, as the writer's hops,
+// evidence counts and step indices mostly are, in line.
+func (r *msgpackReader) int() int {
+	if b := r.b; r.err == nil && len(b) > 0 && b[0] < 0x80 {
+		r.b = b[1:]
+		return int(b[0])
+	}
+	return read(r, msgp.ReadIntBytes)
+}
+
+// float64 reads a float64 (the writer's scores and confidences), in
+// line.
+func (r *msgpackReader) float64() float64 {
+	if b := r.b; r.err == nil && len(b) > 8 && b[0] == 0xcb {
+		r.b = b[9:]
+		return math.Float64frombits(binary.BigEndian.Uint64(b[1:9]))
+	}
+	return read(r, msgp.ReadFloat64Bytes)
+}
+
+// bool reads a boolean, in line.
+func (r *msgpackReader) bool() bool {
+	if b := r.b; r.err == nil && len(b) > 0 && (b[0] == 0xc2 || b[0] == 0xc3) {
+		r.b = b[1:]
+		return b[0] == 0xc3
+	}
+	return read(r, msgp.ReadBoolBytes)
+}
+
+// time reads a timestamp (nil is the zero time) as UTC: the 4- and
+// 8-byte forms appendTimeExt writes in line, others by msgp.
 func (r *msgpackReader) time() time.Time {
 	if r.isNil() {
 		return time.Time{}
+	}
+	const fixext4, fixext8, timestamp = 0xd6, 0xd7, 0xff
+	b := r.b
+	switch {
+	case r.err != nil:
+		return time.Time{}
+	case len(b) >= 6 && b[0] == fixext4 && b[1] == timestamp:
+		r.b = b[6:]
+		return time.Unix(int64(binary.BigEndian.Uint32(b[2:6])), 0).UTC()
+	case len(b) >= 10 && b[0] == fixext8 && b[1] == timestamp:
+		if v, nsec := binary.BigEndian.Uint64(b[2:10]), binary.BigEndian.Uint64(b[2:10])>>34; nsec < 1e9 {
+			r.b = b[10:]
+			return time.Unix(int64(v&(1<<34-1)), int64(nsec)).UTC()
+		}
 	}
 	return read(r, msgp.ReadTimeUTCBytes)
 }

@@ -593,3 +593,50 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// The reader's in-line forms read what msgp reads, and leave the rest
+// to it.
+func TestMsgpackReaderInLineFormsAgreeWithMsgp(t *testing.T) {
+	times := []time.Time{time.Unix(1, 0), time.Unix(math.MaxUint32, 0), time.Unix(1<<33, 999_999_999),
+		time.Unix(1_800_000_000, 5), time.Unix(-5, 7), time.Unix(1<<35, 1)}
+	for _, tm := range times {
+		b := appendTimeExt(nil, tm)
+		r := msgpackReader{b: b}
+		want, _, err := msgp.ReadTimeUTCBytes(b)
+		if got := r.time(); err != nil || r.err != nil || !got.Equal(want) || got.Location() != time.UTC || len(r.b) != 0 {
+			t.Errorf("time %v: got %v (%v), msgp %v (%v), %d bytes left", tm, got, r.err, want, err, len(r.b))
+		}
+	}
+	for _, n := range []int64{0, 1, 127, 128, 255, 70_000, -1, -33, -200, math.MaxInt64, math.MinInt64} {
+		r := msgpackReader{b: msgp.AppendInt64(nil, n)}
+		if got := r.int(); r.err != nil || int64(got) != n || len(r.b) != 0 {
+			t.Errorf("int %d: got %d (%v)", n, got, r.err)
+		}
+	}
+	for _, f := range []float64{0, -1.5, math.Inf(1), math.MaxFloat64, 1e-300} {
+		r := msgpackReader{b: msgp.AppendFloat64(nil, f)}
+		if got := r.float64(); r.err != nil || got != f || len(r.b) != 0 {
+			t.Errorf("float64 %v: got %v (%v)", f, got, r.err)
+		}
+	}
+	for _, v := range []bool{false, true} {
+		r := msgpackReader{b: msgp.AppendBool(nil, v)}
+		if got := r.bool(); r.err != nil || got != v || len(r.b) != 0 {
+			t.Errorf("bool %v: got %v (%v)", v, got, r.err)
+		}
+	}
+	for _, n := range []uint32{0, 15, 16, 70_000} {
+		b := msgp.AppendArrayHeader(nil, n)
+		r := msgpackReader{b: append(b, make([]byte, n)...)}
+		if got := r.arrayHeader(); r.err != nil || got != n || len(r.b) != int(n) {
+			t.Errorf("array of %d: got %d (%v)", n, got, r.err)
+		}
+	}
+	// A wrong type is an error, in line or not.
+	for _, b := range [][]byte{msgp.AppendString(nil, "x"), {0xcb, 1}} {
+		r := msgpackReader{b: b}
+		if r.float64(); r.err == nil {
+			t.Errorf("float64 from % x: no error", b)
+		}
+	}
+}
