@@ -102,12 +102,6 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		return e, false, b.PutEdge(e)
 	}
-	// The identity of the new edge, as PutEdge would make it of the edge
-	// (its assertion's predicate is Canonical(reg.Name), whose canonical
-	// form is reg.Name's).
-	// (A copy: b.key is scratch, and the embedder called below may use
-	// the batch.)
-	ik := slices.Clone(b.key)
 	e := &Edge{
 		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
 		Scope:      Scope{TimeRange: TimeRange{From: o.Provenance.ObservedAt, To: o.Provenance.ObservedAt}, Location: o.Location, Audience: o.Audience},
@@ -130,8 +124,13 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 			return nil, false, fmt.Errorf("embed edge: %w", err)
 		}
 		e.Embedding = v
+		// The embedder may use the batch, and so its scratch key.
+		b.key = appendObservedIdentity(b.key[:0], ns, o.Source, o.Type, reg, o.Location, o.Target)
 	}
-	if err := b.putEdge(e, ik); err != nil {
+	// b.key is the identity of the new edge, as PutEdge would make it of
+	// the edge (its assertion's predicate is Canonical(reg.Name), whose
+	// canonical form is reg.Name's); putEdge copies it.
+	if err := b.putEdge(e, b.key); err != nil {
 		return nil, false, err
 	}
 	if reg != nil {

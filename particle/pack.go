@@ -38,6 +38,12 @@ func (p *packer) pack(s *string) {
 	*s = unsafe.String(&p.buf[at], len(*s))
 }
 
+// PackStrings copies the strings visit hands its callback into one
+// allocation, each string then a view of its part: one object for the
+// collector where there were as many as strings. visit is called twice
+// and must hand over the same strings both times.
+func PackStrings(visit func(each func(*string))) { packStrings(0, visit) }
+
 // packStrings calls visit twice, to size the buffer and then to fill
 // it; visit must hand its callback the same strings both times. The
 // buffer starts with head bytes for the caller, 8-byte aligned (its

@@ -238,3 +238,46 @@ func TestNewEdgeIDAndIdentityShareOneAllocation(t *testing.T) {
 		}
 	})
 }
+
+// An embedder may use the batch, whose scratch key held the new edge's
+// identity: the edge Observe creates still gets its own identity, so a
+// second sighting finds it.
+func TestObserveIdentityOutlivesAnEmbedderUsingTheBatch(t *testing.T) {
+	s := openFactsStore(t)
+	observe := func(b *Batch, ids []string) (bool, error) {
+		_, created, err := b.Observe(Observation{Namespace: DefaultNamespace, Source: ids[0], Target: ids[1], Type: EdgeCausal,
+			Embed: func() ([]float32, error) {
+				b.FindEdge(DefaultNamespace, "elsewhere", EdgeCausal, "", "nowhere") // writes the scratch key
+				return testEmbedding(0), nil
+			}})
+		return created, err
+	}
+	var ids []string
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		var err error
+		if ids, err = putThings(b, DefaultNamespace, 2); err != nil {
+			return err
+		}
+		_, err = observe(b, ids)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		created, err := observe(b, ids)
+		if err == nil && created {
+			t.Error("the second sighting created another edge")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Read(func(r Reader) {
+		for ik, id := range s.v.identity {
+			e := s.v.edges[id]
+			if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); ik != want {
+				t.Fatalf("identity %q, want %q", ik, want)
+			}
+		}
+	})
+}

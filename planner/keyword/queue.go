@@ -18,9 +18,9 @@ import (
 // or a reader waits (a reader never waits for the linger). Every bleve
 // batch builds a segment in memory (buffers of a few hundred KB) that
 // later merges rewrite: at a steady stream of small commits, one
-// segment per commit was most of what ingest allocated per step, and
-// so brought the collections whose mark phases make the visibility
-// tail (BENCHMARKS.md, thirty-second round).
+// segment per commit was a large share of what each commit allocated,
+// and allocation brings the collections whose mark phases make the
+// visibility tail (BENCHMARKS.md, thirty-second round).
 //
 // The queue holds at most maxQueued batches; a writer that finds it
 // full waits (back-pressure).

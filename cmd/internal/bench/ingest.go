@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
@@ -86,25 +85,14 @@ func loadWorkload(dir, prefix string) (*workload, error) {
 // daemon's collections, in the same process, that the visibility tail
 // follows. A controller publishing from its own process adds none.
 func (w *workload) pack() {
-	n := 0
-	each := func(fn func(s *string)) {
+	particle.PackStrings(func(each func(*string)) {
 		for _, l := range [][]pubMsg{w.msgs, w.spans} {
 			for i := range l {
-				fn(&l[i].subj)
-				fn(&l[i].id)
-				fn(&l[i].ep)
+				each(&l[i].subj)
+				each(&l[i].id)
+				each(&l[i].ep)
 			}
 		}
-	}
-	each(func(s *string) { n += len(*s) })
-	buf := make([]byte, 0, n) // never grown: the strings below stay on it
-	each(func(s *string) {
-		if *s == "" {
-			return
-		}
-		at := len(buf)
-		buf = append(buf, *s...)
-		*s = unsafe.String(&buf[at], len(*s))
 	})
 }
 
