@@ -456,12 +456,10 @@ func (b *Batch) flush() error {
 		b.storeVector(k, e.Embedding, view.storedEdgeVector(e.Seq, e.ID))
 		b.edges[id] = packEdge(e) // publish hands the view the packed copy
 	}
-	for _, e := range b.episodes {
-		v, err := encodeEpisodeV2(e, b.s.slab)
-		if err != nil {
+	for k, e := range b.episodes {
+		if err := b.putEpisode(e, view.episodes[k]); err != nil {
 			return err
 		}
-		b.set(episodeKey(e.Namespace, e.ID), v)
 	}
 	b.flushDeletes()
 	c := b.counts

@@ -3,6 +3,7 @@ package particle
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -32,6 +33,9 @@ type CheckReport struct {
 	Records    int64 `json:"records"`
 	// Vectors counts the embeddings stored apart from their records.
 	Vectors int64 `json:"vectors"`
+	// EdgeChunks counts the chunks of episodes' edge lists stored apart
+	// from their records.
+	EdgeChunks int64 `json:"edge_chunks"`
 	// Problems lists the inconsistencies, at most MaxCheckProblems of
 	// each kind; Suppressed counts the rest by kind.
 	Problems   []Problem        `json:"problems"`
@@ -133,14 +137,17 @@ type checker struct {
 	nodes    map[string]*Node       // id; without their embeddings
 	edges    map[string]checkedEdge // id
 	episodes map[string]*Episode    // ns \0 id
-	seqs     map[uint64]seqOwner
-	aliases  [][2]string // alias key, node id
-	steps    [][3]string // ns, episode, index
-	stepIdx  []int
-	blobRefs map[string]string // blob hex -> a step that references it
-	blobs    map[string]bool
-	spans    map[int]int64
-	counts   *Counts
+	// edgeChunks holds the chunk numbers of each episode's edge list
+	// stored apart, by ns \0 id, in key order.
+	edgeChunks map[string][]int
+	seqs       map[uint64]seqOwner
+	aliases    [][2]string // alias key, node id
+	steps      [][3]string // ns, episode, index
+	stepIdx    []int
+	blobRefs   map[string]string // blob hex -> a step that references it
+	blobs      map[string]bool
+	spans      map[int]int64
+	counts     *Counts
 	// vectors holds, by vector key, the embeddings records keep apart
 	// that the pass has not reached yet (the vector table comes after
 	// the records); apart the seqs of the records whose it has.
@@ -159,7 +166,7 @@ type checker struct {
 
 func newChecker(r *CheckReport, v *view) *checker {
 	c := &checker{r: r, v: v, nodes: map[string]*Node{}, edges: map[string]checkedEdge{}, episodes: map[string]*Episode{},
-		seqs: map[uint64]seqOwner{}, blobs: map[string]bool{}, vectors: map[string]vectorWant{}, identityOf: map[string]string{}}
+		edgeChunks: map[string][]int{}, seqs: map[uint64]seqOwner{}, blobs: map[string]bool{}, vectors: map[string]vectorWant{}, identityOf: map[string]string{}}
 	c.enc = [2]*json.Encoder{json.NewEncoder(&c.stored), json.NewEncoder(&c.held)}
 	return c
 }
@@ -294,6 +301,9 @@ func (c *checker) visit(k, v []byte) {
 	case prefixVector:
 		r.Vectors++
 		c.vector(k, v)
+	case prefixEpisodeEdges:
+		r.EdgeChunks++
+		c.edgeChunk(k, v)
 	case prefixMeta:
 		if body == "counts" {
 			var cn Counts
@@ -449,9 +459,25 @@ func (c *checker) crossCheck() {
 		}
 	}
 
-	for _, ep := range c.episodes {
+	for k, ep := range c.episodes {
 		if ep.NodeID != "" && c.nodes[ep.NodeID] == nil {
 			r.Add("episode", "episode %s/%s: node %s does not exist", ep.Namespace, ep.ID, ep.NodeID)
+		}
+		got := c.edgeChunks[k]
+		for i := range ep.sealed {
+			if i >= len(got) || got[i] != i {
+				r.Add("episode-edges", "episode %s/%s: edge chunk %d of %d is not stored", ep.Namespace, ep.ID, i, ep.sealed)
+				break
+			}
+		}
+		if len(got) > ep.sealed {
+			r.Add("episode-edges", "episode %s/%s: %d edge chunks stored past its %d", ep.Namespace, ep.ID, len(got)-ep.sealed, ep.sealed)
+		}
+	}
+	for k := range c.edgeChunks {
+		if c.episodes[k] == nil {
+			ns, id, _ := strings.Cut(k, "\x00")
+			r.Add("episode-edges", "edge chunks stored for episode %s/%s, which does not exist", ns, id)
 		}
 	}
 	for i, st := range c.steps {
@@ -653,4 +679,23 @@ func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []
 	if indexed != held {
 		r.Add("view-seq", "view indexes %d %ss by seq, holds %d with a seq", indexed, what, held)
 	}
+}
+
+// edgeChunk checks one stored chunk of an episode's edge list (key
+// prefixEpisodeEdges ns \0 id \0 chunk) and notes its number.
+func (c *checker) edgeChunk(k, v []byte) {
+	if len(k) < 6 || k[len(k)-5] != 0 || !bytes.Contains(k[1:len(k)-5], []byte{0}) {
+		c.r.Add("key-corrupt", "edge chunk key %x", k)
+		return
+	}
+	ep := string(k[1 : len(k)-5])
+	n := int(binary.BigEndian.Uint32(k[len(k)-4:]))
+	ids, err := appendEdgeChunk(nil, v)
+	switch {
+	case err != nil:
+		c.r.Add("decode", "edge chunk %d of episode %q: %v", n, ep, err)
+	case len(ids) != episodeEdgeChunk:
+		c.r.Add("episode-edges", "edge chunk %d of episode %q holds %d ids, not %d", n, ep, len(ids), episodeEdgeChunk)
+	}
+	c.edgeChunks[ep] = append(c.edgeChunks[ep], n)
 }

@@ -131,6 +131,9 @@ func TestCodecEveryFieldIndependent(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			typ := reflect.TypeOf(c.fresh()).Elem()
 			for i := range typ.NumField() {
+				if !typ.Field(i).IsExported() {
+					continue // the codec's own (Episode.sealed): tested where it is used
+				}
 				v := c.fresh()
 				(&filler{t: t}).fill(reflect.ValueOf(v).Elem().Field(i), typ.Field(i).Name)
 				b, err := c.encode(v)

@@ -380,6 +380,11 @@ func encodeEpisodeV2(e *Episode, slab *valueSlab) ([]byte, error) {
 	w.str(e.LastTool)
 	w.str(e.NodeID)
 	w.uvar(e.Seq)
+	if e.sealed > 0 {
+		// Only an episode whose edge list has chunks stored apart has
+		// the field: other records are as before it existed.
+		w.uvar(uint64(e.sealed))
+	}
 	if w.err != nil {
 		return nil, fmt.Errorf("encode episode %s: %w", e.ID, w.err)
 	}
@@ -425,6 +430,13 @@ func decodeEpisodeV2(b []byte, inPlace bool) (*Episode, error) {
 	e.LastTool = r.str()
 	e.NodeID = r.str()
 	e.Seq = r.uvar()
+	if r.err == nil && r.off < len(r.b) {
+		n := r.uvar()
+		if n == 0 || n > maxEpisodeEdgeChunks {
+			r.fail("edge chunk count")
+		}
+		e.sealed = int(n)
+	}
 	if err := r.done(); err != nil {
 		return nil, fmt.Errorf("decode episode: %w", err)
 	}

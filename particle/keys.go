@@ -30,7 +30,10 @@ const (
 	prefixApplied  prefix = 0x0C // stream \0 msg id    -> empty
 	prefixRecord   prefix = 0x0D // kind \0 key         -> bytes (audit, dlq index, ...)
 	prefixVector   prefix = 0x0E // a node's or edge's key -> its embedding (format 3)
-	prefixMeta     prefix = 0xFE // name                -> value
+	// An episode's edge list past its record: ns \0 id \0 chunk u32 ->
+	// episodeEdgeChunk edge ids (episodeedges.go).
+	prefixEpisodeEdges prefix = 0x0F
+	prefixMeta         prefix = 0xFE // name                -> value
 )
 
 func key(p prefix, parts ...string) []byte {

@@ -135,6 +135,9 @@ func (sn *Snapshot) Episodes(ns string, fn func(*Episode) error) error {
 		if err != nil {
 			return err
 		}
+		if err := joinEdgeChunks(sn.txn, e); err != nil {
+			return err
+		}
 		return fn(e)
 	})
 }
@@ -197,6 +200,9 @@ func (sn *Snapshot) Episode(ns, id string) (*Episode, error) {
 		e, err = decodeEpisode(v)
 		return err
 	})
+	if err == nil {
+		err = joinEdgeChunks(sn.txn, e)
+	}
 	return e, err
 }
 

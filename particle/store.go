@@ -283,6 +283,9 @@ func (s *Store) load(version uint64) error {
 				return err
 			}
 		}
+		if err := joinLoadedEdgeChunks(txn, v); err != nil {
+			return err
+		}
 		v.linkLoaded()
 		item, err := txn.Get(metaKey("counts"))
 		switch {

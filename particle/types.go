@@ -324,6 +324,9 @@ type Episode struct {
 	// NodeID is the episode's node in the graph (type episode).
 	NodeID string `json:"node_id"`
 	Seq    uint64 `json:"seq"`
+	// sealed is the number of chunks of Edges stored apart from the
+	// record (episodeedges.go): the first sealed·episodeEdgeChunk ids.
+	sealed int
 }
 
 // Counts are the store's record counts by kind.

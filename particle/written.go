@@ -43,7 +43,7 @@ func (w *Written) add(k []byte, n int64) {
 		w.Nodes += n
 	case prefixEdge:
 		w.Edges += n
-	case prefixEpisode:
+	case prefixEpisode, prefixEpisodeEdges:
 		w.Episodes += n
 	case prefixStep:
 		w.Steps += n

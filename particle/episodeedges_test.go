@@ -1,0 +1,250 @@
+package particle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// growEpisode appends n edge ids to episode ep of s, per ids at a time,
+// one batch each, and returns the episode bytes each batch wrote.
+func growEpisode(t *testing.T, s *Store, ep string, from, n, per int) []int64 {
+	t.Helper()
+	var out []int64
+	for i := from; i < from+n; i += per {
+		before := s.Written()
+		_, err := s.Update(context.Background(), func(b *Batch) error {
+			e := b.Episode(DefaultNamespace, ep)
+			if e == nil {
+				e = &Episode{ID: ep, Agent: "robot-1"}
+			}
+			for j := i; j < min(from+n, i+per); j++ {
+				e.Edges = append(e.Edges, fmt.Sprintf("edge-%06d", j))
+			}
+			e.Steps = len(e.Edges)
+			return b.PutEpisode(e)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s.Written().Sub(before).Episodes)
+	}
+	return out
+}
+
+func wantEdges(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("edge-%06d", i)
+	}
+	return out
+}
+
+// episodeEverywhere returns episode ep as the view, a Snapshot's point
+// read and a Snapshot's scan hold it.
+func episodeEverywhere(t *testing.T, s *Store, ep string) [3][]string {
+	t.Helper()
+	var out [3][]string
+	s.Read(func(r Reader) { out[0] = slices.Clone(r.Episode(DefaultNamespace, ep).Edges) })
+	err := s.Snapshot(context.Background(), func(sn *Snapshot) error {
+		e, err := sn.Episode(DefaultNamespace, ep)
+		if err != nil {
+			return err
+		}
+		out[1] = e.Edges
+		return sn.Episodes(DefaultNamespace, func(e *Episode) error {
+			if e.ID == ep {
+				out[2] = e.Edges
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLongEpisodeWritesItsEdgeListOnce grows an episode to 20 chunks of
+// edge ids, a few ids a batch: each batch writes a bounded number of
+// episode bytes (the record's tail and at most one chunk), where the
+// whole list used to be written again; reopened, from the view
+// snapshot and from Badger, the episode has every id in order.
+func TestLongEpisodeWritesItsEdgeListOnce(t *testing.T) {
+	const n = 20*episodeEdgeChunk + 37
+	for _, snapshot := range []bool{true, false} {
+		t.Run(fmt.Sprintf("view snapshot %v", snapshot), func(t *testing.T) {
+			dir := t.TempDir()
+			o := DefaultOptions(dir)
+			o.SyncWrites, o.ViewSnapshot = false, snapshot
+			s, err := Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written := growEpisode(t, s, "ep-long", 0, n, 3)
+			// The largest batch writes the record (under 128 ids of 12
+			// bytes, plus its fields) and one chunk.
+			bound := int64(2 * episodeEdgeChunk * 14)
+			if m := slices.Max(written); m > bound {
+				t.Errorf("a batch wrote %d bytes of episode, more than %d: the list is written again", m, bound)
+			}
+			if first, last := written[1], written[len(written)-1]; last > first+int64(episodeEdgeChunk*14) {
+				t.Errorf("episode bytes a batch grow with the list: %d at the start, %d at the end", first, last)
+			}
+			for i, got := range episodeEverywhere(t, s, "ep-long") {
+				if !slices.Equal(got, wantEdges(n)) {
+					t.Fatalf("reader %d: %d edges, want %d in order", i, len(got), n)
+				}
+			}
+			if r := mustCheck(t, s); r.EdgeChunks != 20 {
+				t.Errorf("check counted %d edge chunks, want 20", r.EdgeChunks)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.LoadedFromSnapshot(); got != snapshot {
+				t.Fatalf("loaded from the view snapshot: %v, want %v", got, snapshot)
+			}
+			for i, got := range episodeEverywhere(t, s, "ep-long") {
+				if !slices.Equal(got, wantEdges(n)) {
+					t.Fatalf("reopened, reader %d: %d edges, want %d in order", i, len(got), n)
+				}
+			}
+			// Growing on after the reopen appends chunks, not rewrites.
+			growEpisode(t, s, "ep-long", n, 2*episodeEdgeChunk, 50)
+			for i, got := range episodeEverywhere(t, s, "ep-long") {
+				if !slices.Equal(got, wantEdges(n+2*episodeEdgeChunk)) {
+					t.Fatalf("grown after the reopen, reader %d: %d edges", i, len(got))
+				}
+			}
+			mustCheck(t, s)
+		})
+	}
+}
+
+// TestEpisodeEdgeListRewrittenWhenNotAppended removes ids from the
+// middle of a chunked list (as forgetting an entity does) and then
+// shortens it below a chunk: the chunks are written again, the ones
+// past the new end deleted, and every reader and the check agree.
+func TestEpisodeEdgeListRewrittenWhenNotAppended(t *testing.T) {
+	dir := t.TempDir()
+	o := DefaultOptions(dir)
+	o.SyncWrites = false
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	const n = 3*episodeEdgeChunk + 5
+	growEpisode(t, s, "ep", 0, n, 100)
+	want := wantEdges(n)
+	edit := func(fn func([]string) []string) {
+		t.Helper()
+		if _, err := s.Update(context.Background(), func(b *Batch) error {
+			e := b.Episode(DefaultNamespace, "ep")
+			e.Edges = fn(e.Edges)
+			return b.PutEpisode(e)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want = fn(want)
+		for i, got := range episodeEverywhere(t, s, "ep") {
+			if !slices.Equal(got, want) {
+				t.Fatalf("reader %d: %d edges, want these %d: %q", i, len(got), len(want), want)
+			}
+		}
+		mustCheck(t, s)
+	}
+	drop := func(at ...int) func([]string) []string {
+		return func(ids []string) []string {
+			return slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+				return slices.ContainsFunc(at, func(i int) bool { return id == fmt.Sprintf("edge-%06d", i) })
+			})
+		}
+	}
+	edit(drop(3, 200)) // in the first and second chunks: 3·128+3 ids, 3 chunks
+	edit(func(ids []string) []string { return ids[:episodeEdgeChunk+1] })
+	if r := mustCheck(t, s); r.EdgeChunks != 1 {
+		t.Errorf("%d chunks stored after shortening to one, want 1", r.EdgeChunks)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(o); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range episodeEverywhere(t, s, "ep") {
+		if !slices.Equal(got, want) {
+			t.Fatalf("reopened, reader %d: %d edges, want %d", i, len(got), len(want))
+		}
+	}
+}
+
+// TestMissingEdgeChunkIsFound deletes a stored chunk behind the store's
+// back: the check names the episode, and a reopen from Badger refuses
+// the store as corrupt rather than serve the episode short.
+func TestMissingEdgeChunkIsFound(t *testing.T) {
+	dir := t.TempDir()
+	o := DefaultOptions(dir)
+	o.SyncWrites, o.ViewSnapshot = false, false
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	growEpisode(t, s, "ep", 0, 2*episodeEdgeChunk+1, 64)
+	mustOK(t, s.db.Update(func(txn *badger.Txn) error {
+		return txn.Delete(episodeEdgesKey(DefaultNamespace, "ep", 1))
+	}))
+	r, err := s.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Kind == "episode-edges" }) {
+		t.Fatalf("check missed the deleted chunk: %+v", r.Problems)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(o); !errors.Is(err, ErrCorrupt) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("reopen: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestEdgeChunkCodecRefusesDamage checks the chunk decoder on truncated
+// and padded values, and the record's chunk count on a bad value.
+func TestEdgeChunkCodecRefusesDamage(t *testing.T) {
+	b := encodeEdgeChunk([]string{"a", "bc", ""})
+	got, err := appendEdgeChunk(nil, b)
+	if err != nil || !slices.Equal(got, []string{"a", "bc", ""}) {
+		t.Fatalf("round trip: %q, %v", got, err)
+	}
+	for _, bad := range [][]byte{b[:len(b)-1], append(slices.Clone(b), 0), {0xff}, {5, 1, 'a'}} {
+		if _, err := appendEdgeChunk(nil, bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%x: %v, want ErrCorrupt", bad, err)
+		}
+	}
+	e := &Episode{ID: "ep", Namespace: "ns", Edges: []string{"x"}, sealed: 3}
+	v, err := encodeEpisodeV2(e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := decodeEpisode(v)
+	if err != nil || d.sealed != 3 || !slices.Equal(d.Edges, e.Edges) {
+		t.Fatalf("round trip of a chunked record: %+v, %v", d, err)
+	}
+	if _, err := decodeEpisode(append(v[:len(v)-1], 0)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a chunk count of 0: %v, want ErrCorrupt", err)
+	}
+}

@@ -1,0 +1,104 @@
+package rlds_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/embed"
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/rlds"
+)
+
+// longEpisode builds the messages of one robot's episode of n steps,
+// each step naming an object in view and two new relations with their
+// own 384-dimension vectors: an episode whose edge list grows by about
+// two ids a step.
+func longEpisode(n int) []*rlds.Message {
+	r := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	seen := make([]string, 60)
+	for i := range seen {
+		seen[i] = fmt.Sprintf("object %d", i)
+	}
+	msgs := []*rlds.Message{{Agent: "robot-1", EpisodeID: "ep-long", Kind: rlds.KindEpisodeStart,
+		Start: &rlds.EpisodeStart{StartTime: t0, Location: "lab 1", LanguageInstruction: "tidy the lab"}}}
+	for idx := range n {
+		an := &rlds.Annotations{Entities: []string{seen[r.IntN(len(seen))]}, Tool: "gripper"}
+		for range 2 {
+			c := 0.9
+			vec := make([]float32, 384)
+			for j := range vec {
+				vec[j] = float32(r.NormFloat64())
+			}
+			an.Events = append(an.Events, rlds.Event{Subject: seen[r.IntN(len(seen))], Predicate: fmt.Sprintf("moved %d", idx),
+				Object: seen[r.IntN(len(seen))], EdgeType: "assertion", Confidence: &c, Embedding: vec})
+		}
+		m := &rlds.Message{Agent: "robot-1", EpisodeID: "ep-long", Kind: rlds.KindStep,
+			Step: &rlds.Step{Index: idx, Timestamp: t0.Add(time.Duration(idx) * 100 * time.Millisecond),
+				Observation: rlds.Features{"state": {DType: rlds.Float32, Shape: []int{2}, Data: []float64{1, 2}}},
+				Discount:    1, Annotations: an}}
+		m.NormalizeEmbeddings()
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// BenchmarkApplyLongEpisode commits one 4,000-step episode in batches of
+// 10 steps (a robot's second at 10 Hz), fsync off, and reports what a
+// step costs in the first and the last quarter of the episode: CPU (every
+// goroutine's) and the episode bytes written (its record and the chunks
+// of its edge list). Work per step that grows with the episode (its edge
+// list written again by every batch) shows as a last quarter dearer than
+// the first.
+//
+//	go test ./rlds -run '^$' -bench ApplyLongEpisode -benchtime 1x
+func BenchmarkApplyLongEpisode(b *testing.B) {
+	const steps, per = 4000, 10
+	msgs := longEpisode(steps)
+	ctx := context.Background()
+	ap := &rlds.Applier{Embedder: embed.NewHashing(384)}
+	for b.Loop() {
+		o := particle.DefaultOptions(b.TempDir())
+		o.SyncWrites = false
+		s, err := particle.Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var cpu [2]float64
+		var written [2]int64
+		for i := 0; i < len(msgs); i += per {
+			chunk := msgs[i:min(len(msgs), i+per)]
+			q := -1
+			switch {
+			case i < steps/4:
+				q = 0
+			case i >= steps*3/4:
+				q = 1
+			}
+			c0, w0 := cpuSeconds(), s.Written()
+			if _, err := s.Update(ctx, func(bt *particle.Batch) error {
+				for j, m := range chunk {
+					if err := ap.Apply(ctx, bt, fmt.Sprintf("m%d", i+j), m); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if q >= 0 {
+				cpu[q] += cpuSeconds() - c0
+				written[q] += s.Written().Sub(w0).Episodes
+			}
+		}
+		s.Close()
+		quarter := float64(steps / 4)
+		b.ReportMetric(cpu[0]*1e6/quarter, "cpu-µs/step-first-quarter")
+		b.ReportMetric(cpu[1]*1e6/quarter, "cpu-µs/step-last-quarter")
+		b.ReportMetric(float64(written[0])/quarter, "episode-B/step-first-quarter")
+		b.ReportMetric(float64(written[1])/quarter, "episode-B/step-last-quarter")
+	}
+}
