@@ -322,6 +322,9 @@ func (b *Batch) PutEpisode(e *Episode) error {
 	if e.Namespace == "" {
 		e.Namespace = DefaultNamespace
 	}
+	if e.Ended {
+		e.edgePos = nil // an ended episode is not written to again
+	}
 	if e.Seq == 0 {
 		seq, err := b.nextSeq()
 		if err != nil {

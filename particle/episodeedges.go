@@ -152,3 +152,55 @@ func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
 	}
 	return nil
 }
+
+// An episode's edge list meets most edges again: a step re-observes the
+// robot's tool and the objects in view. HasID searched the list from the
+// end, so an edge first seen early cost a scan of the whole list at every
+// step that saw it again: a quarter of a 4,000-step episode's CPU. A long
+// list (over edgeScanMax ids) is therefore indexed by id, with each id's
+// place. The index belongs to the writer (batches run one at a time) and
+// is shared by the view's episode and every batch's copy of it, which
+// only add to it; an entry counts only where the list holding it has that
+// id at that place, so that what a discarded batch added, or a list
+// another batch grew differently, finds nothing. A change other than an
+// append (Forget) drops the index, and an ended episode lets it go.
+
+// edgeScanMax is the longest edge list HasEdge scans instead of indexing.
+const edgeScanMax = 256
+
+// HasEdge reports whether the episode lists edge id.
+func (e *Episode) HasEdge(id string) bool {
+	if len(e.Edges) <= edgeScanMax || e.Ended {
+		return HasID(e.Edges, id)
+	}
+	if e.edgePos == nil {
+		e.edgePos = make(map[string]int32, len(e.Edges)*5/4)
+		for i, x := range e.Edges {
+			if _, ok := e.edgePos[x]; !ok {
+				e.edgePos[x] = int32(i)
+			}
+		}
+	}
+	return e.listsAt(id, e.edgePos[id])
+}
+
+// listsAt reports whether id is the list's edge at place p (an id absent
+// from the index gives p 0).
+func (e *Episode) listsAt(id string, p int32) bool {
+	return int(p) < len(e.Edges) && e.Edges[p] == id
+}
+
+// AppendEdge adds edge id to the end of the episode's list.
+func (e *Episode) AppendEdge(id string) {
+	e.Edges = append(e.Edges, id)
+	if e.edgePos == nil {
+		return
+	}
+	if e.Ended {
+		e.edgePos = nil
+		return
+	}
+	if p, ok := e.edgePos[id]; !ok || !e.listsAt(id, p) {
+		e.edgePos[id] = int32(len(e.Edges) - 1)
+	}
+}

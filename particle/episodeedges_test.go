@@ -248,3 +248,79 @@ func TestEdgeChunkCodecRefusesDamage(t *testing.T) {
 		t.Errorf("a chunk count of 0: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestHasEdgeIndexFollowsTheList drives a long episode's edge index
+// through what can befall it: batches that commit, a batch that is
+// discarded after adding to the shared index, a removal from the middle,
+// the episode's end. At each point HasEdge must answer what a scan of
+// the list answers, for ids listed, once listed, and never listed.
+func TestHasEdgeIndexFollowsTheList(t *testing.T) {
+	s, err := Open(func() Options { o := DefaultOptions(t.TempDir()); o.SyncWrites = false; return o }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var asked []string
+	agree := func(e *Episode) {
+		t.Helper()
+		for _, id := range asked {
+			if got, want := e.HasEdge(id), HasID(e.Edges, id); got != want {
+				t.Fatalf("HasEdge(%s) = %v, the list says %v (%d ids, ended %v)", id, got, want, len(e.Edges), e.Ended)
+			}
+		}
+	}
+	step := func(fail bool, fn func(e *Episode)) {
+		t.Helper()
+		_, err := s.Update(ctx, func(b *Batch) error {
+			e := b.Episode(DefaultNamespace, "ep")
+			if e == nil {
+				e = &Episode{ID: "ep"}
+			}
+			fn(e)
+			agree(e)
+			if err := b.PutEpisode(e); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("discarded")
+			}
+			return nil
+		})
+		if fail != (err != nil) {
+			t.Fatalf("update: %v", err)
+		}
+		s.Read(func(r Reader) {
+			if e := r.Episode(DefaultNamespace, "ep"); e != nil {
+				agree(e)
+			}
+		})
+	}
+	add := func(ids ...string) func(*Episode) {
+		return func(e *Episode) {
+			for _, id := range ids {
+				asked = append(asked, id)
+				if !e.HasEdge(id) {
+					e.AppendEdge(id)
+				}
+			}
+		}
+	}
+	for i := range 3 * edgeScanMax {
+		step(false, add(fmt.Sprintf("e%04d", i), "e0000", fmt.Sprintf("e%04d", i/2)))
+	}
+	step(true, add("lost-1", "lost-2"))         // discarded after indexing its ids
+	step(false, add("kept", "e0001", "lost-1")) // lost-1 now listed, at another place
+	step(false, func(e *Episode) {              // as Forget does
+		e.Edges = slices.DeleteFunc(e.Edges, func(x string) bool { return x == "e0003" || x == "kept" })
+		e.edgePos = nil
+	})
+	step(false, add("e0003", "after", "e0500"))
+	step(false, func(e *Episode) { e.Ended = true })
+	step(false, add("late"))
+	s.Read(func(r Reader) {
+		if e := r.Episode(DefaultNamespace, "ep"); e.edgePos != nil {
+			t.Error("an ended episode keeps its edge index")
+		}
+	})
+}

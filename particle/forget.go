@@ -145,6 +145,7 @@ func (b *Batch) forget(id, who, why string) (*Forgotten, error) {
 		ep := b.Episode(k[0], k[1])
 		ep.Nodes = slices.DeleteFunc(ep.Nodes, func(x string) bool { return ids[x] })
 		ep.Edges = slices.DeleteFunc(ep.Edges, func(x string) bool { return edges[x] })
+		ep.edgePos = nil // the places moved
 		if ids[ep.LastTool] {
 			ep.LastTool = ""
 		}

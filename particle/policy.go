@@ -183,6 +183,7 @@ func (r Reader) VisibleEpisode(ep *Episode, p Principal) *Episode {
 		return nil
 	}
 	c := *ep
+	c.edgePos = nil // the writer's
 	c.Nodes = make([]string, 0, len(ep.Nodes))
 	for _, id := range ep.Nodes {
 		if j.node(r.v.nodes[id], &p, nil) {

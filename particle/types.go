@@ -327,6 +327,9 @@ type Episode struct {
 	// sealed is the number of chunks of Edges stored apart from the
 	// record (episodeedges.go): the first sealed·episodeEdgeChunk ids.
 	sealed int
+	// edgePos finds an id's place in a long Edges (HasEdge): the
+	// writer's alone, shared by the view's episode and a batch's copy.
+	edgePos map[string]int32
 }
 
 // Counts are the store's record counts by kind.

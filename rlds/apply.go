@@ -531,8 +531,8 @@ func (w *episodeWriter) edgeWith(src, dst string, t particle.EdgeType, pred, val
 		return nil, err
 	}
 	// A new edge has a fresh id: no episode lists it yet.
-	if created || !particle.HasID(w.ep.Edges, e.ID) {
-		w.ep.Edges = append(w.ep.Edges, e.ID)
+	if created || !w.ep.HasEdge(e.ID) {
+		w.ep.AppendEdge(e.ID)
 	}
 	return e, nil
 }

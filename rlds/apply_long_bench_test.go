@@ -102,3 +102,71 @@ func BenchmarkApplyLongEpisode(b *testing.B) {
 		b.ReportMetric(float64(written[1])/quarter, "episode-B/step-last-quarter")
 	}
 }
+
+// TestLongEpisodeListsEachEdgeOnce applies a long episode whose steps
+// keep re-observing the relations of its first steps (its edge list is
+// then indexed, particle.Episode.HasEdge), forgets one of its objects
+// half way (which removes edges from the middle of the list), and goes
+// on: the episode must list each of its edges exactly once, and every
+// edge that names it.
+func TestLongEpisodeListsEachEdgeOnce(t *testing.T) {
+	const steps = 400
+	msgs := longEpisode(steps)
+	for i, m := range msgs[1:] {
+		// Each step also re-observes one relation of the first steps.
+		first := msgs[1+i%5].Step.Annotations.Events[0]
+		first.Embedding = nil
+		m.Step.Annotations.Events = append(m.Step.Annotations.Events, first)
+	}
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	ap := &rlds.Applier{Embedder: embed.NewHashing(384)}
+	for i := 0; i < len(msgs); i += 10 {
+		if i == len(msgs)/2 {
+			var victim string
+			s.Read(func(r particle.Reader) {
+				n := r.LookupAny(particle.DefaultNamespace, "object 7")
+				if n == nil {
+					t.Fatal("no node for object 7")
+				}
+				victim = n.ID
+			})
+			if _, err := s.Forget(ctx, victim, "test", "a removal from the middle", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Update(ctx, func(b *particle.Batch) error {
+			for j, m := range msgs[i:min(len(msgs), i+10)] {
+				if err := ap.Apply(ctx, b, fmt.Sprintf("m%d", i+j), m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Read(func(r particle.Reader) {
+		ep := r.Episode(particle.DefaultNamespace, "ep-long")
+		seen := map[string]bool{}
+		for _, id := range ep.Edges {
+			if seen[id] {
+				t.Fatalf("edge %s listed twice", id)
+			}
+			seen[id] = true
+		}
+		if len(ep.Edges) < 300 {
+			t.Fatalf("only %d edges listed: the index was not used", len(ep.Edges))
+		}
+		r.Edges(func(e *particle.Edge) bool {
+			for _, p := range e.Provenance {
+				if p.EpisodeID == "ep-long" && !seen[e.ID] {
+					t.Errorf("edge %s names the episode and is not listed", e.ID)
+					return false
+				}
+			}
+			return true
+		})
+	})
+}
