@@ -294,7 +294,11 @@ func (b *Batch) episode(k string) (e *Episode, pending bool) {
 	return b.s.v.episodes[k], false
 }
 
-// Episode returns a private copy of the episode, or nil.
+// Episode returns a private copy of the episode, or nil. Its edge list
+// is the one exception to the copy: it is shared with the view's episode,
+// so add to it at its end (AppendEdge), and to change anything else
+// (remove, reorder, shorten) give the episode a copy: never write the ids
+// it holds, nor append past a shortened end.
 func (b *Batch) Episode(ns, id string) *Episode {
 	k := ns + "\x00" + id
 	e, pending := b.episode(k)
@@ -306,7 +310,12 @@ func (b *Batch) Episode(ns, id string) *Episode {
 	}
 	c := *e
 	c.Nodes = slices.Clone(e.Nodes)
-	c.Edges = slices.Clone(e.Edges)
+	// The edge list is shared, not copied (a long episode's is long, and
+	// a batch of one step copied it whole): it only grows at its end,
+	// past the view's length, which the view never reads, so a batch
+	// appends in place while readers read the view's. What changes ids
+	// in place (Forget) copies it first.
+	c.Edges = e.Edges
 	c.Features = maps.Clone(e.Features)
 	c.Metadata = maps.Clone(e.Metadata)
 	// Embeddings are replaced, never changed in place: sharing is safe.

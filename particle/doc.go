@@ -37,7 +37,7 @@
 //	0x0C applied  | stream | msg id         -> empty (idempotent apply)
 //	0x0D record   | kind | key              -> bytes
 //	0x0E vector   | a node's or edge's key  -> its embedding, float32 LE
-//	0x0F ep.edges | ns | episode | 0 | chunk u32 BE -> 128 of its edge ids
+//	0x0F ep.edges | ns | episode | 0 | chunk u32 BE -> 32 of its edge ids
 //	0xFE meta     | name                    -> sequence, counts
 //
 // A node, edge or episode value starts with its format byte: 1, JSON
@@ -45,7 +45,7 @@
 // ago hold them); 2, binary with the embedding inline (episodes); 3,
 // binary with only the embedding's length, its floats under the vector
 // key, rewritten only when they change (nodes and edges; codecv2.go).
-// An episode's edge list is stored in chunks of 128 ids written once each
+// An episode's edge list is stored in chunks of 32 ids written once each
 // as the list grows, its record holding the rest and the chunk count
 // (episodeedges.go).
 //

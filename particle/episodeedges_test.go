@@ -75,7 +75,7 @@ func episodeEverywhere(t *testing.T, s *Store, ep string) [3][]string {
 // whole list used to be written again; reopened, from the view
 // snapshot and from Badger, the episode has every id in order.
 func TestLongEpisodeWritesItsEdgeListOnce(t *testing.T) {
-	const n = 20*episodeEdgeChunk + 37
+	const n = 20*episodeEdgeChunk + episodeEdgeChunk/2 + 1
 	for _, snapshot := range []bool{true, false} {
 		t.Run(fmt.Sprintf("view snapshot %v", snapshot), func(t *testing.T) {
 			dir := t.TempDir()
@@ -86,9 +86,9 @@ func TestLongEpisodeWritesItsEdgeListOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			written := growEpisode(t, s, "ep-long", 0, n, 3)
-			// The largest batch writes the record (under 128 ids of 12
-			// bytes, plus its fields) and one chunk.
-			bound := int64(2 * episodeEdgeChunk * 14)
+			// The largest batch writes the record (fewer than a chunk's
+			// ids, of 11 bytes, and its other fields) and one chunk.
+			bound := int64(2*episodeEdgeChunk*14 + 256)
 			if m := slices.Max(written); m > bound {
 				t.Errorf("a batch wrote %d bytes of episode, more than %d: the list is written again", m, bound)
 			}
@@ -172,7 +172,7 @@ func TestEpisodeEdgeListRewrittenWhenNotAppended(t *testing.T) {
 		}
 	}
 	edit(drop(3, 200)) // in the first and second chunks: 3·128+3 ids, 3 chunks
-	edit(func(ids []string) []string { return ids[:episodeEdgeChunk+1] })
+	edit(func(ids []string) []string { return slices.Clone(ids[:episodeEdgeChunk+1]) })
 	if r := mustCheck(t, s); r.EdgeChunks != 1 {
 		t.Errorf("%d chunks stored after shortening to one, want 1", r.EdgeChunks)
 	}
@@ -193,32 +193,41 @@ func TestEpisodeEdgeListRewrittenWhenNotAppended(t *testing.T) {
 // back: the check names the episode, and a reopen from Badger refuses
 // the store as corrupt rather than serve the episode short.
 func TestMissingEdgeChunkIsFound(t *testing.T) {
-	dir := t.TempDir()
-	o := DefaultOptions(dir)
-	o.SyncWrites, o.ViewSnapshot = false, false
-	s, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	growEpisode(t, s, "ep", 0, 2*episodeEdgeChunk+1, 64)
-	mustOK(t, s.db.Update(func(txn *badger.Txn) error {
-		return txn.Delete(episodeEdgesKey(DefaultNamespace, "ep", 1))
-	}))
-	r, err := s.Check(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Kind == "episode-edges" }) {
-		t.Fatalf("check missed the deleted chunk: %+v", r.Problems)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = Open(o); !errors.Is(err, ErrCorrupt) {
-		if err == nil {
-			s.Close()
-		}
-		t.Fatalf("reopen: %v, want ErrCorrupt", err)
+	for _, gone := range [][]int{{1}, {0, 1}} {
+		t.Run(fmt.Sprint(gone), func(t *testing.T) {
+			dir := t.TempDir()
+			o := DefaultOptions(dir)
+			o.SyncWrites, o.ViewSnapshot = false, false
+			s, err := Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			growEpisode(t, s, "ep", 0, 2*episodeEdgeChunk+1, 5)
+			mustOK(t, s.db.Update(func(txn *badger.Txn) error {
+				for _, c := range gone {
+					if err := txn.Delete(episodeEdgesKey(DefaultNamespace, "ep", c)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+			r, err := s.Check(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Kind == "episode-edges" }) {
+				t.Fatalf("check missed the deleted chunks: %+v", r.Problems)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(o); !errors.Is(err, ErrCorrupt) {
+				if err == nil {
+					s.Close()
+				}
+				t.Fatalf("reopen: %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }
 
@@ -312,7 +321,7 @@ func TestHasEdgeIndexFollowsTheList(t *testing.T) {
 	step(true, add("lost-1", "lost-2"))         // discarded after indexing its ids
 	step(false, add("kept", "e0001", "lost-1")) // lost-1 now listed, at another place
 	step(false, func(e *Episode) {              // as Forget does
-		e.Edges = slices.DeleteFunc(e.Edges, func(x string) bool { return x == "e0003" || x == "kept" })
+		e.Edges = slices.DeleteFunc(slices.Clone(e.Edges), func(x string) bool { return x == "e0003" || x == "kept" })
 		e.edgePos = nil
 	})
 	step(false, add("e0003", "after", "e0500"))
@@ -321,6 +330,74 @@ func TestHasEdgeIndexFollowsTheList(t *testing.T) {
 	s.Read(func(r Reader) {
 		if e := r.Episode(DefaultNamespace, "ep"); e.edgePos != nil {
 			t.Error("an ended episode keeps its edge index")
+		}
+	})
+}
+
+// TestEpisodeEdgesHeldByAReaderNeverChange holds the view's edge list
+// of an episode, as a reader may, while batches append to the episode
+// (in place, past the view's length: Batch.Episode shares the list), one
+// of them discarded, and one removes ids (with a copy): what the reader
+// holds must stay as it was. Under the race detector (make race), a
+// reader goroutine reads the view's lists throughout.
+func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
+	s, err := Open(func() Options { o := DefaultOptions(t.TempDir()); o.SyncWrites = false; return o }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	growEpisode(t, s, "ep", 0, 300, 7)
+	var held []string
+	s.Read(func(r Reader) { held = r.Episode(DefaultNamespace, "ep").Edges })
+	was := slices.Clone(held)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			s.Read(func(r Reader) {
+				for _, id := range r.Episode(DefaultNamespace, "ep").Edges {
+					n += len(id)
+				}
+			})
+		}
+	}()
+	growEpisode(t, s, "ep", 300, 40, 3)
+	_, err = s.Update(context.Background(), func(b *Batch) error {
+		e := b.Episode(DefaultNamespace, "ep")
+		e.AppendEdge("discarded")
+		if err := b.PutEpisode(e); err != nil {
+			return err
+		}
+		return errors.New("discarded")
+	})
+	if err == nil {
+		t.Fatal("the discarded batch committed")
+	}
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		e := b.Episode(DefaultNamespace, "ep")
+		e.Edges = slices.DeleteFunc(slices.Clone(e.Edges), func(id string) bool { return id == "edge-000010" })
+		return b.PutEpisode(e)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	growEpisode(t, s, "ep", 340, 20, 1)
+	close(stop)
+	<-done
+	if !slices.Equal(held, was) {
+		t.Fatal("the edge list a reader held changed under it")
+	}
+	s.Read(func(r Reader) {
+		got := r.Episode(DefaultNamespace, "ep").Edges
+		want := slices.DeleteFunc(wantEdges(360), func(id string) bool { return id == "edge-000010" })
+		if !slices.Equal(got, want) {
+			t.Fatalf("the view's list: %d ids, want %d", len(got), len(want))
 		}
 	})
 }

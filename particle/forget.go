@@ -144,7 +144,8 @@ func (b *Batch) forget(id, who, why string) (*Forgotten, error) {
 	for _, k := range eps {
 		ep := b.Episode(k[0], k[1])
 		ep.Nodes = slices.DeleteFunc(ep.Nodes, func(x string) bool { return ids[x] })
-		ep.Edges = slices.DeleteFunc(ep.Edges, func(x string) bool { return edges[x] })
+		// A copy: the list is shared with the view's episode (Batch.Episode).
+		ep.Edges = slices.DeleteFunc(slices.Clone(ep.Edges), func(x string) bool { return edges[x] })
 		ep.edgePos = nil // the places moved
 		if ids[ep.LastTool] {
 			ep.LastTool = ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -46,60 +47,66 @@ func longEpisode(n int) []*rlds.Message {
 	return msgs
 }
 
-// BenchmarkApplyLongEpisode commits one 4,000-step episode in batches of
-// 10 steps (a robot's second at 10 Hz), fsync off, and reports what a
-// step costs in the first and the last quarter of the episode: CPU (every
-// goroutine's) and the episode bytes written (its record and the chunks
-// of its edge list). Work per step that grows with the episode (its edge
-// list written again by every batch) shows as a last quarter dearer than
+// BenchmarkApplyLongEpisode commits one 4,000-step episode, fsync off,
+// in batches of 10 steps (a robot's second at 10 Hz) and of 1 step (a
+// step committed as it arrives, as a daemon does at a steady rate), and
+// reports what a step costs in the first and the last quarter of the
+// episode: CPU (every goroutine's), bytes allocated, and the episode
+// bytes written (its record and the chunks of its edge list). Work per
+// step that grows with the episode shows as a last quarter dearer than
 // the first.
 //
 //	go test ./rlds -run '^$' -bench ApplyLongEpisode -benchtime 1x
 func BenchmarkApplyLongEpisode(b *testing.B) {
-	const steps, per = 4000, 10
+	const steps = 4000
 	msgs := longEpisode(steps)
 	ctx := context.Background()
 	ap := &rlds.Applier{Embedder: embed.NewHashing(384)}
-	for b.Loop() {
-		o := particle.DefaultOptions(b.TempDir())
-		o.SyncWrites = false
-		s, err := particle.Open(o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var cpu [2]float64
-		var written [2]int64
-		for i := 0; i < len(msgs); i += per {
-			chunk := msgs[i:min(len(msgs), i+per)]
-			q := -1
-			switch {
-			case i < steps/4:
-				q = 0
-			case i >= steps*3/4:
-				q = 1
-			}
-			c0, w0 := cpuSeconds(), s.Written()
-			if _, err := s.Update(ctx, func(bt *particle.Batch) error {
-				for j, m := range chunk {
-					if err := ap.Apply(ctx, bt, fmt.Sprintf("m%d", i+j), m); err != nil {
-						return err
+	for _, per := range []int{10, 1} {
+		b.Run(fmt.Sprintf("batch=%d", per), func(b *testing.B) {
+			for b.Loop() {
+				s := openStore(b, b.TempDir())
+				var cpu [2]float64
+				var written, alloc [2]uint64
+				var ms runtime.MemStats
+				for i := 0; i < len(msgs); i += per {
+					chunk := msgs[i:min(len(msgs), i+per)]
+					q := -1
+					switch {
+					case i < steps/4:
+						q = 0
+					case i >= steps*3/4:
+						q = 1
+					}
+					runtime.ReadMemStats(&ms)
+					c0, w0, a0 := cpuSeconds(), s.Written(), ms.TotalAlloc
+					if _, err := s.Update(ctx, func(bt *particle.Batch) error {
+						for j, m := range chunk {
+							if err := ap.Apply(ctx, bt, fmt.Sprintf("m%d", i+j), m); err != nil {
+								return err
+							}
+						}
+						return nil
+					}); err != nil {
+						b.Fatal(err)
+					}
+					if q >= 0 {
+						runtime.ReadMemStats(&ms)
+						cpu[q] += cpuSeconds() - c0
+						written[q] += uint64(s.Written().Sub(w0).Episodes)
+						alloc[q] += ms.TotalAlloc - a0
 					}
 				}
-				return nil
-			}); err != nil {
-				b.Fatal(err)
+				s.Close()
+				quarter := float64(steps / 4)
+				b.ReportMetric(cpu[0]*1e6/quarter, "cpu-µs/step-first-quarter")
+				b.ReportMetric(cpu[1]*1e6/quarter, "cpu-µs/step-last-quarter")
+				b.ReportMetric(float64(alloc[0])/quarter, "alloc-B/step-first-quarter")
+				b.ReportMetric(float64(alloc[1])/quarter, "alloc-B/step-last-quarter")
+				b.ReportMetric(float64(written[0])/quarter, "episode-B/step-first-quarter")
+				b.ReportMetric(float64(written[1])/quarter, "episode-B/step-last-quarter")
 			}
-			if q >= 0 {
-				cpu[q] += cpuSeconds() - c0
-				written[q] += s.Written().Sub(w0).Episodes
-			}
-		}
-		s.Close()
-		quarter := float64(steps / 4)
-		b.ReportMetric(cpu[0]*1e6/quarter, "cpu-µs/step-first-quarter")
-		b.ReportMetric(cpu[1]*1e6/quarter, "cpu-µs/step-last-quarter")
-		b.ReportMetric(float64(written[0])/quarter, "episode-B/step-first-quarter")
-		b.ReportMetric(float64(written[1])/quarter, "episode-B/step-last-quarter")
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // openStore opens the store in dir, fsync off.
-func openStore(t *testing.T, dir string) *particle.Store {
+func openStore(t testing.TB, dir string) *particle.Store {
 	t.Helper()
 	o := particle.DefaultOptions(dir)
 	o.SyncWrites = false
