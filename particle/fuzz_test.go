@@ -25,6 +25,7 @@ func FuzzDecodeValue(f *testing.F) {
 		func() ([]byte, error) { return encodeNode(n) },
 		func() ([]byte, error) { return encodeEdge(e) },
 		func() ([]byte, error) { return encodeEpisode(ep) },
+		func() ([]byte, error) { c := *ep; c.sealed = 2; return encodeEpisode(&c) }, // its edge list partly in chunks
 		func() ([]byte, error) { c := *n; c.Embedding = nil; return encodeValue(&c, n.Embedding) },
 		func() ([]byte, error) { c := *e; c.Embedding = nil; return encodeValue(&c, e.Embedding) },
 		func() ([]byte, error) { c := *ep; c.Embedding = nil; return encodeValue(&c, ep.Embedding) },
