@@ -451,7 +451,7 @@ func (b *Batch) flush() error {
 		k := nodeKey(n.Namespace, n.ID)
 		b.set(k, enc)
 		b.storeVector(k, n.Embedding, view.storedNodeVector(n.Seq, n.ID))
-		packNode(n)
+		packNode(n, view.nodes[n.ID])
 	}
 	for ak, id := range b.aliases {
 		b.set(aliasDBKey(ak), []byte(id))
@@ -545,12 +545,15 @@ func (b *Batch) publish() Changes {
 	return ch
 }
 
+// cloneNode copies n for a batch to change. Its lists (aliases, tags,
+// episode and span ids) are shared, not copied: every writer only adds
+// to them at their end (appendRecent, append), past the length that the
+// view's node and its readers read, or replaces them with a new slice.
+// A node touched by a step then costs no copy of its lists (up to 64
+// ids each), and packNode leaves lists that did not change as the view
+// packed them.
 func cloneNode(n *Node) *Node {
 	c := *n
-	c.Aliases = slices.Clone(n.Aliases)
-	c.Attributes.Tags = slices.Clone(n.Attributes.Tags)
-	c.Attributes.CMSSpanIDs = slices.Clone(n.Attributes.CMSSpanIDs)
-	c.Attributes.RLDSEpisodeIDs = slices.Clone(n.Attributes.RLDSEpisodeIDs)
 	if n.Attributes.Props != nil {
 		c.Attributes.Props = make(map[string]string, len(n.Attributes.Props))
 		for k, v := range n.Attributes.Props {

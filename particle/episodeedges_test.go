@@ -264,11 +264,7 @@ func TestEdgeChunkCodecRefusesDamage(t *testing.T) {
 // the episode's end. At each point HasEdge must answer what a scan of
 // the list answers, for ids listed, once listed, and never listed.
 func TestHasEdgeIndexFollowsTheList(t *testing.T) {
-	s, err := Open(func() Options { o := DefaultOptions(t.TempDir()); o.SyncWrites = false; return o }())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openScratchStore(t, t.TempDir())
 	ctx := context.Background()
 	var asked []string
 	agree := func(e *Episode) {
@@ -341,11 +337,7 @@ func TestHasEdgeIndexFollowsTheList(t *testing.T) {
 // holds must stay as it was. Under the race detector (make race), a
 // reader goroutine reads the view's lists throughout.
 func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
-	s, err := Open(func() Options { o := DefaultOptions(t.TempDir()); o.SyncWrites = false; return o }())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openScratchStore(t, t.TempDir())
 	growEpisode(t, s, "ep", 0, 300, 7)
 	var held []string
 	s.Read(func(r Reader) { held = r.Episode(DefaultNamespace, "ep").Edges })
@@ -369,7 +361,7 @@ func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
 		}
 	}()
 	growEpisode(t, s, "ep", 300, 40, 3)
-	_, err = s.Update(context.Background(), func(b *Batch) error {
+	_, err := s.Update(context.Background(), func(b *Batch) error {
 		e := b.Episode(DefaultNamespace, "ep")
 		e.AppendEdge("discarded")
 		if err := b.PutEpisode(e); err != nil {

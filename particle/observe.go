@@ -185,21 +185,27 @@ func TouchNode(n *Node, episodeID, spanID string, conf float64, at time.Time) {
 // MaxAttributeIDs bounds the episode and span id lists of a node.
 const MaxAttributeIDs = 64
 
+// appendRecent returns ids with id last, at most MaxAttributeIDs of
+// them. It never writes the ids it was given (a batch's copy of a node
+// shares its lists with the view's, cloneNode): an id already listed
+// moves to the end in a new slice, the oldest goes in a new slice, and
+// otherwise id is appended, past the end that any holder of ids reads.
 func appendRecent(ids []string, id string) []string {
 	if n := len(ids); n > 0 && eqID(ids[n-1], id) {
 		return ids // the most recent already: a step touches its episode's nodes again and again
 	}
 	if i := indexOf(ids, id); i >= 0 {
-		if i == len(ids)-1 {
-			return ids
-		}
-		ids = slices.Delete(ids, i, i+1)
+		out := make([]string, 0, len(ids))
+		out = append(append(out, ids[:i]...), ids[i+1:]...)
+		out = append(out, id)
+		return out[max(0, len(out)-MaxAttributeIDs):]
 	}
-	ids = append(ids, id)
-	if len(ids) > MaxAttributeIDs {
-		ids = slices.Delete(ids, 0, len(ids)-MaxAttributeIDs)
+	if len(ids) < MaxAttributeIDs {
+		return append(ids, id)
 	}
-	return ids
+	out := make([]string, 0, MaxAttributeIDs)
+	out = append(out, ids[len(ids)-MaxAttributeIDs+1:]...)
+	return append(out, id)
 }
 
 // indexOf is slices.Index, with eqID.

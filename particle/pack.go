@@ -182,9 +182,16 @@ func boxEdge(e *Edge) *Edge {
 }
 
 // packNode packs n's strings, its props aside (a map keeps its own).
-// The slices that hold them are copied first, as packEdge's.
-func packNode(n *Node) {
+// The slices that hold them are copied first, as packEdge's. When old,
+// the view's node of the same id, holds the same name and lists (a node
+// touched again, its lists shared by cloneNode and not grown), they are
+// packed already and n is left as it is.
+func packNode(n, old *Node) {
 	a := &n.Attributes
+	if old != nil && n.Name == old.Name && sameList(n.Aliases, old.Aliases) && sameList(a.Tags, old.Attributes.Tags) &&
+		sameList(a.CMSSpanIDs, old.Attributes.CMSSpanIDs) && sameList(a.RLDSEpisodeIDs, old.Attributes.RLDSEpisodeIDs) {
+		return
+	}
 	n.Aliases = slices.Clone(n.Aliases)
 	a.Tags = slices.Clone(a.Tags)
 	a.CMSSpanIDs = slices.Clone(a.CMSSpanIDs)
@@ -202,4 +209,10 @@ func eachString(ss []string, each func(*string)) {
 	for i := range ss {
 		each(&ss[i])
 	}
+}
+
+// sameList reports whether a and b are one list: the same length over
+// the same array.
+func sameList(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

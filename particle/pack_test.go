@@ -95,7 +95,7 @@ func TestPackEveryField(t *testing.T) {
 			case *Node:
 				s := *r
 				shared = &s
-				packNode(r)
+				packNode(r, nil)
 			case *Edge:
 				s := *r
 				shared = &s
