@@ -393,3 +393,52 @@ func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
 		}
 	})
 }
+
+// TestEpisodeFromBeforeChunks reads an episode record as stores before
+// the chunks hold it (the whole list in the record), grows it, and
+// reopens: the list is whole throughout, the growth writes the chunks it
+// fills, and Check passes.
+func TestEpisodeFromBeforeChunks(t *testing.T) {
+	dir := t.TempDir()
+	o := DefaultOptions(dir)
+	o.SyncWrites, o.ViewSnapshot = false, false
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3*episodeEdgeChunk + 3
+	old := &Episode{ID: "ep", Namespace: DefaultNamespace, Agent: "robot-1", Edges: wantEdges(n), Seq: 7}
+	v, err := encodeEpisodeV2(old, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(episodeKey(DefaultNamespace, "ep"), v) }))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(o); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	for i, got := range episodeEverywhere(t, s, "ep") {
+		if !slices.Equal(got, wantEdges(n)) {
+			t.Fatalf("reader %d: %d edges, want %d", i, len(got), n)
+		}
+	}
+	growEpisode(t, s, "ep", n, 2*episodeEdgeChunk, 9)
+	r := mustCheck(t, s)
+	if want := int64((n + 2*episodeEdgeChunk) / episodeEdgeChunk); r.EdgeChunks != want {
+		t.Errorf("%d chunks stored, want %d", r.EdgeChunks, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(o); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range episodeEverywhere(t, s, "ep") {
+		if !slices.Equal(got, wantEdges(n+2*episodeEdgeChunk)) {
+			t.Fatalf("grown and reopened, reader %d: %d edges", i, len(got))
+		}
+	}
+}
