@@ -294,11 +294,11 @@ func (b *Batch) episode(k string) (e *Episode, pending bool) {
 	return b.s.v.episodes[k], false
 }
 
-// Episode returns a private copy of the episode, or nil. Its edge list
-// is the one exception to the copy: it is shared with the view's episode,
-// so add to it at its end (AppendEdge), and to change anything else
-// (remove, reorder, shorten) give the episode a copy: never write the ids
-// it holds, nor append past a shortened end.
+// Episode returns a private copy of the episode, or nil. Its node and
+// edge lists are the exception to the copy: they are shared with the
+// view's episode, so add to them at their end (append, AppendEdge), and
+// to change anything else (remove, reorder, shorten) give the episode a
+// copy: never write the ids they hold, nor append past a shortened end.
 func (b *Batch) Episode(ns, id string) *Episode {
 	k := ns + "\x00" + id
 	e, pending := b.episode(k)
@@ -309,13 +309,11 @@ func (b *Batch) Episode(ns, id string) *Episode {
 		return nil
 	}
 	c := *e
-	c.Nodes = slices.Clone(e.Nodes)
-	// The edge list is shared, not copied (a long episode's is long, and
-	// a batch of one step copied it whole): it only grows at its end,
-	// past the view's length, which the view never reads, so a batch
-	// appends in place while readers read the view's. What changes ids
-	// in place (Forget) copies it first.
-	c.Edges = e.Edges
+	// The node and edge lists are shared, not copied (a long episode's
+	// are long, and a batch of one step copied them whole): they only
+	// grow at their end, past the view's length, which the view never
+	// reads, so a batch appends in place while readers read the view's.
+	// What changes ids in place (Forget) copies them first.
 	c.Features = maps.Clone(e.Features)
 	c.Metadata = maps.Clone(e.Metadata)
 	// Embeddings are replaced, never changed in place: sharing is safe.

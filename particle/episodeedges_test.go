@@ -330,18 +330,34 @@ func TestHasEdgeIndexFollowsTheList(t *testing.T) {
 	})
 }
 
-// TestEpisodeEdgesHeldByAReaderNeverChange holds the view's edge list
-// of an episode, as a reader may, while batches append to the episode
-// (in place, past the view's length: Batch.Episode shares the list), one
-// of them discarded, and one removes ids (with a copy): what the reader
-// holds must stay as it was. Under the race detector (make race), a
+// TestEpisodeEdgesHeldByAReaderNeverChange holds the view's edge and
+// node lists of an episode, as a reader may, while batches append to
+// them (in place, past the view's length: Batch.Episode shares the
+// lists), one of them discarded, and one removes ids (with a copy): what
+// the reader holds must stay as it was. Under the race detector (make race), a
 // reader goroutine reads the view's lists throughout.
 func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
 	s := openScratchStore(t, t.TempDir())
 	growEpisode(t, s, "ep", 0, 300, 7)
-	var held []string
-	s.Read(func(r Reader) { held = r.Episode(DefaultNamespace, "ep").Edges })
-	was := slices.Clone(held)
+	addNodes := func(ids ...string) {
+		t.Helper()
+		if _, err := s.Update(context.Background(), func(b *Batch) error {
+			e := b.Episode(DefaultNamespace, "ep")
+			e.Nodes = append(e.Nodes, ids...)
+			return b.PutEpisode(e)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addNodes("n1", "n2", "n3")
+	addNodes("n0") // the list now has room to grow in place
+	var held, heldNodes []string
+	s.Read(func(r Reader) {
+		e := r.Episode(DefaultNamespace, "ep")
+		held, heldNodes = e.Edges, e.Nodes
+	})
+	was, wasNodes := slices.Clone(held), slices.Clone(heldNodes)
+	addNodes("n4")
 	stop := make(chan struct{})
 	done := make(chan int)
 	go func() {
@@ -375,6 +391,7 @@ func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
 	if _, err := s.Update(context.Background(), func(b *Batch) error {
 		e := b.Episode(DefaultNamespace, "ep")
 		e.Edges = slices.DeleteFunc(slices.Clone(e.Edges), func(id string) bool { return id == "edge-000010" })
+		e.Nodes = slices.DeleteFunc(slices.Clone(e.Nodes), func(id string) bool { return id == "n2" })
 		return b.PutEpisode(e)
 	}); err != nil {
 		t.Fatal(err)
@@ -382,8 +399,9 @@ func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
 	growEpisode(t, s, "ep", 340, 20, 1)
 	close(stop)
 	<-done
-	if !slices.Equal(held, was) {
-		t.Fatal("the edge list a reader held changed under it")
+	addNodes("n5")
+	if !slices.Equal(held, was) || !slices.Equal(heldNodes, wasNodes) {
+		t.Fatal("the lists a reader held changed under it")
 	}
 	s.Read(func(r Reader) {
 		got := r.Episode(DefaultNamespace, "ep").Edges

@@ -143,8 +143,8 @@ func (b *Batch) forget(id, who, why string) (*Forgotten, error) {
 	slices.SortFunc(eps, func(a, b [2]string) int { return cmpPair(a, b) })
 	for _, k := range eps {
 		ep := b.Episode(k[0], k[1])
-		ep.Nodes = slices.DeleteFunc(ep.Nodes, func(x string) bool { return ids[x] })
-		// A copy: the list is shared with the view's episode (Batch.Episode).
+		// Copies: the lists are shared with the view's episode (Batch.Episode).
+		ep.Nodes = slices.DeleteFunc(slices.Clone(ep.Nodes), func(x string) bool { return ids[x] })
 		ep.Edges = slices.DeleteFunc(slices.Clone(ep.Edges), func(x string) bool { return edges[x] })
 		ep.edgePos = nil // the places moved
 		if ids[ep.LastTool] {
