@@ -78,7 +78,8 @@ func printCheck(w io.Writer, res *daemon.CheckResult) {
 	fmt.Fprintf(w, "store %s\n", filepath.Join(res.Data, "graph"))
 	fmt.Fprintf(w, "  read %d nodes, %d edges, %d episodes, %d steps, %d spans, %d blobs, %d sessions\n",
 		s.Nodes, s.Edges, s.Episodes, s.Steps, s.Spans, s.Blobs, s.Sessions)
-	fmt.Fprintf(w, "  and %d alias, %d applied-message entries, %d records, %d embeddings stored apart\n", s.Aliases, s.Applied, s.Records, s.Vectors)
+	fmt.Fprintf(w, "  and %d alias, %d applied-message entries, %d records, %d embeddings stored apart, %d chunks of episodes' edge lists\n",
+		s.Aliases, s.Applied, s.Records, s.Vectors, s.EdgeChunks)
 	if s.Identities+s.Adjacency > 0 {
 		fmt.Fprintf(w, "  and %d identity, %d adjacency entries of an earlier version (not required)\n", s.Identities, s.Adjacency)
 	}
