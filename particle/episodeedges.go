@@ -31,9 +31,17 @@ import (
 // kilobyte, where a chunk of 128 left up to 4.7 KB a step.
 const episodeEdgeChunk = 32
 
-// maxEpisodeEdgeChunks bounds the chunk count a record may claim (32M
-// edges), so that a damaged record cannot make a reader allocate more.
-const maxEpisodeEdgeChunks = 1 << 20
+// maxEpisodeEdgeChunks bounds the chunk count a record may claim: the
+// chunk numbers of the keys are 32-bit (an always-on robot's episode at
+// 10 Hz and two new edges a step would take 200 years to pass it). The
+// readers do not size anything by the claim beyond maxPresizeIDs, so a
+// damaged count makes them read the chunks there are and fail, not
+// allocate what it says.
+const maxEpisodeEdgeChunks = 1<<32 - 1
+
+// maxPresizeIDs bounds the room a reader makes for a chunked list before
+// reading its chunks.
+const maxPresizeIDs = 1 << 16
 
 // episodeEdgesPrefix is the key prefix of the chunks of episode id.
 func episodeEdgesPrefix(ns, id string) []byte { return append(key(prefixEpisodeEdges, ns, id), 0) }
@@ -129,7 +137,7 @@ func joinEdgeChunks(txn *badger.Txn, e *Episode) error {
 	if e.sealed == 0 {
 		return nil
 	}
-	ids := make([]string, 0, e.sealed*episodeEdgeChunk+len(e.Edges))
+	ids := make([]string, 0, min(e.sealed*episodeEdgeChunk, maxPresizeIDs)+len(e.Edges))
 	p := episodeEdgesPrefix(e.Namespace, e.ID)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 	defer it.Close()
@@ -189,7 +197,7 @@ func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
 			curKey = append(curKey[:0], body...)
 			cur, ids = v.episodes[string(body)], nil
 			if cur != nil && cur.sealed > 0 {
-				ids = make([]string, 0, cur.sealed*episodeEdgeChunk+len(cur.Edges))
+				ids = make([]string, 0, min(cur.sealed*episodeEdgeChunk, maxPresizeIDs)+len(cur.Edges))
 			}
 		}
 		if cur == nil || c >= cur.sealed {

@@ -195,13 +195,7 @@ func TestEpisodeEdgeListRewrittenWhenNotAppended(t *testing.T) {
 func TestMissingEdgeChunkIsFound(t *testing.T) {
 	for _, gone := range [][]int{{1}, {0, 1}} {
 		t.Run(fmt.Sprint(gone), func(t *testing.T) {
-			dir := t.TempDir()
-			o := DefaultOptions(dir)
-			o.SyncWrites, o.ViewSnapshot = false, false
-			s, err := Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, o := openFromBadger(t)
 			growEpisode(t, s, "ep", 0, 2*episodeEdgeChunk+1, 5)
 			mustOK(t, s.db.Update(func(txn *badger.Txn) error {
 				for _, c := range gone {
@@ -211,22 +205,7 @@ func TestMissingEdgeChunkIsFound(t *testing.T) {
 				}
 				return nil
 			}))
-			r, err := s.Check(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Kind == "episode-edges" }) {
-				t.Fatalf("check missed the deleted chunks: %+v", r.Problems)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if s, err = Open(o); !errors.Is(err, ErrCorrupt) {
-				if err == nil {
-					s.Close()
-				}
-				t.Fatalf("reopen: %v, want ErrCorrupt", err)
-			}
+			refusedAsCorrupt(t, s, o)
 		})
 	}
 }
@@ -417,13 +396,7 @@ func TestEpisodeEdgesHeldByAReaderNeverChange(t *testing.T) {
 // reopens: the list is whole throughout, the growth writes the chunks it
 // fills, and Check passes.
 func TestEpisodeFromBeforeChunks(t *testing.T) {
-	dir := t.TempDir()
-	o := DefaultOptions(dir)
-	o.SyncWrites, o.ViewSnapshot = false, false
-	s, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, o := openFromBadger(t)
 	const n = 3*episodeEdgeChunk + 3
 	old := &Episode{ID: "ep", Namespace: DefaultNamespace, Agent: "robot-1", Edges: wantEdges(n), Seq: 7}
 	v, err := encodeEpisodeV2(old, nil)
@@ -458,5 +431,65 @@ func TestEpisodeFromBeforeChunks(t *testing.T) {
 		if !slices.Equal(got, wantEdges(n+2*episodeEdgeChunk)) {
 			t.Fatalf("grown and reopened, reader %d: %d edges", i, len(got))
 		}
+	}
+}
+
+// TestEdgeChunkCountBeyondTheChunksFailsCheaply stores a record that
+// claims a billion chunks of its edge list (a damaged count) beside one
+// real chunk: the reopen fails as corrupt, and neither it nor Check sizes
+// anything by the claim (the test would run out of memory).
+func TestEdgeChunkCountBeyondTheChunksFailsCheaply(t *testing.T) {
+	s, o := openFromBadger(t)
+	growEpisode(t, s, "ep", 0, episodeEdgeChunk+1, 5)
+	var ep Episode
+	s.Read(func(r Reader) { ep = *r.Episode(DefaultNamespace, "ep") })
+	ep.Edges, ep.sealed = ep.Edges[episodeEdgeChunk:], 1<<30
+	v, err := encodeEpisodeV2(&ep, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(episodeKey(DefaultNamespace, "ep"), v) }))
+	if err := s.Snapshot(context.Background(), func(sn *Snapshot) error {
+		_, err := sn.Episode(DefaultNamespace, "ep")
+		return err
+	}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Snapshot.Episode: %v, want ErrCorrupt", err)
+	}
+	refusedAsCorrupt(t, s, o)
+}
+
+// openFromBadger opens a store in a temporary directory that loads from
+// Badger, not from a view snapshot, fsync off; it returns its options
+// for a reopen.
+func openFromBadger(t *testing.T) (*Store, Options) {
+	t.Helper()
+	o := DefaultOptions(t.TempDir())
+	o.SyncWrites, o.ViewSnapshot = false, false
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, o
+}
+
+// refusedAsCorrupt checks that Check reports an episode-edges problem in
+// s, then closes it and checks that a reopen with o fails as corrupt.
+func refusedAsCorrupt(t *testing.T, s *Store, o Options) {
+	t.Helper()
+	r, err := s.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Kind == "episode-edges" }) {
+		t.Fatalf("check missed the damage: %+v", r.Problems)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(o); !errors.Is(err, ErrCorrupt) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("reopen: %v, want ErrCorrupt", err)
 	}
 }
