@@ -3,7 +3,6 @@ package particle
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -684,12 +683,12 @@ func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []
 // edgeChunk checks one stored chunk of an episode's edge list (key
 // prefixEpisodeEdges ns \0 id \0 chunk) and notes its number.
 func (c *checker) edgeChunk(k, v []byte) {
-	if len(k) < 6 || k[len(k)-5] != 0 || !bytes.Contains(k[1:len(k)-5], []byte{0}) {
+	body, n, ok := parseEpisodeEdgesKey(k)
+	if !ok {
 		c.r.Add("key-corrupt", "edge chunk key %x", k)
 		return
 	}
-	ep := string(k[1 : len(k)-5])
-	n := int(binary.BigEndian.Uint32(k[len(k)-4:]))
+	ep := string(body)
 	ids, err := appendEdgeChunk(nil, v)
 	switch {
 	case err != nil:

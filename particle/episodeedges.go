@@ -131,34 +131,70 @@ func (b *Batch) putEpisode(e, old *Episode) error {
 	return nil
 }
 
+// parseEpisodeEdgesKey splits a chunk key (prefixEpisodeEdges ns \0 id
+// \0 chunk) into its episode's ns \0 id and the chunk number.
+func parseEpisodeEdgesKey(k []byte) (episode []byte, c int, ok bool) {
+	if len(k) < 6 || k[len(k)-5] != 0 || !bytes.Contains(k[1:len(k)-5], []byte{0}) {
+		return nil, 0, false
+	}
+	return k[1 : len(k)-5], int(binary.BigEndian.Uint32(k[len(k)-4:])), true
+}
+
+// edgeChunkJoin gathers the stored chunks of an episode's edge list (e,
+// decoded from its record: Edges holds the rest) in chunk order, then
+// puts them in front of its list.
+type edgeChunkJoin struct {
+	e   *Episode
+	ids []string
+}
+
+func newEdgeChunkJoin(e *Episode) *edgeChunkJoin {
+	return &edgeChunkJoin{e: e, ids: make([]string, 0, min(e.sealed*episodeEdgeChunk, maxPresizeIDs)+len(e.Edges))}
+}
+
+// add takes stored chunk c; one past the record's count is left alone
+// (Check reports it), one out of order means the one before is missing.
+func (j *edgeChunkJoin) add(c int, item *badger.Item) error {
+	if c >= j.e.sealed {
+		return nil
+	}
+	if want := len(j.ids) / episodeEdgeChunk; c != want {
+		return fmt.Errorf("%w: episode %s: edge chunk %d missing", ErrCorrupt, j.e.ID, want)
+	}
+	var err error
+	if j.ids, err = appendStoredChunk(j.ids, item); err != nil {
+		return fmt.Errorf("episode %s: %w", j.e.ID, err)
+	}
+	return nil
+}
+
+// finish checks that every chunk the record counts was added and joins
+// them to the list.
+func (j *edgeChunkJoin) finish() error {
+	if got := len(j.ids) / episodeEdgeChunk; got != j.e.sealed {
+		return fmt.Errorf("%w: episode %s: %d of %d edge chunks stored", ErrCorrupt, j.e.ID, got, j.e.sealed)
+	}
+	j.e.Edges = append(j.ids, j.e.Edges...)
+	return nil
+}
+
 // joinEdgeChunks puts the chunks stored apart for e (decoded from its
 // record, Edges holding the rest) in front of its edge list.
 func joinEdgeChunks(txn *badger.Txn, e *Episode) error {
 	if e.sealed == 0 {
 		return nil
 	}
-	ids := make([]string, 0, min(e.sealed*episodeEdgeChunk, maxPresizeIDs)+len(e.Edges))
-	p := episodeEdgesPrefix(e.Namespace, e.ID)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+	j := newEdgeChunkJoin(e)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: episodeEdgesPrefix(e.Namespace, e.ID)})
 	defer it.Close()
-	c := 0
-	for it.Rewind(); it.Valid() && c < e.sealed; it.Next() {
-		item := it.Item()
-		k := item.Key()
-		if len(k) != len(p)+4 || binary.BigEndian.Uint32(k[len(p):]) != uint32(c) {
-			return fmt.Errorf("%w: episode %s: edge chunk %d missing", ErrCorrupt, e.ID, c)
+	for it.Rewind(); it.Valid(); it.Next() {
+		if _, c, ok := parseEpisodeEdgesKey(it.Item().Key()); ok {
+			if err := j.add(c, it.Item()); err != nil {
+				return err
+			}
 		}
-		var err error
-		if ids, err = appendStoredChunk(ids, item); err != nil {
-			return fmt.Errorf("episode %s: %w", e.ID, err)
-		}
-		c++
 	}
-	if c < e.sealed {
-		return fmt.Errorf("%w: episode %s: %d of %d edge chunks stored", ErrCorrupt, e.ID, c, e.sealed)
-	}
-	e.Edges = append(ids, e.Edges...)
-	return nil
+	return j.finish()
 }
 
 // joinLoadedEdgeChunks joins their chunks to the loaded episodes that
@@ -170,49 +206,34 @@ func joinEdgeChunks(txn *badger.Txn, e *Episode) error {
 func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(prefixEpisodeEdges)}, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
-	var cur *Episode
+	var cur *edgeChunkJoin // of the episode of curKey, if it has chunks
 	var curKey []byte
-	var ids []string
-	finish := func() error {
-		if cur == nil {
-			return nil
-		}
-		if len(ids) != cur.sealed*episodeEdgeChunk {
-			return fmt.Errorf("%w: episode %s: %d of %d edge chunks stored", ErrCorrupt, cur.ID, len(ids)/episodeEdgeChunk, cur.sealed)
-		}
-		cur.Edges = append(ids, cur.Edges...)
-		return nil
-	}
 	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		k := item.Key()
-		if len(k) < 6 || k[len(k)-5] != 0 {
+		ep, c, ok := parseEpisodeEdgesKey(it.Item().Key())
+		if !ok {
 			continue // not a chunk key: Check reports it
 		}
-		body, c := k[1:len(k)-5], int(binary.BigEndian.Uint32(k[len(k)-4:]))
-		if cur == nil || !bytes.Equal(body, curKey) {
-			if err := finish(); err != nil {
+		if curKey == nil || !bytes.Equal(ep, curKey) {
+			if cur != nil {
+				if err := cur.finish(); err != nil {
+					return fmt.Errorf("load episodes: %w", err)
+				}
+			}
+			curKey, cur = append(curKey[:0], ep...), nil
+			if e := v.episodes[string(ep)]; e != nil && e.sealed > 0 {
+				cur = newEdgeChunkJoin(e)
+			}
+		}
+		if cur != nil {
+			if err := cur.add(c, it.Item()); err != nil {
 				return fmt.Errorf("load episodes: %w", err)
 			}
-			curKey = append(curKey[:0], body...)
-			cur, ids = v.episodes[string(body)], nil
-			if cur != nil && cur.sealed > 0 {
-				ids = make([]string, 0, min(cur.sealed*episodeEdgeChunk, maxPresizeIDs)+len(cur.Edges))
-			}
-		}
-		if cur == nil || c >= cur.sealed {
-			continue
-		}
-		if c != len(ids)/episodeEdgeChunk {
-			return fmt.Errorf("%w: load episodes: episode %s: edge chunk %d missing", ErrCorrupt, cur.ID, len(ids)/episodeEdgeChunk)
-		}
-		var err error
-		if ids, err = appendStoredChunk(ids, item); err != nil {
-			return fmt.Errorf("load episodes: episode %s: %w", cur.ID, err)
 		}
 	}
-	if err := finish(); err != nil {
-		return fmt.Errorf("load episodes: %w", err)
+	if cur != nil {
+		if err := cur.finish(); err != nil {
+			return fmt.Errorf("load episodes: %w", err)
+		}
 	}
 	// An episode none of whose chunks is stored was not met above.
 	for _, e := range v.episodes {
@@ -264,10 +285,6 @@ func (e *Episode) listsAt(id string, p int32) bool {
 func (e *Episode) AppendEdge(id string) {
 	e.Edges = append(e.Edges, id)
 	if e.edgePos == nil {
-		return
-	}
-	if e.Ended {
-		e.edgePos = nil
 		return
 	}
 	if p, ok := e.edgePos[id]; !ok || !e.listsAt(id, p) {
