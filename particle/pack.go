@@ -81,7 +81,19 @@ func packEdge(e *Edge) *Edge {
 	e.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
 	e.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
 	e.Contradicts = slices.Clone(e.Contradicts)
+	// The type and the usual namespace are constants, in no heap object;
+	// as decoded from a message each was a string of its own (the type
+	// one per edge, the namespace one per message), kept by the edge
+	// for the collector to mark. Any other namespace is packed.
+	e.Type = internEdgeType(e.Type)
+	packNS := e.Namespace != DefaultNamespace
+	if !packNS {
+		e.Namespace = DefaultNamespace
+	}
 	buf := packStrings(steps*int(unsafe.Sizeof(0)), func(each func(*string)) {
+		if packNS {
+			each(&e.Namespace)
+		}
 		each(&e.Source)
 		each(&e.Target)
 		if e.Assertion != nil {

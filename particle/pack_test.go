@@ -10,8 +10,10 @@ import (
 )
 
 // stringsOf appends the plain strings of v (not those of a map, not the
-// top level's ID and Namespace, not named string types such as EdgeType)
-// to out, following pointers and slices.
+// top level's ID, nor a node's Namespace or the default one, which is a
+// constant, not named string types such as EdgeType) to out, following
+// pointers and slices. An edge's other namespace is packed with its
+// strings.
 func stringsOf(v reflect.Value, top bool, out *[]string) {
 	switch v.Kind() {
 	case reflect.String:
@@ -29,7 +31,7 @@ func stringsOf(v reflect.Value, top bool, out *[]string) {
 	case reflect.Struct:
 		for i := range v.NumField() {
 			name := v.Type().Field(i).Name
-			if top && (name == "ID" || name == "Namespace") {
+			if top && (name == "ID" || name == "Namespace" && (v.Type() == reflect.TypeFor[Node]() || v.Field(i).String() == DefaultNamespace)) {
 				continue
 			}
 			stringsOf(v.Field(i), false, out)
@@ -280,4 +282,34 @@ func TestObserveIdentityOutlivesAnEmbedderUsingTheBatch(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPackedEdgeKeepsNoStringOfItsMessage: a packed edge's type and
+// default namespace are the package's constants, not the strings its
+// message was decoded into (one heap object each, per edge or per
+// message, for every collection to mark), and another namespace lies in
+// the edge's one buffer.
+func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
+	fresh := func(s string) string { return string([]byte(s)) } // as a decoder makes it
+	at := func(s string) *byte { return unsafe.StringData(s) }
+	e := &Edge{ID: "e1", Namespace: fresh(DefaultNamespace), Source: "a", Target: "b", Type: EdgeType(fresh(string(EdgeAssertion))),
+		Provenance: []Provenance{{EpisodeID: "ep", Agent: "robot"}}}
+	if ns := Namespace("", ""); at(ns) != at(DefaultNamespace) {
+		t.Errorf("Namespace of no tenant and no project at %p: not the constant at %p", at(ns), at(DefaultNamespace))
+	}
+	p := packEdge(e)
+	if p.Type != EdgeAssertion || at(string(p.Type)) != at(string(EdgeAssertion)) {
+		t.Errorf("type %q at %p: not the constant at %p", p.Type, at(string(p.Type)), at(string(EdgeAssertion)))
+	}
+	if p.Namespace != DefaultNamespace || at(p.Namespace) != at(DefaultNamespace) {
+		t.Errorf("namespace %q at %p: not the constant at %p", p.Namespace, at(p.Namespace), at(DefaultNamespace))
+	}
+	other := &Edge{ID: "e2", Namespace: fresh("acme/arm"), Source: "a", Target: "b", Type: EdgeCausal}
+	q := packEdge(other)
+	if q.Namespace != "acme/arm" || at(q.Namespace) == at(other.Namespace) {
+		t.Errorf("namespace %q at %p: not copied out of the decoded string at %p", q.Namespace, at(q.Namespace), at(other.Namespace))
+	}
+	if lo, n := uintptr(unsafe.Pointer(at(q.Namespace))), uintptr(unsafe.Pointer(at(q.Source))); n != lo+uintptr(len(q.Namespace)) {
+		t.Errorf("namespace at %#x, source at %#x: not one buffer", lo, n)
+	}
 }

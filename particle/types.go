@@ -112,6 +112,9 @@ func scopeByte(c byte) bool {
 // Namespace joins a tenant and a project; empty parts become "default".
 // Check them with CheckScope where they come from outside.
 func Namespace(tenant, project string) string {
+	if (tenant == "" || tenant == "default") && (project == "" || project == "default") {
+		return DefaultNamespace // the constant: no string made per message
+	}
 	if tenant == "" {
 		tenant = "default"
 	}
