@@ -49,6 +49,10 @@ type Batch struct {
 	stale []uint64
 	// written tallies the bytes set, by table, for Store.Written.
 	written Written
+	// boxes holds the edges Edge copied for this batch into a box
+	// (cloneEdge): flush commits such an edge as it is, without a
+	// second copy, if its assertion and provenance are still the box's.
+	boxes map[*Edge]struct{}
 }
 
 func (s *Store) newBatch() *Batch {
@@ -238,6 +242,10 @@ func (b *Batch) Edge(id string) *Edge {
 	}
 	c := cloneEdge(e)
 	b.edges[id] = c
+	if b.boxes == nil {
+		b.boxes = map[*Edge]struct{}{}
+	}
+	b.boxes[c] = struct{}{}
 	return c
 }
 
@@ -464,7 +472,8 @@ func (b *Batch) flush() error {
 		k := edgeKey(e.Namespace, e.ID)
 		b.set(k, enc)
 		b.storeVector(k, e.Embedding, view.storedEdgeVector(e.Seq, e.ID))
-		b.edges[id] = packEdge(e) // publish hands the view the packed copy
+		_, boxed := b.boxes[e]
+		b.edges[id] = packEdge(e, boxed && inOwnBox(e)) // publish hands the view the packed copy
 	}
 	for k, e := range b.episodes {
 		if err := b.putEpisode(e, view.episodes[k]); err != nil {
@@ -562,22 +571,18 @@ func cloneNode(n *Node) *Node {
 	return &c
 }
 
+// cloneEdge copies e for a batch to change: e, its assertion and its
+// provenance in one box (boxRoom), the provenance with room for one more
+// sighting: a clone is taken to be reinforced, and Observe appends a
+// sighting (then drops the oldest past MaxProvenance) in place instead of
+// regrowing a full window. A batch commits the box as the view's new
+// version (packEdge), which was a second copy.
 func cloneEdge(e *Edge) *Edge {
-	c := *e
-	if e.Provenance != nil {
-		// Room for one more: a clone is taken to be reinforced, and
-		// Observe appends a sighting (then drops the oldest past
-		// MaxProvenance) in place instead of regrowing a full window.
-		c.Provenance = append(make([]Provenance, 0, len(e.Provenance)+1), e.Provenance...)
-	}
+	c := boxRoom(e)
 	c.Scope.Audience = slices.Clone(e.Scope.Audience)
 	c.Policy.AllowRoles = slices.Clone(e.Policy.AllowRoles)
 	c.Policy.DenyRoles = slices.Clone(e.Policy.DenyRoles)
-	if e.Assertion != nil {
-		a := *e.Assertion
-		c.Assertion = &a
-	}
-	return &c
+	return c
 }
 
 // collapse trims and collapses whitespace, keeping case: the display form.

@@ -69,8 +69,13 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 // provenance (boxEdge). The other slices that hold strings are copied
 // first: a batch's edge may share arrays with the version readers see,
 // or with other edges of its step.
-func packEdge(e *Edge) *Edge {
-	e = boxEdge(e)
+//
+// With inBox, e is a box already (cloneEdge's, inOwnBox) that only the
+// caller holds: it is packed where it is, without another copy.
+func packEdge(e *Edge, inBox bool) *Edge {
+	if !inBox {
+		e = boxEdge(e)
+	}
 	steps := 0
 	for _, p := range e.Provenance {
 		if p.StepIndex != nil {
@@ -141,20 +146,40 @@ type packedEdge[A any] struct {
 	p A
 }
 
-// boxed copies e, its assertion and its n provenance entries (A is
-// [n]Provenance) into one packedEdge and returns the copy of e.
+// boxed copies e, its assertion and its n provenance entries into one
+// packedEdge (A is [m]Provenance, m >= n: room for m-n more) and returns
+// the copy of e. With m = 0 the copy keeps e's provenance slice.
 func boxed[A any](e *Edge, n int) *Edge {
 	b := &packedEdge[A]{e: *e}
 	if e.Assertion != nil {
 		b.a = *e.Assertion
 		b.e.Assertion = &b.a
 	}
-	if n > 0 {
-		p := unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), n)
+	if m := int(unsafe.Sizeof(b.p) / unsafe.Sizeof(Provenance{})); m > 0 {
+		p := unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), m)[:n]
 		copy(p, e.Provenance)
 		b.e.Provenance = p
 	}
 	return &b.e
+}
+
+// boxRoom is boxEdge with room for one more provenance entry than e
+// holds: a batch's copy of a committed edge (cloneEdge), which it
+// commits as it is (packEdge) if the assertion and provenance are still
+// the box's (inOwnBox) when it does.
+func boxRoom(e *Edge) *Edge { return boxWith(e, 1) }
+
+// inOwnBox reports whether e's assertion and provenance (when it has
+// them) lie in e's own allocation, where a box (boxed) put
+// them: a change that replaced either (a new assertion, a provenance
+// regrown past its room) leaves them elsewhere.
+func inOwnBox(e *Edge) bool {
+	var box packedEdge[[1]Provenance] // every box's assertion and provenance lie at these offsets
+	base := unsafe.Pointer(e)
+	if e.Assertion != nil && unsafe.Pointer(e.Assertion) != unsafe.Add(base, unsafe.Offsetof(box.a)) {
+		return false
+	}
+	return cap(e.Provenance) == 0 || unsafe.Pointer(unsafe.SliceData(e.Provenance)) == unsafe.Add(base, unsafe.Offsetof(box.p))
 }
 
 // boxEdge returns a copy of e that shares one allocation with its
@@ -162,13 +187,23 @@ func boxed[A any](e *Edge, n int) *Edge {
 // collector to mark where it was up to three. The provenance is a
 // window of at most MaxProvenance sightings; a longer one keeps an array
 // of its own.
-func boxEdge(e *Edge) *Edge {
-	switch n := len(e.Provenance); n {
+func boxEdge(e *Edge) *Edge { return boxWith(e, 0) }
+
+// boxWith is boxEdge with room in the box for room (0 or 1) more
+// provenance entries. A nil provenance stays nil, an empty one empty.
+func boxWith(e *Edge, room int) *Edge {
+	n := len(e.Provenance)
+	if e.Provenance == nil || n > MaxProvenance {
+		c := boxed[[0]Provenance](e, 0)
+		if n > 0 {
+			c.Provenance = append(make([]Provenance, 0, n+room), e.Provenance...)
+		}
+		return c
+	}
+	switch n + room {
 	case 0:
 		c := boxed[[0]Provenance](e, 0)
-		if e.Provenance != nil {
-			c.Provenance = []Provenance{} // empty, not nil, as it was
-		}
+		c.Provenance = []Provenance{}
 		return c
 	case 1:
 		return boxed[[1]Provenance](e, n)
@@ -187,9 +222,7 @@ func boxEdge(e *Edge) *Edge {
 	case 8:
 		return boxed[[8]Provenance](e, n)
 	default:
-		c := boxed[[0]Provenance](e, 0)
-		c.Provenance = slices.Clone(e.Provenance)
-		return c
+		return boxed[[MaxProvenance + 1]Provenance](e, n)
 	}
 }
 

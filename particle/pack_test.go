@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -102,7 +103,7 @@ func TestPackEveryField(t *testing.T) {
 				s := *r
 				shared = &s
 				before := dataOf(shared)
-				r = packEdge(r)
+				r = packEdge(r, false)
 				rec = r
 				if !reflect.DeepEqual(dataOf(shared), before) {
 					t.Fatal("packing wrote into arrays another version of the edge shares")
@@ -297,7 +298,7 @@ func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
 	if ns := Namespace("", ""); at(ns) != at(DefaultNamespace) {
 		t.Errorf("Namespace of no tenant and no project at %p: not the constant at %p", at(ns), at(DefaultNamespace))
 	}
-	p := packEdge(e)
+	p := packEdge(e, false)
 	if p.Type != EdgeAssertion || at(string(p.Type)) != at(string(EdgeAssertion)) {
 		t.Errorf("type %q at %p: not the constant at %p", p.Type, at(string(p.Type)), at(string(EdgeAssertion)))
 	}
@@ -305,11 +306,85 @@ func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
 		t.Errorf("namespace %q at %p: not the constant at %p", p.Namespace, at(p.Namespace), at(DefaultNamespace))
 	}
 	other := &Edge{ID: "e2", Namespace: fresh("acme/arm"), Source: "a", Target: "b", Type: EdgeCausal}
-	q := packEdge(other)
+	q := packEdge(other, false)
 	if q.Namespace != "acme/arm" || at(q.Namespace) == at(other.Namespace) {
 		t.Errorf("namespace %q at %p: not copied out of the decoded string at %p", q.Namespace, at(q.Namespace), at(other.Namespace))
 	}
 	if lo, n := uintptr(unsafe.Pointer(at(q.Namespace))), uintptr(unsafe.Pointer(at(q.Source))); n != lo+uintptr(len(q.Namespace)) {
 		t.Errorf("namespace at %#x, source at %#x: not one buffer", lo, n)
+	}
+}
+
+// TestBatchCopyOfAnEdgeIsCommittedAsItIs: the copy Batch.Edge gives a
+// batch (cloneEdge) is the view's next version itself, packed where it
+// lies, not copied again; a batch that replaced its assertion or grew its
+// provenance past the copy's room gets a new box, holding both, and every
+// version equals what it was given. A reader's version never changes.
+func TestBatchCopyOfAnEdgeIsCommittedAsItIs(t *testing.T) {
+	s := openFactsStore(t)
+	observeEdges(t, s.Store, 3, testEmbedding)
+	var ids []string
+	var held []Edge // the versions a reader holds, by value
+	var heldAt []*Edge
+	s.Read(func(r Reader) {
+		r.EdgesBySeq(func(e *Edge, _ *EdgeFacts) bool {
+			ids = append(ids, e.ID)
+			held = append(held, *e)
+			heldAt = append(heldAt, e)
+			return true
+		})
+	})
+	if len(ids) != 3 {
+		t.Fatalf("%d edges, want 3", len(ids))
+	}
+	step := 4
+	sighting := Provenance{EpisodeID: "ep-2", StepIndex: &step, Agent: "ur5-beta", ObservedAt: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)}
+	var copies [3]*Edge
+	var want [3]Edge
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		for i, id := range ids {
+			c := b.Edge(id)
+			switch i {
+			case 0: // reinforced in place, as Observe does
+				c.Provenance = append(c.Provenance, sighting)
+				c.Evidence++
+			case 1: // a new assertion
+				c.Assertion = &Assertion{Predicate: "under", Value: "shelf"}
+			case 2: // a provenance regrown past the copy's room
+				c.Provenance = append(c.Provenance, sighting, sighting, sighting)
+			}
+			copies[i], want[i] = c, *c
+			want[i].Provenance = slices.Clone(c.Provenance)
+			if c.Assertion != nil {
+				a := *c.Assertion
+				want[i].Assertion = &a
+			}
+			if err := b.PutEdge(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Read(func(r Reader) {
+		for i, id := range ids {
+			got := r.Edge(id)
+			if same := got == copies[i]; same != (i == 0) {
+				t.Errorf("edge %d: committed the batch's copy itself %v, want %v", i, same, i == 0)
+			}
+			if !inOwnBox(got) {
+				t.Errorf("edge %d: its assertion or provenance lies outside its allocation", i)
+			}
+			if got.Evidence != want[i].Evidence || !reflect.DeepEqual(got.Assertion, want[i].Assertion) || !reflect.DeepEqual(got.Provenance, want[i].Provenance) {
+				t.Errorf("edge %d: committed %+v / %+v / %d, want %+v / %+v / %d", i, got.Assertion, got.Provenance, got.Evidence,
+					want[i].Assertion, want[i].Provenance, want[i].Evidence)
+			}
+		}
+	})
+	for i := range held {
+		if !reflect.DeepEqual(*heldAt[i], held[i]) {
+			t.Errorf("edge %d: the version a reader held changed", i)
+		}
 	}
 }
