@@ -49,9 +49,9 @@ type Batch struct {
 	stale []uint64
 	// written tallies the bytes set, by table, for Store.Written.
 	written Written
-	// boxes holds the edges Edge copied for this batch into a box
-	// (cloneEdge): flush commits such an edge as it is, without a
-	// second copy, if its assertion and provenance are still the box's.
+	// boxes holds the edges made for this batch in a box (Edge's copies,
+	// Observe's new edges): flush commits such an edge as it is, without
+	// a second copy, if its assertion and provenance are still the box's.
 	boxes map[*Edge]struct{}
 }
 
@@ -242,11 +242,17 @@ func (b *Batch) Edge(id string) *Edge {
 	}
 	c := cloneEdge(e)
 	b.edges[id] = c
+	b.ownBox(c)
+	return c
+}
+
+// ownBox records that e, in a box made for this batch alone (cloneEdge,
+// newBoxedEdge), may be committed as it is.
+func (b *Batch) ownBox(e *Edge) {
 	if b.boxes == nil {
 		b.boxes = map[*Edge]struct{}{}
 	}
-	b.boxes[c] = struct{}{}
-	return c
+	b.boxes[e] = struct{}{}
 }
 
 // PutEdge stages e. A new edge (no ID) gets an id and a compact seq, and

@@ -102,10 +102,13 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		return e, false, b.PutEdge(e)
 	}
-	e := &Edge{
+	// The edge, its sighting and its assertion in one box, which the
+	// batch commits as it is (packEdge).
+	e, box := newBoxedEdge(o.Provenance)
+	*e = Edge{
 		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
 		Scope:      Scope{TimeRange: TimeRange{From: o.Provenance.ObservedAt, To: o.Provenance.ObservedAt}, Location: o.Location, Audience: o.Audience},
-		Provenance: []Provenance{o.Provenance}, Evidence: 1,
+		Provenance: e.Provenance, Evidence: 1,
 		Confidence: conf, Belief: Belief{Score: 0.5},
 		Salience: Salience{
 			Score: wave.Reinforce(0, o.Reinforce), DecayFn: string(o.Decay),
@@ -116,7 +119,8 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	e.Belief.Observe(conf, at)
 	e.Confidence = e.Belief.Score
 	if o.Predicate != "" || o.Value != "" {
-		e.Assertion = &Assertion{Predicate: Canonical(o.Predicate), Value: o.Value}
+		*box = Assertion{Predicate: Canonical(o.Predicate), Value: o.Value}
+		e.Assertion = box
 	}
 	if o.Embed != nil {
 		v, err := o.Embed()
@@ -133,6 +137,7 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	if err := b.putEdge(e, b.key); err != nil {
 		return nil, false, err
 	}
+	b.ownBox(e)
 	if reg != nil {
 		if err := b.settle(e, reg); err != nil {
 			return nil, false, err

@@ -163,6 +163,16 @@ func boxed[A any](e *Edge, n int) *Edge {
 	return &b.e
 }
 
+// newBoxedEdge returns a zero edge whose provenance is p, in a box with
+// room for an assertion, and that assertion's place (unset): a new edge
+// that its batch commits as it is (packEdge) if its assertion and
+// provenance are still the box's then (inOwnBox).
+func newBoxedEdge(p Provenance) (*Edge, *Assertion) {
+	b := &packedEdge[[1]Provenance]{p: [1]Provenance{p}}
+	b.e.Provenance = b.p[:]
+	return &b.e, &b.a
+}
+
 // boxRoom is boxEdge with room for one more provenance entry than e
 // holds: a batch's copy of a committed edge (cloneEdge), which it
 // commits as it is (packEdge) if the assertion and provenance are still

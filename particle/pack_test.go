@@ -388,3 +388,52 @@ func TestBatchCopyOfAnEdgeIsCommittedAsItIs(t *testing.T) {
 		}
 	}
 }
+
+// TestNewEdgeIsCommittedAsItIs: an edge Observe creates is built in its
+// box and committed as it is; one seen again in the same batch (its
+// provenance regrown past the box) is boxed anew, with both sightings.
+func TestNewEdgeIsCommittedAsItIs(t *testing.T) {
+	s := openFactsStore(t)
+	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	var once, twice *Edge
+	if _, err := s.Update(context.Background(), func(b *Batch) error {
+		ids, err := putThings(b, DefaultNamespace, 3)
+		if err != nil {
+			return err
+		}
+		obs := func(i int, at time.Time) (*Edge, error) {
+			e, _, err := b.Observe(Observation{Namespace: DefaultNamespace, Source: ids[i], Target: ids[i+1], Type: EdgeAssertion,
+				Predicate: "near", Confidence: 0.5, At: at, Provenance: Provenance{EpisodeID: "ep-1", Agent: "ur5-alpha", ObservedAt: at}})
+			return e, err
+		}
+		if once, err = obs(0, t0); err != nil {
+			return err
+		}
+		if twice, err = obs(1, t0); err != nil {
+			return err
+		}
+		_, err = obs(1, t0.Add(time.Minute))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Read(func(r Reader) {
+		for _, c := range []struct {
+			e    *Edge
+			same bool
+			seen int
+		}{{once, true, 1}, {twice, false, 2}} {
+			got := r.Edge(c.e.ID)
+			if got == nil {
+				t.Fatalf("edge %s not committed", c.e.ID)
+			}
+			if (got == c.e) != c.same || !inOwnBox(got) {
+				t.Errorf("edge %s: committed Observe's edge itself %v (want %v), in its own box %v", c.e.ID, got == c.e, c.same, inOwnBox(got))
+			}
+			if len(got.Provenance) != c.seen || got.Assertion == nil || got.Assertion.Predicate != "near" {
+				t.Errorf("edge %s: %d sightings, assertion %+v; want %d, near", c.e.ID, len(got.Provenance), got.Assertion, c.seen)
+			}
+			checkPacked(t, "edge "+got.ID, got)
+		}
+	})
+}
