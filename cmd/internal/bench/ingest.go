@@ -467,7 +467,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		r.fig["ingest.index_catchup_ms"] = ms(time.Since(t))
 	}
 	pr.drain()
-	r.lagFigures("ingest.bulk_", pr, false)
+	r.lagFigures("ingest.bulk_", pr, false, nil)
 	r.say("ingest: %d steps in %.1fs = %.0f steps/s (%.1f MB/s; publishing alone %.0f steps/s); index caught up %.0f ms later",
 		bulkSteps, took.Seconds(), r.fig["ingest.steps_per_s"], r.fig["ingest.mb_per_s"], r.fig["ingest.publish_steps_per_s"],
 		r.fig["ingest.index_catchup_ms"])
@@ -487,6 +487,14 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.say("ingest: paced phase, %d messages (%d steps) at %.0f steps/s, every step timed", len(paced), pacedSteps, rate)
 	pub = client.NewPublisher(r.js, r.prefix, msgRate)
 	gc0 := readGC()
+	var marks *markPhases
+	if r.d != nil {
+		// The daemon's collections are this process's: each step's wait
+		// is checked against their mark phases below.
+		mctx, stop := context.WithCancel(ctx)
+		defer stop()
+		marks = watchMarks(mctx)
+	}
 	t0 = time.Now()
 	for _, m := range paced {
 		if ctx.Err() != nil {
@@ -514,7 +522,11 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.writerFigures("ingest.paced_", updates().Sub(u0), pacedSteps, time.Since(t0))
 	r.fig["ingest.visibility_seconds"] = time.Since(t0).Seconds()
 	pr.drain()
-	r.lagFigures("ingest.", pr, true)
+	var marking []timeSpan
+	if marks != nil {
+		marking = marks.spans()
+	}
+	r.lagFigures("ingest.", pr, true, marking)
 	gcNote := ""
 	if r.d != nil {
 		// The daemon shares this process: its collections are these. A
@@ -532,6 +544,11 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.say("ingest: visibility at %.0f steps/s (of %.0f asked): p50 %.1f ms, p99 %.1f ms (graph commit p99 %.1f ms)%s",
 		r.fig["ingest.visibility_rate_steps_per_s"], rate, r.fig["ingest.visibility_p50_ms"], r.fig["ingest.visibility_p99_ms"],
 		r.fig["ingest.commit_visibility_p99_ms"], gcNote)
+	if marks != nil {
+		r.say("ingest: %.1f%% of the steps waited through one of the collector's %.0f mark phases (%.2f s of marking) or the second after it; the others' lag p50 %.1f ms, p99 %.1f ms",
+			100*r.fig["ingest.visibility_share_near_marking"], r.fig["ingest.visibility_mark_phases"], r.fig["ingest.visibility_marking_s"],
+			r.fig["ingest.visibility_clear_of_marking_p50_ms"], r.fig["ingest.visibility_clear_of_marking_p99_ms"])
+	}
 	if r.d != nil {
 		f := func(stage string) float64 { return r.fig["ingest.paced_writer_"+stage+"_us_per_step"] }
 		r.say("ingest: the graph writer was busy %.0f%% of the paced phase, per step: apply %.0f µs, encode %.0f, Badger's commit %.0f, publish %.0f; batches of %.1f steps",
@@ -595,21 +612,49 @@ func countSteps(ms []pubMsg) int {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// lagFigures turns the finished probes into figures under prefix.
-func (r *runner) lagFigures(prefix string, pr *probes, commit bool) {
-	var vis, view dist
+// markAftermath is how long after a mark phase a step counts as near
+// it: the backlog a phase leaves at the bench's paced rate drains within
+// about a second (thirty-fourth round's traces).
+const markAftermath = time.Second
+
+// lagFigures turns the finished probes into figures under prefix. With
+// marks (the collector's mark phases while they were sent), the steps
+// whose wait overlapped none of them, nor the second after one, have
+// their own figures: what the lag is clear of the collections.
+func (r *runner) lagFigures(prefix string, pr *probes, commit bool, marks []timeSpan) {
+	near := make([]timeSpan, len(marks))
+	for i, m := range marks {
+		near[i] = timeSpan{m.from, m.to.Add(markAftermath)}
+	}
+	var vis, view, outside dist
 	for _, p := range pr.take() {
 		view.addDur(p.view.Sub(p.pub), time.Millisecond)
+		seen := p.view
 		if !p.index.IsZero() {
-			vis.addDur(p.index.Sub(p.pub), time.Millisecond)
-		} else {
-			vis.addDur(p.view.Sub(p.pub), time.Millisecond)
+			seen = p.index
+		}
+		vis.addDur(seen.Sub(p.pub), time.Millisecond)
+		if marks != nil && !overlaps(near, p.pub, seen) {
+			outside.addDur(seen.Sub(p.pub), time.Millisecond)
 		}
 	}
 	r.fig[prefix+"visibility_probes"] = float64(vis.n())
 	r.fig[prefix+"visibility_p50_ms"] = vis.pct(50)
 	r.fig[prefix+"visibility_p99_ms"] = vis.pct(99)
 	r.fig[prefix+"visibility_max_ms"] = vis.pct(100)
+	if marks != nil {
+		var marking time.Duration
+		for _, s := range marks {
+			marking += s.to.Sub(s.from)
+		}
+		r.fig[prefix+"visibility_mark_phases"] = float64(len(marks))
+		r.fig[prefix+"visibility_marking_s"] = marking.Seconds()
+		r.fig[prefix+"visibility_share_near_marking"] = 1 - float64(outside.n())/float64(max(vis.n(), 1))
+		if outside.n() > 0 {
+			r.fig[prefix+"visibility_clear_of_marking_p50_ms"] = outside.pct(50)
+			r.fig[prefix+"visibility_clear_of_marking_p99_ms"] = outside.pct(99)
+		}
+	}
 	if commit {
 		r.fig[prefix+"commit_visibility_p50_ms"] = view.pct(50)
 		r.fig[prefix+"commit_visibility_p99_ms"] = view.pct(99)

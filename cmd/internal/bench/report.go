@@ -147,6 +147,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{fmt.Sprintf("step visible to the planner, p50 / p99 ms (at %s of the %s steps/s asked)", n("ingest.visibility_rate_steps_per_s", 0), n("ingest.visibility_asked_steps_per_s", 0)),
 			pair("ingest.visibility_p50_ms", "ingest.visibility_p99_ms", 1), "—", "p99 ≤ 100", verdict("ingest.visibility_p99_ms")},
 		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},
+		{"… the steps whose wait overlapped no mark phase of the collector nor the second after one, p50 / p99 ms; the share of steps that did; mark phases, s of marking",
+			pair("ingest.visibility_clear_of_marking_p50_ms", "ingest.visibility_clear_of_marking_p99_ms", 1) + "; " + n("ingest.visibility_share_near_marking", 3) +
+				"; " + n("ingest.visibility_mark_phases", 0) + ", " + n("ingest.visibility_marking_s", 2), "—", "", ""},
 		{"… graph bytes written per step, bulk / paced phase (of which nodes, edges, episodes, stored steps)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
 		{"… graph writer, bulk / paced phase: busy; µs per step applying + encoding + in Badger's commit + publishing; steps per batch", writer("ingest.bulk_") + " / " + writer("ingest.paced_"), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
