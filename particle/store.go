@@ -34,6 +34,14 @@ type Options struct {
 	// badgerOptions). 0 keeps every value in the tree. DefaultOptions
 	// sets DefaultValueThreshold. Ignored InMemory.
 	ValueThreshold int
+	// MemTableSize is the bytes of each of Badger's memtables: a full
+	// one is written out as a table in one go, a few hundred
+	// milliseconds of a core at Badger's default 64 MiB, during which
+	// everything else the daemon runs (JetStream's delivery to ingest
+	// above all) waits for a core; a transaction may hold 15% of it.
+	// DefaultOptions sets DefaultMemTableSize; 0 keeps Badger's default.
+	// Ignored InMemory.
+	MemTableSize int64
 	// ViewSnapshot: Close writes the view's tables to a snapshot file
 	// in Dir, and Open loads from it instead of scanning Badger when
 	// Badger has had no write since (viewsnap.go). DefaultOptions sets
@@ -45,7 +53,7 @@ type Options struct {
 
 // DefaultOptions returns the options for a store in dir.
 func DefaultOptions(dir string) Options {
-	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: DefaultValueThreshold, ViewSnapshot: true}
+	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: DefaultValueThreshold, MemTableSize: DefaultMemTableSize, ViewSnapshot: true}
 }
 
 func (o *Options) ensureDefaults() {
@@ -161,6 +169,18 @@ func Open(o Options) (*Store, error) {
 // small values stay in the tree.
 const DefaultValueThreshold = 128
 
+// DefaultMemTableSize is Options.MemTableSize by default: 16 MiB, a
+// quarter of Badger's default. Writing a full memtable out as a table
+// took a core for about 0.35 s at 64 MiB, and JetStream's delivery to
+// the consumer slowed to a trickle meanwhile: at the medium bench's
+// paced rate the visibility p99 of the steps clear of the collector's
+// mark phases was 173-701 ms at 64 MiB and 154-211 ms at 16 MiB, the
+// whole p99 412-836 against 233-576 ms (four interleaved pairs), bulk
+// ingest unchanged (BENCHMARKS.md, thirty-fourth round). A transaction
+// may then hold 2.4 MB of keys and pointers, several times an ingest
+// batch's.
+const DefaultMemTableSize = 16 << 20
+
 // maxValueThreshold is Badger's default threshold (1 MiB), which keeps
 // every value of this store in the tree; Badger refuses larger ones.
 const maxValueThreshold = 1 << 20
@@ -169,6 +189,9 @@ const maxValueThreshold = 1 << 20
 // by BenchmarkReopen and BenchmarkWrite (reopen_bench_test.go) for values
 // of 1.5-4 KB (a 384-d embedding and its record) written in bulk:
 //
+//   - memtables of Options.MemTableSize (DefaultMemTableSize, 16 MiB),
+//     a quarter of Badger's default, so that writing one out does not
+//     hold a core for long;
 //   - no conflict detection: one batch writes at a time (Update holds
 //     the writer's lock through its commit), so there is nothing for it
 //     to find, and it cost a map entry per key written and per key read
@@ -211,6 +234,9 @@ func badgerOptions(o Options) badger.Options {
 		WithDetectConflicts(false).
 		WithCompression(options.None).
 		WithBlockCacheSize(0)
+	if !o.InMemory && o.MemTableSize > 0 {
+		bo = bo.WithMemTableSize(o.MemTableSize)
+	}
 	if !o.InMemory && o.ValueThreshold > 0 {
 		// (An in-memory store has no value log: every value stays in
 		// the tree, whatever its size.)

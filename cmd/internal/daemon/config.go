@@ -79,6 +79,10 @@ type Config struct {
 		// compactions, faster ingest; replaced values take disk until
 		// value-log GC); 0 keeps all in the tree.
 		ValueThreshold int `yaml:"value_threshold"`
+		// MemTableMiB is the size of each of Badger's memtables, MiB
+		// (particle.Options.MemTableSize): writing a full one out holds
+		// a core for its length, and ingest's delivery stalls meanwhile.
+		MemTableMiB int `yaml:"memtable_mib"`
 		// ViewSnapshot: a clean shutdown copies the graph's nodes,
 		// edges and episodes to DIR/graph/view.snapshot, and the next
 		// start loads them from it when the graph has not been written
@@ -179,6 +183,7 @@ func DefaultConfig() Config {
 	c.Storage.GCInterval = 10 * time.Minute
 	c.Storage.GCDiscardRatio = 0.5
 	c.Storage.ValueThreshold = particle.DefaultValueThreshold
+	c.Storage.MemTableMiB = particle.DefaultMemTableSize >> 20
 	c.Storage.ViewSnapshot = true
 	c.Retention.Interval = time.Hour
 	c.Retention.Action = "archive"
@@ -261,6 +266,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Storage.ValueThreshold < 0 || c.Storage.ValueThreshold > 1<<20 {
 		errs = append(errs, fmt.Errorf("storage.value_threshold %d outside 0..1048576", c.Storage.ValueThreshold))
+	}
+	if c.Storage.MemTableMiB < 4 || c.Storage.MemTableMiB > 1024 {
+		// Below 4 MiB a transaction (15% of it) could not hold an
+		// ingest batch's keys.
+		errs = append(errs, fmt.Errorf("storage.memtable_mib %d outside 4..1024", c.Storage.MemTableMiB))
 	}
 	if c.Retention.Enabled && c.Retention.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("retention.interval %v must be > 0", c.Retention.Interval))

@@ -114,6 +114,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so := particle.DefaultOptions(filepath.Join(cfg.Data, "graph"))
 	so.SyncWrites = cfg.Ingest.SyncWrites
 	so.ValueThreshold = cfg.Storage.ValueThreshold
+	so.MemTableSize = int64(cfg.Storage.MemTableMiB) << 20
 	so.ViewSnapshot = cfg.Storage.ViewSnapshot
 	so.Logger = log.With("component", "particle")
 	// The graph loads beside the vector snapshot and the keyword index's

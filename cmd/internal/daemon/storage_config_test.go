@@ -54,3 +54,23 @@ func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
 		t.Errorf("GC percent %d after a start with the default, want the 150 set before", gc)
 	}
 }
+
+func TestStorageMemTableIsValidated(t *testing.T) {
+	if got := testConfig(t.TempDir()).Storage.MemTableMiB; got != 16 {
+		t.Errorf("default storage.memtable_mib %d, want 16", got)
+	}
+	for _, v := range []int{0, 3, 1025} {
+		cfg := testConfig(t.TempDir())
+		cfg.Storage.MemTableMiB = v
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "storage.memtable_mib") {
+			t.Errorf("memtable_mib %d validated: %v", v, err)
+		}
+	}
+	for _, v := range []int{4, 64, 1024} {
+		cfg := testConfig(t.TempDir())
+		cfg.Storage.MemTableMiB = v
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("memtable_mib %d refused: %v", v, err)
+		}
+	}
+}
