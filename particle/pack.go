@@ -70,8 +70,9 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 // first: a batch's edge may share arrays with the version readers see,
 // or with other edges of its step.
 //
-// With inBox, e is a box already (cloneEdge's, inOwnBox) that only the
-// caller holds: it is packed where it is, without another copy.
+// With inBox, e is a box already (cloneEdge's or newBoxedEdge's, its
+// assertion and provenance still in it: inOwnBox) that only the caller
+// holds: it is packed where it is, without another copy.
 func packEdge(e *Edge, inBox bool) *Edge {
 	if !inBox {
 		e = boxEdge(e)
