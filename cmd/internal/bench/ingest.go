@@ -522,11 +522,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.writerFigures("ingest.paced_", updates().Sub(u0), pacedSteps, time.Since(t0))
 	r.fig["ingest.visibility_seconds"] = time.Since(t0).Seconds()
 	pr.drain()
-	var marking []timeSpan
-	if marks != nil {
-		marking = marks.spans()
-	}
-	r.lagFigures("ingest.", pr, true, marking)
+	r.lagFigures("ingest.", pr, true, marks)
 	gcNote := ""
 	if r.d != nil {
 		// The daemon shares this process: its collections are these. A
@@ -618,13 +614,16 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 const markAftermath = time.Second
 
 // lagFigures turns the finished probes into figures under prefix. With
-// marks (the collector's mark phases while they were sent), the steps
-// whose wait overlapped none of them, nor the second after one, have
-// their own figures: what the lag is clear of the collections.
-func (r *runner) lagFigures(prefix string, pr *probes, commit bool, marks []timeSpan) {
-	near := make([]timeSpan, len(marks))
-	for i, m := range marks {
-		near[i] = timeSpan{m.from, m.to.Add(markAftermath)}
+// marks (the collector's mark phases watched while they were sent), the
+// steps whose wait overlapped none of them, nor the second after one,
+// have their own figures: what the lag is clear of the collections.
+func (r *runner) lagFigures(prefix string, pr *probes, commit bool, marks *markPhases) {
+	var spans, near []timeSpan
+	if marks != nil {
+		spans = marks.spans()
+		for _, m := range spans {
+			near = append(near, timeSpan{m.from, m.to.Add(markAftermath)})
+		}
 	}
 	var vis, view, outside dist
 	for _, p := range pr.take() {
@@ -644,10 +643,10 @@ func (r *runner) lagFigures(prefix string, pr *probes, commit bool, marks []time
 	r.fig[prefix+"visibility_max_ms"] = vis.pct(100)
 	if marks != nil {
 		var marking time.Duration
-		for _, s := range marks {
+		for _, s := range spans {
 			marking += s.to.Sub(s.from)
 		}
-		r.fig[prefix+"visibility_mark_phases"] = float64(len(marks))
+		r.fig[prefix+"visibility_mark_phases"] = float64(len(spans))
 		r.fig[prefix+"visibility_marking_s"] = marking.Seconds()
 		r.fig[prefix+"visibility_share_near_marking"] = 1 - float64(outside.n())/float64(max(vis.n(), 1))
 		if outside.n() > 0 {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"time"
 )
@@ -15,7 +16,7 @@ import (
 // the runtime counts both pauses in /sched/pauses/total/gc:seconds and
 // the finished cycles in /gc/cycles/total:gc-cycles: a cycle marks from
 // the pause count's 2k+1st pause until the cycle count passes k. A
-// poll every pollEvery places each phase to within that.
+// poll every markPollEvery places each phase to within that.
 type markPhases struct {
 	mu     sync.Mutex
 	phases []timeSpan
@@ -86,7 +87,7 @@ func (m *markPhases) note(marking bool, now time.Time) {
 func (m *markPhases) spans() []timeSpan {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := append(make([]timeSpan, 0, len(m.phases)+1), m.phases...)
+	out := slices.Clone(m.phases)
 	if !m.open.IsZero() {
 		out = append(out, timeSpan{m.open, time.Now()})
 	}
