@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // Answer is the stitched subgraph the planner returns.
@@ -27,6 +28,11 @@ type Answer struct {
 	StrategyReason string `json:"strategy_reason,omitempty"`
 	// Truncated is true when the budget cut the expansion short.
 	Truncated bool `json:"truncated"`
+	// Search is the work of the prefilter's vector search (an IVF
+	// index's; zero for the others), to explain the prefilter's time:
+	// the daemon's metrics and the bench read it. The answer's formats
+	// leave it out.
+	Search wave.SearchStats `json:"-"`
 }
 
 // Reset empties a for reuse by [Planner.PlanInto]: its lists keep their

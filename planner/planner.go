@@ -166,6 +166,7 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 			PrefilterUS: us(t2.Sub(t1)), KeywordUS: keywordUS, ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
 		}
 	})
+	ans.Search = run.search
 	ans.Strategy, ans.StrategyReason = strategy, reason
 	ans.ContextState, err = p.contextState(ctx, run, ans, seeds)
 	if err != nil {
@@ -256,7 +257,8 @@ func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]flo
 func (p *Planner) prefilter(run *run) []wave.Hit {
 	// The keys rule out most of what admits and episodeAdmits would
 	// reject, before the index scores it; allow decides.
-	f := &wave.Filter{Allow: run.allow, Hint: run.r.HintEdgeFacts, MinConfidence: wave.MinConfidenceLevel(run.req.MinConfidence)}
+	f := &wave.Filter{Allow: run.allow, Hint: run.r.HintEdgeFacts, MinConfidence: wave.MinConfidenceLevel(run.req.MinConfidence),
+		Stats: &run.search}
 	if tw := run.req.TimeWindow; tw != nil {
 		f.From, f.To = unixNano(tw.From), unixNano(tw.To)
 	}

@@ -46,6 +46,8 @@ type run struct {
 
 	fc      factCheck // the request's constraints for edge facts, once compiled
 	fcReady bool
+
+	search wave.SearchStats // the prefilter's vector search's work
 }
 
 // state is the run's pooled state, taken on first use.

@@ -63,6 +63,23 @@ type Filter struct {
 	// asks Allow the same questions, in the same order, with or without
 	// it. The IVF uses it; the other indexes ignore it.
 	Hint func(id uint64)
+	// Stats, when set, has the IVF add what the search did to it (see
+	// [SearchStats]); it changes nothing about the search. The other
+	// indexes leave it as it was.
+	Stats *SearchStats
+}
+
+// SearchStats is the work of IVF searches, to explain their time: a
+// search whose filter has Stats set adds its own to it.
+type SearchStats struct {
+	// Lists is how many inverted lists the searches scanned (an agent's
+	// own list, in an index split by agent, counts as one).
+	Lists int
+	// Scored is how many items' codes they scored: the items of those
+	// lists that the filter's Meta fields let through.
+	Scored int
+	// Asked is how many times they asked Filter.Allow.
+	Asked int
 }
 
 // Admits reports whether an item passes the filter.

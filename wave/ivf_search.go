@@ -74,19 +74,23 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != x.dim {
 		return nil
 	}
+	var stats *SearchStats
+	if f != nil {
+		stats = f.Stats
+	}
 	if f.isZero() {
 		f = nil
 	}
 	if sd := x.side.Load(); sd != nil && f != nil && oneAgent(f.Agent) && sd.ready.Load() {
-		return x.searchSplit(sd, q, k, f)
+		return x.searchSplit(sd, q, k, f, stats)
 	}
-	return x.search(q, k, f, nil, int(x.nprobe.Load()))
+	return x.search(q, k, f, nil, int(x.nprobe.Load()), stats)
 }
 
 // search is Search over x's lists probing nprobe of them at least, with
 // the list pre (if any), whose codes are of whole vectors, scanned whole
-// first.
-func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int) []Hit {
+// first. It adds what it did to stats, if not nil.
+func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, stats *SearchStats) []Hit {
 	st := x.st.Load()
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
@@ -266,6 +270,11 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int) [
 	flush()
 	s.asks = asks
 	s.order = order
+	if stats != nil {
+		stats.Lists += len(s.refs)
+		stats.Scored += passed
+		stats.Asked += asked
+	}
 	return s.rerank(q, k, x.dim)
 }
 

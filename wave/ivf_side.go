@@ -262,7 +262,7 @@ func (sd *ivfSide) bytes(dim int) int {
 
 // searchSplit is Search for a filter naming one agent on a ready split:
 // the catch-alls' index searched with the agent's list scanned first.
-func (x *IVF) searchSplit(sd *ivfSide, q []float32, k int, f *Filter) []Hit {
+func (x *IVF) searchSplit(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) []Hit {
 	var pre *listData
 	al := sd.lists.Load()
 	if slot, ok := al.slot[f.Agent]; ok {
@@ -273,5 +273,5 @@ func (x *IVF) searchSplit(sd *ivfSide, q []float32, k int, f *Filter) []Hit {
 	// unfiltered search of x does of x's, and at least 8 (on the medium
 	// bench, 4 gave the same-agent queries recall@10 0.91, 8 0.95).
 	nprobe := max(8, int(x.nprobe.Load())*len(sh.st.Load().lists)/max(1, len(x.st.Load().lists)))
-	return sh.search(q, k, f, pre, nprobe)
+	return sh.search(q, k, f, pre, nprobe, stats)
 }

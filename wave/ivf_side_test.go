@@ -89,8 +89,13 @@ func TestSplitByAgentRecall(t *testing.T) {
 		for _, q := range qs[:20] {
 			hits := x.Search(q, 10, f)
 			checkHits(t, hits, 10, f, func(id uint64) (Meta, bool) { return splitMeta(int(id)), id < n })
-			if via := x.searchSplit(sd, q, 10, f); !slices.Equal(hits, via) {
+			var st SearchStats
+			if via := x.searchSplit(sd, q, 10, f, &st); !slices.Equal(hits, via) {
 				t.Fatalf("filter %+v: Search gave %v, the split %v", *f, hits, via)
+			}
+			// The agent's own list, then at least 8 of the catch-alls'.
+			if st.Lists < 1+min(8, sd.shared.Lists()) || st.Lists > 1+sd.shared.Lists() || st.Scored == 0 {
+				t.Fatalf("filter %+v: the split's search %+v; the catch-alls have %d lists", *f, st, sd.shared.Lists())
 			}
 		}
 	}

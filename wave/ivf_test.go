@@ -626,3 +626,59 @@ func TestIVFHintAsksTheSameQuestions(t *testing.T) {
 		}
 	}
 }
+
+// TestIVFSearchStats checks what a search adds to Filter.Stats: the
+// lists it scanned, the items it scored and how often it asked Allow,
+// without changing its hits.
+func TestIVFSearchStats(t *testing.T) {
+	x, _ := ivfFixture(t)
+	small, _ := buildIVF(t, fix.vecs[:600], IVFOptions{Seed: 1})
+	t.Run("untrained: one list, every admitted item scored", func(t *testing.T) {
+		asked := 0
+		var st SearchStats
+		f := &Filter{Types: []uint8{1, 2, 3}, Allow: func(uint64) bool { asked++; return true }, Stats: &st}
+		small.Search(fix.queries[0], 10, f)
+		admitted := 0
+		for i := range 600 {
+			if f.admitsMeta(fixMeta(i)) {
+				admitted++
+			}
+		}
+		if st.Lists != 1 || st.Scored != admitted || st.Asked != asked || asked == 0 {
+			t.Fatalf("stats %+v, want 1 list, %d scored, %d asked", st, admitted, asked)
+		}
+	})
+	for _, tc := range append([]struct {
+		name string
+		f    *Filter
+	}{{"no filter", nil}, {"stats alone", &Filter{}}}, filteredCases...) {
+		t.Run(tc.name, func(t *testing.T) {
+			var st SearchStats
+			asked := 0
+			var f Filter
+			if tc.f != nil {
+				f = *tc.f
+			}
+			if allow := f.Allow; allow != nil {
+				f.Allow = func(id uint64) bool { asked++; return allow(id) }
+			}
+			f.Stats = &st
+			for _, q := range fix.queries[:10] {
+				want := x.Search(q, 10, tc.f)
+				before := st
+				if got := x.Search(q, 10, &f); !slices.Equal(got, want) {
+					t.Fatalf("hits %v with Stats, %v without", got, want)
+				}
+				if lists := st.Lists - before.Lists; lists < min(x.NProbe(), x.Lists()) || lists > x.Lists() {
+					t.Fatalf("one search scanned %d lists; nprobe %d of %d", lists, x.NProbe(), x.Lists())
+				}
+				if st.Scored <= before.Scored && tc.name != "none" {
+					t.Fatalf("one search scored %d items", st.Scored-before.Scored)
+				}
+			}
+			if st.Asked != asked || st.Scored > 10*x.Len() {
+				t.Fatalf("stats %+v over 10 searches; Allow asked %d times", st, asked)
+			}
+		})
+	}
+}
