@@ -219,7 +219,7 @@ func TestRunMicro(t *testing.T) {
 		if float64(len(lines)) != rep.Figures[prefix+".calls"] {
 			t.Errorf("%s: %d calls written, %v counted", prefix, len(lines), rep.Figures[prefix+".calls"])
 		}
-		staged := 0
+		staged, searched := 0, 0
 		for _, l := range lines {
 			var c callRecord
 			if err := json.Unmarshal([]byte(l), &c); err != nil || c.Query < 0 || c.Query >= 15 || c.US <= 0 {
@@ -229,9 +229,13 @@ func TestRunMicro(t *testing.T) {
 			if c.PrefilterUS+c.ExpandUS+c.StitchUS > 0 {
 				staged++
 			}
+			if c.Lists > 0 && c.Scored > 0 {
+				searched++
+			}
 		}
-		if inProcess := prefix != "planner.nats_msgpack"; inProcess != (staged > 0) {
-			t.Errorf("%s: %d calls of %d with stage times", prefix, staged, len(lines))
+		// In-process, the daemon's planner says what its IVF did.
+		if inProcess := prefix != "planner.nats_msgpack"; inProcess != (staged > 0) || inProcess != (searched == len(lines)) {
+			t.Errorf("%s: %d calls of %d with stage times, %d with the index search's work", prefix, staged, len(lines), searched)
 		}
 	}
 	// Each phase leaves a CPU and an allocation profile (gzipped protobuf).
@@ -246,7 +250,8 @@ func TestRunMicro(t *testing.T) {
 		"planner.in_process.hops2.p99_us", "exact.planner.in_process.p99_us", "planner.nats.p99_us", "planner.nats_msgpack.hops2.p99_us",
 		"planner.in_process.stage.expand_p99_us", "prefilter.recall_at_10", "reopen_s", "rss_bytes_per_edge", "disk_bytes_per_edge",
 		"ingest.gc_cycles", "ingest.gc_cpu_s", "ingest.visibility_gc_cycles", "ingest.visibility_seconds",
-		"machine.wake_p50_us", "machine.wake_p99_us", "machine.mem_latency_ns", "machine.dot384_ns"} {
+		"machine.wake_p50_us", "machine.wake_p99_us", "machine.mem_latency_ns", "machine.dot384_ns",
+		"planner.in_process.prefilter.lists_p99", "planner.in_process.hops2.prefilter.scored_p50"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("figure %s missing", k)
 		}

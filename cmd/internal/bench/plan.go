@@ -74,6 +74,7 @@ type call struct {
 	query   int // the query's index in the workload
 	lat     time.Duration
 	timings planner.Timings
+	search  wave.SearchStats // the prefilter's index search's work (IVF)
 	nodes   int
 	edges   int
 	trunc   bool
@@ -92,9 +93,12 @@ type result struct {
 	byClass      [2]dist // broad, selective
 	stages       map[string]*dist
 	nodes, edges dist
-	truncated    int
-	timeouts     int
-	qps          float64
+	// lists and scored are the index's work per prefilter
+	// (wave.SearchStats), for calls that searched an IVF.
+	lists, scored dist
+	truncated     int
+	timeouts      int
+	qps           float64
 	// gcCycles counts the garbage collections of this process during
 	// the timed calls (the warm-up excluded).
 	gcCycles uint64
@@ -133,6 +137,10 @@ func (res *result) add(c *call) {
 	}
 	res.nodes.add(float64(c.nodes))
 	res.edges.add(float64(c.edges))
+	if c.search.Lists > 0 {
+		res.lists.add(float64(c.search.Lists))
+		res.scored.add(float64(c.search.Scored))
+	}
 	if c.trunc {
 		res.truncated++
 	}
@@ -250,6 +258,30 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
 	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
 	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
+	if res.lists.n() > 0 {
+		for _, w := range []struct {
+			name string
+			d    *dist
+		}{{"lists", &res.lists}, {"scored", &res.scored}} {
+			r.fig[prefix+"prefilter."+w.name+"_p50"] = w.d.pct(50)
+			r.fig[prefix+"prefilter."+w.name+"_p99"] = w.d.pct(99)
+			r.fig[prefix+"prefilter."+w.name+"_mean"] = w.d.mean()
+		}
+		// The same-agent queries apart: with the index split by agent
+		// they scan their agent's list and then the catch-alls' index
+		// until it stops improving their candidates.
+		var lists, scored dist
+		for _, c := range res.calls {
+			if c.search.Lists > 0 && r.qs[c.query].Request.SameAgent {
+				lists.add(float64(c.search.Lists))
+				scored.add(float64(c.search.Scored))
+			}
+		}
+		if lists.n() > 0 {
+			r.fig[prefix+"prefilter.same_agent.lists_mean"] = lists.mean()
+			r.fig[prefix+"prefilter.same_agent.scored_mean"] = scored.mean()
+		}
+	}
 }
 
 // callRecord is one timed call as writeCalls writes it.
@@ -262,6 +294,8 @@ type callRecord struct {
 	ExpandUS    int64 `json:"expand_us,omitempty"`
 	RerankUS    int64 `json:"rerank_us,omitempty"`
 	StitchUS    int64 `json:"stitch_us,omitempty"`
+	Lists       int   `json:"lists,omitempty"`  // the prefilter's index search (IVF): lists scanned
+	Scored      int   `json:"scored,omitempty"` // … and items scored
 	Nodes       int   `json:"nodes,omitempty"`
 	Edges       int   `json:"edges,omitempty"`
 }
@@ -281,7 +315,8 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 	for _, c := range res.calls {
 		t := c.timings
 		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Timeout: c.timeout,
-			PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS, Nodes: c.nodes, Edges: c.edges})
+			PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
+			Lists: c.search.Lists, Scored: c.search.Scored, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
 			return err
 		}
@@ -381,7 +416,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 						if err != nil {
 							return fmt.Errorf("query %d: %w", i, err)
 						}
-						c.timings, c.nodes, c.edges, c.trunc = ans.Timings, len(ans.Nodes), len(ans.Edges), ans.Truncated
+						c.timings, c.search, c.nodes, c.edges, c.trunc = ans.Timings, ans.Search, len(ans.Nodes), len(ans.Edges), ans.Truncated
 						return nil
 					}, func() {}, nil
 				})

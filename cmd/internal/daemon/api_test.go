@@ -152,6 +152,11 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	if code := httpDo(t, d, "POST", "/v1/context", planner.Request{Query: "red block"}, nil); code != 200 {
 		t.Fatalf("POST /v1/context: %d", code)
 	}
+	// Seeded by the vector index (the default IVF), whose work per
+	// prefilter the metrics count.
+	if code := httpDo(t, d, "POST", "/v1/context", planner.Request{Query: "red block", Strategy: planner.StrategySemantic}, nil); code != 200 {
+		t.Fatalf("POST /v1/context: %d", code)
+	}
 	// The NATS reply's encoding and hand-off were timed; the HTTP
 	// answer's encoding counts in the stage, not as a NATS reply. The
 	// responder records its times once the reply is handed off, which
@@ -183,8 +188,8 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	for _, want := range []string{
 		`ctxgraph_ingest_messages_total{result="applied",stream="RLDS"} 40`,
 		`ctxgraph_planner_stage_seconds_bucket{stage="prefilter"`,
-		`ctxgraph_planner_stage_seconds_count{stage="total"} 2`,
-		`ctxgraph_planner_stage_seconds_count{stage="encode"} 2`,
+		`ctxgraph_planner_stage_seconds_count{stage="total"} 3`,
+		`ctxgraph_planner_stage_seconds_count{stage="encode"} 3`,
 		`ctxgraph_planner_stage_seconds_count{stage="reply"} 1`,
 		`ctxgraph_store_steps 32`,
 		`ctxgraph_ingest_lag_messages 0`,
@@ -194,6 +199,22 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// The semantic request's prefilter (and the others', if their
+	// strategy searched the index) scanned lists and scored items.
+	for _, h := range []string{"ctxgraph_planner_prefilter_lists", "ctxgraph_planner_prefilter_scored"} {
+		var n, sum float64
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, h+"_count "); ok {
+				n, _ = strconv.ParseFloat(v, 64)
+			}
+			if v, ok := strings.CutPrefix(line, h+"_sum "); ok {
+				sum, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if n < 1 || sum < n {
+			t.Errorf("/metrics: %s count %v, sum %v; want at least one prefilter, each with work", h, n, sum)
 		}
 	}
 	// Counters that must have counted: the bytes written, by table (the

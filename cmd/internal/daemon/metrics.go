@@ -17,6 +17,9 @@ type metrics struct {
 	batchSeconds    *prometheus.HistogramVec
 	plannerRequests *prometheus.CounterVec
 	plannerStage    *prometheus.HistogramVec
+	// prefilterLists and prefilterScored are the IVF's work per planner
+	// prefilter (wave.SearchStats): its tail is queries that scan far.
+	prefilterLists, prefilterScored prometheus.Histogram
 	// stage holds plannerStage's observers, resolved once rather than
 	// by label on every request.
 	stage plannerStageObservers
@@ -45,16 +48,30 @@ func newMetrics() *metrics {
 		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage: embed, prefilter, expand, rerank, stitch, total (the plan); request (decoding and plan); encode (the answer in its format); reply (handing it to NATS).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	}, []string{"stage"})
+	m.prefilterLists = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "ctxgraph_planner_prefilter_lists", Help: "Inverted lists the IVF index scanned per planner prefilter (vectors.nprobe at least; more under a selective filter).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+	})
+	m.prefilterScored = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "ctxgraph_planner_prefilter_scored", Help: "Items whose codes the IVF index scored per planner prefilter (those of the scanned lists that the request's time window, agent, site and confidence let through).",
+		Buckets: prometheus.ExponentialBuckets(16, 2, 14),
+	})
 	o := m.plannerStage.WithLabelValues
 	m.stage = plannerStageObservers{embed: o("embed"), prefilter: o("prefilter"), expand: o("expand"), rerank: o("rerank"),
 		stitch: o("stitch"), total: o("total"), request: o("request"), encode: o("encode"), reply: o("reply")}
-	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage,
+	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage, m.prefilterLists, m.prefilterScored,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-func (m *metrics) observePlan(t planner.Timings, request time.Duration) {
-	st := &m.stage
+// observePlan records a planned answer's stages, its prefilter's work
+// (when an IVF searched) and the whole request's time.
+func (m *metrics) observePlan(ans *planner.Answer, request time.Duration) {
+	if s := ans.Search; s.Lists > 0 {
+		m.prefilterLists.Observe(float64(s.Lists))
+		m.prefilterScored.Observe(float64(s.Scored))
+	}
+	t, st := ans.Timings, &m.stage
 	for _, s := range []struct {
 		o  prometheus.Observer
 		us int64

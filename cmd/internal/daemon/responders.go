@@ -277,7 +277,7 @@ func (d *Daemon) planAnswer(ctx context.Context, c caller, data []byte, ans *pla
 	if len(ans.Unknowns) > 0 {
 		d.recordHiddenUnknowns(ctx, c, req, ans)
 	}
-	d.metrics.observePlan(ans.Timings, time.Since(start))
+	d.metrics.observePlan(ans, time.Since(start))
 	d.metrics.plannerRequests.WithLabelValues("ok").Inc()
 	return req.Format, nil
 }
