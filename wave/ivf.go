@@ -61,7 +61,10 @@ const (
 // # Storage
 //
 // A two-level k-means coarse quantiser (see coarse) splits the vectors
-// into inverted lists. Each list holds, contiguously by position, the
+// into inverted lists; a leaf that would hold over twice the mean share
+// of the training sample is split by k-means of its members (see
+// appendBalanced), so that a query near a dense region scans lists of
+// about the usual length. Each list holds, contiguously by position, the
 // ids, a compact [Meta], a tombstone flag, 4-bit codes with a
 // per-vector offset and step (quant4.go), and a reference to the caller's float32 vector for exact
 // rescoring. IVF does not copy float vectors: [IVF.Add] keeps vec, and

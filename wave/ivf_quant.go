@@ -57,7 +57,8 @@ func nearest(cs, v []float32, dim int) int {
 // kmeansIters bounds the Lloyd iterations of each k-means run.
 const kmeansIters = 8
 
-// trainCoarse fits a coarse quantiser with about nlist leaves to the
+// trainCoarse fits a coarse quantiser with about nlist leaves (more where
+// appendBalanced splits a crowded one) to the
 // sample (unit vectors), deterministically for a given rng.
 func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 	nlist = max(1, min(nlist, len(sample)))
@@ -75,12 +76,45 @@ func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 			// An empty top cluster keeps its centroid as its only leaf.
 			c.leaves = append(c.leaves, top[j*dim:(j+1)*dim]...)
 		} else {
-			cs, _ := kmeans(m, kids, dim, rng)
-			c.leaves = append(c.leaves, cs...)
+			cs, assign := kmeans(m, kids, dim, rng)
+			c.leaves = appendBalanced(c.leaves, cs, assign, m, dim, float64(len(sample))/float64(nlist), rng)
 		}
 		c.first = append(c.first, int32(len(c.leaves)/dim))
 	}
 	return c
+}
+
+// maxLeafShare is how many times the mean share of the sample a leaf may
+// hold before appendBalanced splits it.
+const maxLeafShare = 2
+
+// appendBalanced appends the leaves cs (dim apart; member i of members
+// in leaf assign[i]) to leaves, each leaf holding more than maxLeafShare
+// times mean members split by k-means of its members into about mean
+// each. Dense regions of clustered data draw lists several times the
+// mean length, and a query near one scans them: split, a search's work
+// depends less on where it lands.
+func appendBalanced(leaves, cs []float32, assign []int32, members [][]float32, dim int, mean float64, rng *rand.Rand) []float32 {
+	k := len(cs) / dim
+	counts := make([]int, k)
+	for _, a := range assign {
+		counts[a]++
+	}
+	for l := range k {
+		if float64(counts[l]) <= maxLeafShare*mean {
+			leaves = append(leaves, cs[l*dim:(l+1)*dim]...)
+			continue
+		}
+		var sub [][]float32
+		for i, a := range assign {
+			if int(a) == l {
+				sub = append(sub, members[i])
+			}
+		}
+		parts, _ := kmeans(sub, int(math.Ceil(float64(counts[l])/mean)), dim, rng)
+		leaves = append(leaves, parts...)
+	}
+	return leaves
 }
 
 // kmeans runs spherical k-means (dot-product assignment, normalised
