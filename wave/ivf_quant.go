@@ -58,8 +58,8 @@ func nearest(cs, v []float32, dim int) int {
 const kmeansIters = 8
 
 // trainCoarse fits a coarse quantiser with about nlist leaves (more where
-// appendBalanced splits a crowded one) to the
-// sample (unit vectors), deterministically for a given rng.
+// appendBalanced splits a crowded one) to the sample (unit vectors),
+// deterministically for a given rng.
 func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 	nlist = max(1, min(nlist, len(sample)))
 	k1 := max(1, int(math.Round(math.Sqrt(float64(nlist)))))
@@ -88,12 +88,12 @@ func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 // hold before appendBalanced splits it.
 const maxLeafShare = 2
 
-// appendBalanced appends the leaves cs (dim apart; member i of members
-// in leaf assign[i]) to leaves, each leaf holding more than maxLeafShare
-// times mean members split by k-means of its members into about mean
-// each. Dense regions of clustered data draw lists several times the
-// mean length, and a query near one scans them: split, a search's work
-// depends less on where it lands.
+// appendBalanced appends the leaves cs (dim apart) to leaves, where
+// members[i] belongs to leaf assign[i]. A leaf holding more than
+// maxLeafShare times mean members is replaced by a k-means split of its
+// members into parts of about mean each. Dense regions of clustered
+// data draw lists several times the mean length, and a query near one
+// scans them; split, a search's work depends less on where it lands.
 func appendBalanced(leaves, cs []float32, assign []int32, members [][]float32, dim int, mean float64, rng *rand.Rand) []float32 {
 	k := len(cs) / dim
 	counts := make([]int, k)
