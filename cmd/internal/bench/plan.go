@@ -93,12 +93,9 @@ type result struct {
 	byClass      [2]dist // broad, selective
 	stages       map[string]*dist
 	nodes, edges dist
-	// lists and scored are the index's work per prefilter
-	// (wave.SearchStats), for calls that searched an IVF.
-	lists, scored dist
-	truncated     int
-	timeouts      int
-	qps           float64
+	truncated    int
+	timeouts     int
+	qps          float64
 	// gcCycles counts the garbage collections of this process during
 	// the timed calls (the warm-up excluded).
 	gcCycles uint64
@@ -137,10 +134,6 @@ func (res *result) add(c *call) {
 	}
 	res.nodes.add(float64(c.nodes))
 	res.edges.add(float64(c.edges))
-	if c.search.Lists > 0 {
-		res.lists.add(float64(c.search.Lists))
-		res.scored.add(float64(c.search.Scored))
-	}
 	if c.trunc {
 		res.truncated++
 	}
@@ -258,29 +251,35 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
 	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
 	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
-	if res.lists.n() > 0 {
+	// The index's work per prefilter (wave.SearchStats), of the calls
+	// that searched an IVF; the same-agent queries' apart: with the index
+	// split by agent they scan their agent's list and then the
+	// catch-alls' index until it stops improving their candidates.
+	var lists, scored, agentLists, agentScored dist
+	for _, c := range res.calls {
+		if c.search.Lists == 0 {
+			continue
+		}
+		lists.add(float64(c.search.Lists))
+		scored.add(float64(c.search.Scored))
+		if r.qs[c.query].Request.SameAgent {
+			agentLists.add(float64(c.search.Lists))
+			agentScored.add(float64(c.search.Scored))
+		}
+	}
+	if lists.n() > 0 {
 		for _, w := range []struct {
 			name string
 			d    *dist
-		}{{"lists", &res.lists}, {"scored", &res.scored}} {
+		}{{"lists", &lists}, {"scored", &scored}} {
 			r.fig[prefix+"prefilter."+w.name+"_p50"] = w.d.pct(50)
 			r.fig[prefix+"prefilter."+w.name+"_p99"] = w.d.pct(99)
 			r.fig[prefix+"prefilter."+w.name+"_mean"] = w.d.mean()
 		}
-		// The same-agent queries apart: with the index split by agent
-		// they scan their agent's list and then the catch-alls' index
-		// until it stops improving their candidates.
-		var lists, scored dist
-		for _, c := range res.calls {
-			if c.search.Lists > 0 && r.qs[c.query].Request.SameAgent {
-				lists.add(float64(c.search.Lists))
-				scored.add(float64(c.search.Scored))
-			}
-		}
-		if lists.n() > 0 {
-			r.fig[prefix+"prefilter.same_agent.lists_mean"] = lists.mean()
-			r.fig[prefix+"prefilter.same_agent.scored_mean"] = scored.mean()
-		}
+	}
+	if agentLists.n() > 0 {
+		r.fig[prefix+"prefilter.same_agent.lists_mean"] = agentLists.mean()
+		r.fig[prefix+"prefilter.same_agent.scored_mean"] = agentScored.mean()
 	}
 }
 
