@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -131,4 +132,67 @@ func BenchmarkIVFReadSnapshot(b *testing.B) {
 	b.ReportMetric(float64(s.n), "n")
 	b.ReportMetric(attach.Seconds()/float64(b.N), "attach_s")
 	runtime.KeepAlive(s)
+}
+
+// evictBytes is the size of the buffer BenchmarkIVFListsAhead reads
+// before a cold search: larger than this machine's caches, so that the
+// search starts as one in the daemon does, after the rest of a planner
+// call and of the process have used the caches.
+const evictBytes = 64 << 20
+
+// BenchmarkIVFListsAhead compares how far ahead a search hints the
+// lists it will scan (listsAhead; 0 hints none) in one process, so that
+// the machine's drift falls on every distance alike:
+//
+//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFListsAhead -benchtime 5000x
+//
+// cold: each query is searched at every distance in turn, the caches
+// swept before each search (outside its time). warm: passes over the
+// queries, each pass at the next distance, nothing swept.
+func BenchmarkIVFListsAhead(b *testing.B) {
+	distances := []int{0, 1, 2, 4, 8}
+	defer func(a int) { listsAhead = a }(listsAhead)
+	for _, n := range benchSizes() {
+		s := getBenchSet(b, n)
+		x := getIVF(b, s)
+		for _, bf := range benchFilters {
+			if bf.name != "none" && bf.name != "time200" && bf.name != "agent2pct" {
+				continue
+			}
+			for _, cold := range []bool{true, false} {
+				name := fmt.Sprintf("n=%d/filter=%s/cold=%v", n, bf.name, cold)
+				b.Run(name, func(b *testing.B) {
+					var sweep []byte
+					if cold {
+						sweep = make([]byte, evictBytes)
+					}
+					var sink byte
+					lat := make([][]time.Duration, len(distances))
+					i := 0
+					for b.Loop() {
+						di, qi := i%len(distances), i/len(distances)%len(s.queries)
+						if !cold {
+							di, qi = i/len(s.queries)%len(distances), i%len(s.queries)
+						}
+						listsAhead = distances[di]
+						for o := 0; o < len(sweep); o += 64 {
+							sink += sweep[o]
+						}
+						t0 := time.Now()
+						x.Search(s.queries[qi], benchK, bf.f)
+						lat[di] = append(lat[di], time.Since(t0))
+						i++
+					}
+					for di, d := range distances {
+						if l := lat[di]; len(l) > 0 {
+							slices.Sort(l)
+							b.ReportMetric(float64(l[len(l)/2].Nanoseconds())/1e3, fmt.Sprintf("ahead%d_p50_us", d))
+							b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds())/1e3, fmt.Sprintf("ahead%d_p99_us", d))
+						}
+					}
+					runtime.KeepAlive(sink)
+				})
+			}
+		}
+	}
 }

@@ -36,6 +36,52 @@ type listData struct {
 	blk []blockSum
 }
 
+// A search scans its lists one after another, and each list's first
+// reads miss the caches: its listData, then its block summaries and the
+// first entries of its arrays, those waiting on the first (the arrays'
+// addresses are in the listData). A selective filter probes hundreds of
+// short lists and rules out most of their blocks from the summaries, so
+// those misses are much of what it waits for. While it scans a list,
+// the search therefore hints the listData of the list 2·listsAhead
+// further in its order (prefetchHeader) and the summaries and arrays of
+// the one listsAhead further (prefetchEntries), whose header was hinted
+// listsAhead scans ago; 0 hints nothing. It is a variable for
+// BenchmarkIVFListsAhead, which compares distances in one process.
+var listsAhead = 2
+
+// listAheadBlocks bounds the block summaries prefetchEntries hints:
+// those of a list's first 8·blockSize entries (the hardware prefetcher
+// follows a sequential read from there).
+const listAheadBlocks = 8
+
+// prefetchHeader hints d's header (the listData itself) into the caches.
+func (d *listData) prefetchHeader() {
+	PrefetchRange(unsafe.Pointer(d), unsafe.Sizeof(*d))
+}
+
+// prefetchEntries hints the start of d's entries into the caches: the
+// block summaries of its first listAheadBlocks blocks and, unless
+// summariesOnly, the first line of its ids, metas, lows and steps and
+// its first two codes (cb bytes each). A search whose filter rules out
+// blocks by their summaries (a time window or an agent) reads only some
+// blocks' entries, often none of a list's, and hints the summaries only.
+func (d *listData) prefetchEntries(cb int, summariesOnly bool) {
+	n := d.len()
+	if n == 0 {
+		return
+	}
+	nb := min((n+blockSize-1)>>blockShift, listAheadBlocks)
+	PrefetchRange(unsafe.Pointer(&d.blk[0]), uintptr(nb)*unsafe.Sizeof(blockSum{}))
+	if summariesOnly {
+		return
+	}
+	prefetchLine(unsafe.Pointer(&d.ids[0]))
+	prefetchLine(unsafe.Pointer(&d.metas[0]))
+	prefetchLine(unsafe.Pointer(&d.lows[0]))
+	prefetchLine(unsafe.Pointer(&d.steps[0]))
+	PrefetchRange(unsafe.Pointer(&d.codes[0]), uintptr(min(n, 2)*cb))
+}
+
 // ivfEntry is one entry's content, as the writer copies it between lists.
 type ivfEntry struct {
 	id       uint64

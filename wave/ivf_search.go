@@ -249,6 +249,9 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 			}
 		}
 	}
+	for _, o := range order[:min(2*max(listsAhead, 0), len(order))] {
+		st.lists[o.ID].d.Load().prefetchHeader()
+	}
 	if pre != nil {
 		scan(pre, 0, 0, false)
 	}
@@ -262,6 +265,16 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 		}
 		if li == len(order) {
 			order = s.nextLists(order, 4*li)
+		}
+		// The lists ahead: their first cache misses overlap this scan
+		// instead of stalling theirs (listsAhead).
+		if a := listsAhead; a > 0 {
+			if ahead := li + 2*a; ahead < len(order) {
+				st.lists[order[ahead].ID].d.Load().prefetchHeader()
+			}
+			if ahead := li + a; ahead < len(order) {
+				st.lists[order[ahead].ID].d.Load().prefetchEntries(cb, blockwise)
+			}
 		}
 		// Codes are of the residuals from the list's centre, whose
 		// score ranked the list.
