@@ -148,7 +148,9 @@ const evictBytes = 64 << 20
 //
 // cold: each query is searched at every distance in turn, the caches
 // swept before each search (outside its time). warm: passes over the
-// queries, each pass at the next distance, nothing swept.
+// queries, nothing swept, the distance changing search by search and
+// shifted by one each pass (query q at distance q+pass), so that a query
+// meets every distance in as many passes and never twice in a row.
 func BenchmarkIVFListsAhead(b *testing.B) {
 	distances := []int{0, 1, 2, 4, 8}
 	defer func(a int) { listsAhead = a }(listsAhead)
@@ -172,7 +174,7 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 					for b.Loop() {
 						di, qi := i%len(distances), i/len(distances)%len(s.queries)
 						if !cold {
-							di, qi = i/len(s.queries)%len(distances), i%len(s.queries)
+							di, qi = (i+i/len(s.queries))%len(distances), i%len(s.queries)
 						}
 						listsAhead = distances[di]
 						for o := 0; o < len(sweep); o += 64 {

@@ -1,6 +1,9 @@
 package wave
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestListPrefetchWithinItsEntries hints lists of every shape the
 // search meets (empty, shorter than a block, longer than the hinted
@@ -24,6 +27,37 @@ func TestListPrefetchWithinItsEntries(t *testing.T) {
 		d.prefetchEntries(cb, true)
 		if d.len() != c.n {
 			t.Fatalf("n=%d: len %d after the hints", c.n, d.len())
+		}
+	}
+}
+
+// TestListsAheadChangesNoHit searches the same index under time windows,
+// agents and none at every hinting distance: hints are only hints, and
+// whatever a search reads ahead must leave its hits as they are without.
+func TestListsAheadChangesNoHit(t *testing.T) {
+	const n, dim = 6000, 32
+	vecs := clustered(83, n, dim, 12)
+	agents := []uint32{AgentKey("r1"), AgentKey("r2"), AgentKey("r3")}
+	meta := func(i int) Meta {
+		if i%3 == 0 {
+			return Meta{Kind: KindNode}
+		}
+		return Meta{Kind: KindEdge, Time: int64(1000 + i), End: int64(1005 + i), Agent: agents[i%len(agents)]}
+	}
+	x, _ := buildIVFMeta(t, vecs, IVFOptions{TrainAt: 1000, Seed: 3}, meta)
+	filters := []*Filter{nil, {From: 4000, To: 4040}, {To: 1100, Kinds: []Kind{KindEdge}},
+		{From: 6990}, {From: 1, To: 2}, {Agent: agents[1]}, {Agent: agents[2], From: 2000, To: 2600}}
+	defer func(a int) { listsAhead = a }(listsAhead)
+	for _, f := range filters {
+		for qi, q := range vecs[:40] {
+			listsAhead = 0
+			want := x.Search(q, 10, f)
+			for _, a := range []int{1, 2, 4} {
+				listsAhead = a
+				if got := x.Search(q, 10, f); !slices.Equal(got, want) {
+					t.Fatalf("filter %+v, query %d, %d ahead: %v, want %v", f, qi, a, got, want)
+				}
+			}
 		}
 	}
 }
