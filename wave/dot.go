@@ -44,13 +44,9 @@ func PrefetchCode(c []int8) {
 // the caches, as Prefetch. Every address it hints lies within those n
 // bytes (pointer arithmetic outside an object is invalid in Go).
 func PrefetchRange(p unsafe.Pointer, n uintptr) {
-	if n == 0 {
-		return
+	if n > 0 {
+		prefetchRange(p, n)
 	}
-	for o := uintptr(0); o < n; o += 64 {
-		prefetchLine(unsafe.Add(p, o))
-	}
-	prefetchLine(unsafe.Add(p, n-1)) // the last line, when p starts mid-line
 }
 
 func dotBLAS(a, b []float32) float32 {

@@ -34,6 +34,12 @@ func prefetchCode(p *int8)
 //go:noescape
 func prefetchLine(p unsafe.Pointer)
 
+// prefetchRange hints every cache line that the n > 0 bytes at p span,
+// hinting no address outside them.
+//
+//go:noescape
+func prefetchRange(p unsafe.Pointer, n uintptr)
+
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 {
 	if useAVX2 {

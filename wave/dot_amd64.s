@@ -175,6 +175,24 @@ TEXT ·prefetchLine(SB), NOSPLIT, $0-8
 	PREFETCHT0 (AX)
 	RET
 
+// func prefetchRange(p unsafe.Pointer, n uintptr)
+//
+// Hints the line of each of p, p+64, … below p+n, then that of p+n-1
+// (when p starts mid-line, the last line): one call for a range, where
+// a loop over prefetchLine paid a call a line.
+TEXT ·prefetchRange(SB), NOSPLIT, $0-16
+	MOVQ       p+0(FP), AX
+	MOVQ       n+8(FP), CX
+	LEAQ       -1(AX)(CX*1), DX
+
+prefetchRangeLoop:
+	PREFETCHT0 (AX)
+	ADDQ       $64, AX
+	CMPQ       AX, DX
+	JLS        prefetchRangeLoop
+	PREFETCHT0 (DX)
+	RET
+
 // func dotQ16AVX2(q *int16, c *int8, n int) int32
 //
 // The dot product of int16 q with int8 codes c, exact in int32 while

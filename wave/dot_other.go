@@ -4,9 +4,10 @@ package wave
 
 import "unsafe"
 
-func prefetch(*float32)           {}
-func prefetchCode(*int8)          {}
-func prefetchLine(unsafe.Pointer) {}
+func prefetch(*float32)                     {}
+func prefetchCode(*int8)                    {}
+func prefetchLine(unsafe.Pointer)           {}
+func prefetchRange(unsafe.Pointer, uintptr) {}
 
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 { return dotBLAS(a, b) }
