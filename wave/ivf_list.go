@@ -1,6 +1,7 @@
 package wave
 
 import (
+	"math/bits"
 	"sync/atomic"
 	"unsafe"
 )
@@ -45,7 +46,9 @@ type listData struct {
 // the search therefore hints the listData of the list 2·listsAhead
 // further in its order (prefetchHeader) and the summaries and arrays of
 // the one listsAhead further (prefetchEntries), whose header was hinted
-// listsAhead scans ago; 0 hints nothing. It is a variable for
+// listsAhead scans ago; under a filter that rules out blocks, it reads
+// the next list's summaries and hints the entries they let through
+// (prefetchAdmitted). 0 hints nothing. It is a variable for
 // BenchmarkIVFListsAhead, which compares distances in one process.
 var listsAhead = 2
 
@@ -80,6 +83,34 @@ func (d *listData) prefetchEntries(cb int, summariesOnly bool) {
 	prefetchLine(unsafe.Pointer(&d.lows[0]))
 	prefetchLine(unsafe.Pointer(&d.steps[0]))
 	PrefetchRange(unsafe.Pointer(&d.codes[0]), uintptr(min(n, 2)*cb))
+}
+
+// prefetchAdmitted hints the metas of the entries of d that the block
+// summaries let through mc (a filter that rules out blocks) and the code
+// of each such block's first, the list's summaries being in cache
+// (prefetchEntries): under a narrow time window a list's scan reads a
+// block or two of metas and codes, misses it would otherwise wait for
+// after the summaries. It appends each block's mc.visit mask to masks
+// and returns them, for the scan of d to use instead of reading the
+// summaries again.
+func (d *listData) prefetchAdmitted(mc *metaCheck, cb int, masks []uint32) []uint32 {
+	n := d.len()
+	for b := 0; b < n; b += blockSize {
+		blk := &d.blk[b>>blockShift]
+		visit := mc.visit(blk)
+		masks = append(masks, visit)
+		mask := blockAll &^ blk.dead.Load() & visit
+		if left := n - b; left < blockSize {
+			mask &= 1<<left - 1
+		}
+		if mask == 0 {
+			continue
+		}
+		first, last := b+bits.TrailingZeros32(mask), b+31-bits.LeadingZeros32(mask)
+		PrefetchRange(unsafe.Pointer(&d.metas[first]), uintptr(last-first+1)*unsafe.Sizeof(nodeMeta{}))
+		PrefetchRange(unsafe.Pointer(&d.codes[first*cb]), uintptr(cb))
+	}
+	return masks
 }
 
 // ivfEntry is one entry's content, as the writer copies it between lists.

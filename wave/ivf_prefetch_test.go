@@ -8,7 +8,8 @@ import (
 // TestListPrefetchWithinItsEntries hints lists of every shape the
 // search meets (empty, shorter than a block, longer than the hinted
 // blocks, with spare capacity): the hints index only the list's own
-// arrays, so a bound wrong by one panics here.
+// arrays, so a bound wrong by one panics here; the block verdicts read
+// ahead are the summaries' own, one per block.
 func TestListPrefetchWithinItsEntries(t *testing.T) {
 	const dim = 384
 	cb := nibbleBytes(dim)
@@ -19,12 +20,29 @@ func TestListPrefetchWithinItsEntries(t *testing.T) {
 	for _, c := range []struct{ n, capacity int }{{0, 0}, {0, 8}, {1, 1}, {2, 2}, {3, 40}, {blockSize, blockSize}, {listAheadBlocks*blockSize + 5, 400}} {
 		d := newListData(c.capacity, dim)
 		for i := range c.n {
-			d.set(i, ivfEntry{id: uint64(i), lo: lo, step: step, code: code}, cb)
+			// The first block timeless, the others at times 1000+i.
+			var m nodeMeta
+			if i >= blockSize {
+				m.time, m.end = int64(1000+i), int64(1000+i)
+			}
+			d.set(i, ivfEntry{id: uint64(i), meta: m, lo: lo, step: step, code: code}, cb)
 		}
 		d.n.Store(int32(c.n))
 		d.prefetchHeader()
 		d.prefetchEntries(cb, false)
 		d.prefetchEntries(cb, true)
+		for _, f := range []*Filter{{From: 1, To: 2}, {From: 1000 + blockSize, To: 1000 + blockSize + 3}, {To: 1 << 40}, {Agent: 7}} {
+			mc := compileMeta(f)
+			masks := d.prefetchAdmitted(&mc, cb, nil)
+			if want := (c.n + blockSize - 1) / blockSize; len(masks) != want {
+				t.Fatalf("n=%d: %d block verdicts, want %d", c.n, len(masks), want)
+			}
+			for bi, m := range masks {
+				if want := mc.visit(&d.blk[bi]); m != want {
+					t.Fatalf("n=%d, filter %+v: block %d verdict %#x, want %#x", c.n, *f, bi, m, want)
+				}
+			}
+		}
 		if d.len() != c.n {
 			t.Fatalf("n=%d: len %d after the hints", c.n, d.len())
 		}
@@ -32,8 +50,9 @@ func TestListPrefetchWithinItsEntries(t *testing.T) {
 }
 
 // TestListsAheadChangesNoHit searches the same index under time windows,
-// agents and none at every hinting distance: hints are only hints, and
-// whatever a search reads ahead must leave its hits as they are without.
+// agents and none at every hinting distance: the block verdicts a search
+// reads ahead and reuses (prefetchAdmitted) must give the hits it finds
+// without them, so a verdict used for the wrong list or block fails here.
 func TestListsAheadChangesNoHit(t *testing.T) {
 	const n, dim = 6000, 32
 	vecs := clustered(83, n, dim, 12)

@@ -18,6 +18,10 @@ type ivfSearcher struct {
 	q16    []int16     // the query, quantised for ranking the lists
 	q8     []int8      // the query, quantised for scoring the entries' codes
 	asks   []ivfAsk    // candidates hinted, Allow not asked yet
+	// cur is the list being scanned and next the one after it, each
+	// with its blocks' visit masks (prefetchAdmitted) when read ahead.
+	cur, next           *listData
+	curMasks, nextMasks []uint32
 }
 
 // ivfAsk is a candidate awaiting Allow's answer (Filter.Hint): its heap
@@ -97,6 +101,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 	keep := max(4*k, 40)
 	s.heap = topK{k: keep, h: s.heap.h[:0]}
 	s.refs = s.refs[:0]
+	s.cur, s.next = nil, nil
 
 	// The lists' centroids' int8 codes are scored against the query
 	// quantised to int16: exact integer dot products, twice as fast as
@@ -207,12 +212,21 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 		s.refs = append(s.refs, d)
 		n := d.len()
 		codes := d.codes[:n*cb]
+		// The summaries' verdicts read ahead, if this list's were (an
+		// entry published since is judged by a summary that may not
+		// cover it yet: the search may miss an item added during it).
+		var visits []uint32
+		if d == s.cur {
+			visits = s.curMasks
+		}
 		for b := 0; b < n; b += blockSize {
 			// The block's entries to visit, one bit each: its published
 			// live ones, less those its summary rules out.
 			blk := &d.blk[b>>blockShift]
 			mask := blockAll &^ blk.dead.Load()
-			if blockwise {
+			if bi := b >> blockShift; bi < len(visits) {
+				mask &= visits[bi]
+			} else if blockwise {
 				mask &= mc.visit(blk)
 			}
 			if left := n - b; left < blockSize {
@@ -275,6 +289,13 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 			if ahead := li + a; ahead < len(order) {
 				st.lists[order[ahead].ID].d.Load().prefetchEntries(cb, blockwise)
 			}
+			// The verdicts read ahead last time are this list's.
+			s.cur, s.next = s.next, nil
+			s.curMasks, s.nextMasks = s.nextMasks, s.curMasks
+			if ahead := li + 1; blockwise && ahead < len(order) {
+				s.next = st.lists[order[ahead].ID].d.Load()
+				s.nextMasks = s.next.prefetchAdmitted(&mc, cb, s.nextMasks[:0])
+			}
 		}
 		// Codes are of the residuals from the list's centre, whose
 		// score ranked the list.
@@ -283,6 +304,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 	flush()
 	s.asks = asks
 	s.order = order
+	s.cur, s.next = nil, nil
 	if stats != nil {
 		stats.Lists += len(s.refs)
 		stats.Scored += passed
