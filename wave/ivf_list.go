@@ -96,13 +96,9 @@ func (d *listData) prefetchEntries(cb int, summariesOnly bool) {
 func (d *listData) prefetchAdmitted(mc *metaCheck, cb int, masks []uint32) []uint32 {
 	n := d.len()
 	for b := 0; b < n; b += blockSize {
-		blk := &d.blk[b>>blockShift]
-		visit := mc.visit(blk)
+		visit := mc.visit(&d.blk[b>>blockShift])
 		masks = append(masks, visit)
-		mask := blockAll &^ blk.dead.Load() & visit
-		if left := n - b; left < blockSize {
-			mask &= 1<<left - 1
-		}
+		mask := d.liveMask(b, n) & visit
 		if mask == 0 {
 			continue
 		}
@@ -143,6 +139,16 @@ func (d *listData) entry(i, dim int) ivfEntry {
 	m := packMeta(d.metas[i].meta())
 	cb := nibbleBytes(dim)
 	return ivfEntry{id: d.ids[i], meta: m, lo: d.lows[i], step: d.steps[i], code: d.codes[i*cb : (i+1)*cb], centre: d.centre, vec: d.vecs[i].Load()}
+}
+
+// liveMask is the mask of the live entries, of the first n published,
+// in the block that starts at entry b.
+func (d *listData) liveMask(b, n int) uint32 {
+	mask := blockAll &^ d.blk[b>>blockShift].dead.Load()
+	if left := n - b; left < blockSize {
+		mask &= 1<<left - 1
+	}
+	return mask
 }
 
 func (d *listData) isDead(i int) bool {

@@ -222,15 +222,11 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 		for b := 0; b < n; b += blockSize {
 			// The block's entries to visit, one bit each: its published
 			// live ones, less those its summary rules out.
-			blk := &d.blk[b>>blockShift]
-			mask := blockAll &^ blk.dead.Load()
+			mask := d.liveMask(b, n)
 			if bi := b >> blockShift; bi < len(visits) {
 				mask &= visits[bi]
 			} else if blockwise {
-				mask &= mc.visit(blk)
-			}
-			if left := n - b; left < blockSize {
-				mask &= 1<<left - 1
+				mask &= mc.visit(&d.blk[bi])
 			}
 			for ; mask != 0; mask &= mask - 1 {
 				i := b + bits.TrailingZeros32(mask)
