@@ -60,6 +60,10 @@ type benchSet struct {
 	hnsw     *HNSW
 	ivf      *IVF // built by getIVF
 	splitIVF *IVF // built by getSplitIVF
+	// timeIVF, split by time, and timeFlat hold the vectors with
+	// timeMeta's scopes (timeBenchIVF).
+	timeIVF  *IVF
+	timeFlat *Flat
 	// truth[filter name][query] = exact top-k ids.
 	truth map[string][][]uint64
 }

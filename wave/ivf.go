@@ -111,8 +111,9 @@ type IVF struct {
 	rebuild *sync.WaitGroup
 	touched []uint64
 	scratch coder // the writer's, under mu
-	// side is the split by agent (nil: none; see ivf_side.go).
-	side atomic.Pointer[ivfSide]
+	// sides are the splits by agent and by time (nil: none; see
+	// ivf_side.go).
+	sides [splitKinds]atomic.Pointer[ivfSide]
 }
 
 // ivfState is one quantiser and its lists; a retraining swaps in a new
@@ -211,9 +212,7 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 	x.removeLocked(id)
 	st := x.st.Load()
 	x.ids.put(id, x.place(st, e, vec, &x.scratch))
-	if sd := x.side.Load(); sd != nil {
-		x.sideAdd(sd, id, vec, m)
-	}
+	x.sidesDo(func(sd *ivfSide) { x.sideAdd(sd, id, vec, m) })
 	x.touch(id)
 	x.maybeRebuild()
 	return nil
@@ -287,9 +286,7 @@ func (x *IVF) removeLocked(id uint64) bool {
 	d.markDead(int(loc.pos))
 	x.ids.remove(id)
 	x.deleted++
-	if sd := x.side.Load(); sd != nil {
-		x.sideRemove(sd, id)
-	}
+	x.sidesDo(func(sd *ivfSide) { x.sideRemove(sd, id) })
 	return true
 }
 
@@ -313,9 +310,7 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 // setMetaAt is setMetaLocked for id at loc.
 func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 	d := x.st.Load().lists[loc.list].d.Load()
-	if sd := x.side.Load(); sd != nil {
-		x.sideSetMeta(sd, id, d.vecs[loc.pos].Load(), m)
-	}
+	x.sidesDo(func(sd *ivfSide) { x.sideSetMeta(sd, id, d.vecs[loc.pos].Load(), m) })
 	nm := &d.metas[loc.pos]
 	if nm.fixedDiffer(m) {
 		// Fields written once: re-append the entry with the new Meta.
@@ -364,23 +359,23 @@ func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 		x.setMetaAt(id, loc, *m) // touches id; the split takes the vector
 		return true
 	}
-	if sd := x.side.Load(); sd != nil && !sd.has(id) {
-		x.sideAdd(sd, id, vec, d.metas[loc.pos].meta())
-	}
+	x.sidesDo(func(sd *ivfSide) {
+		if !sd.has(id) {
+			x.sideAdd(sd, id, vec, d.metas[loc.pos].meta())
+		}
+	})
 	x.touch(id)
 	return true
 }
 
 // Cleanup compacts the lists holding tombstones and returns the number
 // removed. During a background retraining it does nothing (the new
-// lists hold no tombstones). It compacts the split by agent, if any, as
-// well (not counted).
+// lists hold no tombstones). It compacts the splits, if any, as well
+// (not counted).
 func (x *IVF) Cleanup() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if sd := x.side.Load(); sd != nil {
-		x.sideCleanup(sd)
-	}
+	x.sidesDo(x.sideCleanup)
 	if x.rebuild != nil || x.deleted == 0 {
 		return 0
 	}
@@ -406,8 +401,6 @@ func (x *IVF) Bytes() int {
 	if st.q != nil {
 		n += 4 * (len(st.q.leaves) + len(st.q.top))
 	}
-	if sd := x.side.Load(); sd != nil {
-		n += sd.bytes(x.dim)
-	}
+	x.sidesDo(func(sd *ivfSide) { n += sd.bytes(x.dim) })
 	return n + x.ids.bytes()
 }

@@ -104,9 +104,7 @@ func (x *IVF) AttachMetaAll(items []Attachment, workers int, found []bool) {
 			x.setMetaAt(items[i].ID, locs[i], items[i].Meta)
 		}
 	}
-	if sd := x.side.Load(); sd != nil {
-		x.fillSideLocked(sd)
-	}
+	x.sidesDo(x.fillSideLocked)
 	if x.rebuild != nil {
 		for i, it := range items {
 			if found[i] {

@@ -198,3 +198,98 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIVFTimeSplit compares, on one index split by time, windowed
+// searches through the split (the window's hours and the catch-alls'
+// index) with the same searches of the inverted lists
+// (timeScanFactor 0), alternating search by search so that the
+// machine's drift falls on both alike (warm: passes over the queries,
+// the way shifted each pass, as BenchmarkIVFListsAhead's distances). The items have timeMeta's scopes
+// over 200 hours (three in ten catch-alls: timeless, open or 30 hours
+// long); windows of 1, 4 and 24 hours (about 0.35%, 1.4% and 10% of the
+// keyed items). cold=true sweeps 64 MB before each search, as the
+// daemon's searches find the caches. It reports each way's p50 and p99
+// and recall@10 against exact search under the same filter.
+func BenchmarkIVFTimeSplit(b *testing.B) {
+	defer func(f float64) { timeScanFactor = f }(timeScanFactor)
+	for _, n := range benchSizes() {
+		s := getBenchSet(b, n)
+		x, flat := timeBenchIVF(b, s)
+		for _, hours := range []int64{1, 4, 24} {
+			from := timeBase + 90*timeBucketNS + 17*60e9
+			f := &Filter{From: from, To: from + hours*timeBucketNS}
+			truth := make([][]uint64, len(s.queries))
+			parallel(len(s.queries), func(i int) {
+				for _, h := range flat.Search(s.queries[i], benchK, f) {
+					truth[i] = append(truth[i], h.ID)
+				}
+			})
+			for _, cold := range []bool{true, false} {
+				b.Run(fmt.Sprintf("n=%d/window=%dh/cold=%v", n, hours, cold), func(b *testing.B) {
+					var sweep []byte
+					if cold {
+						sweep = make([]byte, evictBytes)
+					}
+					var sink byte
+					ways := []struct {
+						name   string
+						factor float64
+						lat    []time.Duration
+						hits   int
+						want   int
+					}{{name: "split", factor: timeScanFactor}, {name: "lists", factor: 0}}
+					i := 0
+					for b.Loop() {
+						wi, qi := i%2, i/2%len(s.queries)
+						if !cold {
+							// Passes over the queries, the way shifted each
+							// pass: a search never follows its own query's.
+							wi, qi = (i+i/len(s.queries))%2, i%len(s.queries)
+						}
+						w := &ways[wi]
+						timeScanFactor = w.factor
+						for o := 0; o < len(sweep); o += 64 {
+							sink += sweep[o]
+						}
+						t0 := time.Now()
+						res := x.Search(s.queries[qi], benchK, f)
+						w.lat = append(w.lat, time.Since(t0))
+						for _, h := range res {
+							if slices.Contains(truth[qi], h.ID) {
+								w.hits++
+							}
+						}
+						w.want += len(truth[qi])
+						i++
+					}
+					for _, w := range ways {
+						if l := w.lat; len(l) > 0 {
+							slices.Sort(l)
+							b.ReportMetric(float64(l[len(l)/2].Nanoseconds())/1e3, w.name+"_p50_us")
+							b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds())/1e3, w.name+"_p99_us")
+							b.ReportMetric(float64(w.hits)/float64(max(w.want, 1)), w.name+"_recall@10")
+						}
+					}
+					runtime.KeepAlive(sink)
+				})
+			}
+		}
+	}
+}
+
+// timeBenchIVF builds an IVF split by time, and a Flat, over the bench
+// set's vectors with timeMeta's scopes, once per set.
+func timeBenchIVF(b *testing.B, s *benchSet) (*IVF, *Flat) {
+	b.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if s.timeIVF != nil {
+		return s.timeIVF, s.timeFlat
+	}
+	t0 := time.Now()
+	x, flat := buildIVFWith(b, s.vecs, IVFOptions{Seed: 1}, timeMeta(s.n), (*IVF).SplitByTime)
+	b.Logf("IVF split by time: n=%d, built in %v, %d lists, %d hours' lists, %d catch-alls", s.n, time.Since(t0), x.Lists(),
+		len(x.sides[byTime].Load().lists.Load().lists), x.sides[byTime].Load().shared.Len())
+	s.timeIVF, s.timeFlat = x, flat
+	return x, flat
+}

@@ -73,7 +73,11 @@ const ivfSeenPerSlot = 8
 // Split by agent ([IVF.SplitByAgent]) and ready, a search whose filter
 // names one agent scans that agent's list whole into the heap and then
 // probes the catch-alls' index as above, at least 8 lists, waiting for
-// as many lists as it probed without a gain (ivf_side.go).
+// as many lists as it probed without a gain (ivf_side.go). Split by time
+// ([IVF.SplitByTime]) and ready, a search under a time window (and no
+// one agent) does the same with the lists of the hours the window
+// overlaps, when they hold at most timeScanFactor times the items an
+// unfiltered search scores.
 func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if k <= 0 || len(q) != x.dim {
 		return nil
@@ -85,16 +89,23 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 	if f.isZero() {
 		f = nil
 	}
-	if sd := x.side.Load(); sd != nil && f != nil && oneAgent(f.Agent) && sd.ready.Load() {
-		return x.searchSplit(sd, q, k, f, stats)
+	if f != nil {
+		if sd := x.sides[byAgent].Load(); sd != nil && oneAgent(f.Agent) && sd.ready.Load() {
+			return x.searchAgent(sd, q, k, f, stats)
+		}
+		if sd := x.sides[byTime].Load(); sd != nil && (f.From != 0 || f.To != 0) && sd.ready.Load() {
+			if hits, ok := x.searchTime(sd, q, k, f, stats); ok {
+				return hits
+			}
+		}
 	}
 	return x.search(q, k, f, nil, int(x.nprobe.Load()), stats)
 }
 
 // search is Search over x's lists probing nprobe of them at least, with
-// the list pre (if any), whose codes are of whole vectors, scanned whole
+// the lists pre (if any), whose codes are of whole vectors, scanned whole
 // first. It adds what it did to stats, if not nil.
-func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, stats *SearchStats) []Hit {
+func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int, stats *SearchStats) []Hit {
 	st := x.st.Load()
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
@@ -154,8 +165,8 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 	// past NProbe goes on while recent lists still do.
 	lastGain := 0
 	patience := max(4, nprobe/4)
-	if pre != nil {
-		// The list scanned first fills the heap with near items, which
+	if len(pre) > 0 {
+		// The lists scanned first fill the heap with near items, which
 		// a later list then rarely improves: wait longer for one.
 		patience = max(patience, nprobe)
 	}
@@ -262,8 +273,8 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre *listData, nprobe int, s
 	for _, o := range order[:min(2*max(listsAhead, 0), len(order))] {
 		st.lists[o.ID].d.Load().prefetchHeader()
 	}
-	if pre != nil {
-		scan(pre, 0, 0, false)
+	for _, d := range pre {
+		scan(d, 0, 0, false)
 	}
 	for li := 0; li < nl; li++ {
 		if li >= nprobe {

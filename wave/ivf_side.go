@@ -1,55 +1,141 @@
 package wave
 
 import (
+	"cmp"
+	"math"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 )
 
-// An IVF split by agent ([IVF.SplitByAgent]) holds its items a second
-// time, apart by agent, for searches whose filter names one agent (the
-// planner's same-agent guard). In the inverted lists such a search
-// admits one agent's items and every item of no agent or several (the
-// catch-alls: nodes, CMS spans, shared facts), and both lie scattered
-// over all the lists: under a confidence floor or a time window the
-// search probed four times the lists of an unfiltered one to find
-// enough of them. Split, the same search reads the agent's own items
-// from one list of its own (scanned whole, its entries' metas checked
-// first) and searches the catch-alls in an IVF of their own, a tenth of
-// the size, in one pass sharing one candidate heap.
+// A split IVF holds its items a second time, apart by a key, for
+// searches whose filter picks out few keys:
 //
-// The split holds the items' ids, metas and 4-bit codes again (of the
-// whole vector in an agent's list, which has no centroid; of the
-// residual in the catch-alls' IVF) and references the same float
-// vectors. It is derived: a snapshot does not hold it. An item enters
-// it once its float vector is known (at Add, or at Attach after a
-// snapshot load, or from a background pass over the lists), and the
-// split serves searches only while it holds every live item.
+//   - split by agent ([IVF.SplitByAgent]), for searches whose filter
+//     names one agent (the planner's same-agent guard). In the inverted
+//     lists such a search admits one agent's items and every item of no
+//     agent or several (the catch-alls: nodes, CMS spans, shared facts),
+//     and both lie scattered over all the lists: under a confidence floor
+//     or a time window the search probed four times the lists of an
+//     unfiltered one to find enough of them. Split, the same search reads
+//     the agent's own items from one list of its own (scanned whole, its
+//     entries' metas checked first) and searches the catch-alls in an IVF
+//     of their own, a tenth of the size, in one pass sharing one
+//     candidate heap.
+//   - split by time ([IVF.SplitByTime]), for searches under a narrow time
+//     window. The items whose scope is closed and at most an hour long
+//     (a step's events, facts observed once) lie in one list per hour of
+//     their start; the others (timeless nodes, open or long-lived facts)
+//     are the catch-alls. A window admits the items of the hours it
+//     overlaps (and the hour before) and scattered catch-alls; in the
+//     inverted lists a narrow window made the search probe hundreds of
+//     lists. Split, the search scans the window's hours whole and the
+//     catch-alls' index as above, when the hours hold few enough items
+//     (timeScanFactor); a wide window searches the lists.
+//
+// A split holds the items' ids, metas and 4-bit codes again (of the
+// whole vector in a key's list, which has no centroid; of the residual
+// in the catch-alls' IVF) and references the same float vectors. It is
+// derived: a snapshot does not hold it. An item enters it once its float
+// vector is known (at Add, or at Attach after a snapshot load, or from a
+// background pass over the lists), and the split serves searches only
+// while it holds every live item.
 
-// ivfSide is the split: the catch-alls' IVF and the agents' lists.
+// splitBy is what a split keys its lists by.
+type splitBy uint8
+
+const (
+	byAgent splitBy = iota
+	byTime
+	splitKinds
+)
+
+// ivfSide is a split: the catch-alls' IVF and the keys' lists.
 type ivfSide struct {
+	by     splitBy
 	shared *IVF
-	lists  atomic.Pointer[agentLists]
+	lists  atomic.Pointer[sideLists]
 
 	// The writer's state, under the IVF's mu.
-	ids     idTable // an agent list's item -> its slot and position
-	dead    int     // tombstones in the agents' lists
+	ids     idTable // a key list's item -> its slot and position
+	dead    int     // tombstones in the keys' lists
 	scratch coder
 	// filling is set while a background pass adds the items the split
 	// lacks; again asks it to pass once more.
 	filling, again bool
-	ready          atomic.Bool // the split holds every live item
+	ready          atomic.Bool  // the split holds every live item
+	live           atomic.Int64 // the IVF's live items, for searches
 }
 
-// agentLists are the agents' lists, replaced whole (copy on write) when
-// an agent gets its first one.
-type agentLists struct {
-	slot  map[uint32]uint32 // agent key -> index in lists
+// sideLists are a split's lists, replaced whole (copy on write) when a
+// key gets its first one.
+type sideLists struct {
+	slot  map[uint32]uint32 // key -> index in lists
 	lists []*ivfList
+	// sorted is the keys in increasing order, each with its slot: the
+	// hours a window overlaps are a run of it.
+	sorted []keySlot
+}
+
+type keySlot struct{ key, slot uint32 }
+
+// timeBucketNS is the span of the split by time's lists: an item whose
+// scope is closed and at most this long lies in the list of the span
+// its start falls in.
+const timeBucketNS = int64(3600e9)
+
+// timeScanFactor bounds what a windowed search reads from the split by
+// time: the window's lists are scanned whole while they hold at most
+// timeScanFactor times the items an unfiltered search scores (NProbe of
+// the lists); a wider window searches the lists.
+var timeScanFactor = 2.0
+
+// key returns m's list key in the split, ok false for a catch-all.
+func (sd *ivfSide) key(m Meta) (key uint32, ok bool) {
+	if sd.by == byAgent {
+		return m.Agent, oneAgent(m.Agent)
+	}
+	return timeKey(m)
+}
+
+// timeKey is the split by time's key of m: the hour its scope starts in,
+// if the scope is closed and at most an hour long.
+func timeKey(m Meta) (uint32, bool) {
+	if m.Time <= 0 || m.End < m.Time || m.End-m.Time > timeBucketNS || m.Time/timeBucketNS > math.MaxUint32 {
+		return 0, false
+	}
+	return uint32(m.Time / timeBucketNS), true
 }
 
 // oneAgent reports whether agent key a names one agent (not none, not a
 // set).
 func oneAgent(a uint32) bool { return a != 0 && a&agentSetFlag == 0 }
+
+// split makes x keep its items a second time apart by what by keys, if
+// it does not yet.
+func (x *IVF) split(by splitBy) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.sides[by].Load() != nil {
+		return
+	}
+	sd := &ivfSide{by: by, shared: NewIVF(x.dim, x.opt)}
+	sd.lists.Store(&sideLists{slot: map[uint32]uint32{}})
+	x.sides[by].Store(sd)
+	x.sideChanged(sd)
+	if x.ids.len() > 0 {
+		x.fillSideLocked(sd)
+	}
+}
+
+// sidesDo calls fn with each split x has; the caller holds mu.
+func (x *IVF) sidesDo(fn func(sd *ivfSide)) {
+	for by := range splitKinds {
+		if sd := x.sides[by].Load(); sd != nil {
+			fn(sd)
+		}
+	}
+}
 
 // SplitByAgent makes x keep its items a second time apart by agent, so
 // that searches for one agent's items (Filter.Agent a single agent's
@@ -57,26 +143,26 @@ func oneAgent(a uint32) bool { return a != 0 && a&agentSetFlag == 0 }
 // inverted lists (see ivf_side.go). Items x holds already enter the split
 // in the background; until it holds every live item, searches use the
 // lists. Calling it again does nothing.
-func (x *IVF) SplitByAgent() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.side.Load() != nil {
-		return
-	}
-	o := x.opt
-	sd := &ivfSide{shared: NewIVF(x.dim, o)}
-	sd.lists.Store(&agentLists{slot: map[uint32]uint32{}})
-	x.side.Store(sd)
-	x.sideChanged(sd)
-	if x.ids.len() > 0 {
-		x.fillSideLocked(sd)
-	}
-}
+func (x *IVF) SplitByAgent() { x.split(byAgent) }
+
+// SplitByTime makes x keep its items a second time apart by the hour
+// their scope starts in, so that searches under a narrow time window
+// read the window's hours and the catch-alls' index instead of the
+// inverted lists (see ivf_side.go). Like SplitByAgent, it fills in the
+// background and serves once it holds every live item; a filter naming
+// one agent uses the split by agent first.
+func (x *IVF) SplitByTime() { x.split(byTime) }
 
 // SplitReady reports whether searches for one agent use the split
 // (SplitByAgent was called and the split holds every live item).
-func (x *IVF) SplitReady() bool {
-	sd := x.side.Load()
+func (x *IVF) SplitReady() bool { return x.sideReady(byAgent) }
+
+// TimeSplitReady reports whether windowed searches use the split by
+// time (SplitByTime was called and the split holds every live item).
+func (x *IVF) TimeSplitReady() bool { return x.sideReady(byTime) }
+
+func (x *IVF) sideReady(by splitBy) bool {
+	sd := x.sides[by].Load()
 	return sd != nil && sd.ready.Load()
 }
 
@@ -84,38 +170,48 @@ func (x *IVF) SplitReady() bool {
 // x's ids (sideAdd and sideRemove call it); the caller holds mu.
 func (x *IVF) sideChanged(sd *ivfSide) {
 	sd.ready.Store(sd.ids.len()+sd.shared.Len() == x.ids.len())
+	sd.live.Store(int64(x.ids.len()))
 }
 
 // sideAdd puts id (vector vec, unit length, kept) in the split; the
 // caller holds mu and has removed id from it.
 func (x *IVF) sideAdd(sd *ivfSide, id uint64, vec []float32, m Meta) {
 	defer x.sideChanged(sd)
-	if !oneAgent(m.Agent) {
+	key, ok := sd.key(m)
+	if !ok {
 		_ = sd.shared.Add(id, vec, m) // vec was checked when x took it
 		return
 	}
-	l, slot := sd.list(m.Agent, x.dim)
+	l, slot := sd.list(key, x.dim)
 	e := ivfEntry{id: id, meta: packMeta(m), vec: &vec[0]}
 	e.code, e.lo, e.step = sd.scratch.residual(vec, nil)
 	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim))})
 }
 
-// list returns agent a's list and its slot, making them if a has none;
+// list returns key's list and its slot, making them if key has none;
 // the caller holds mu.
-func (sd *ivfSide) list(a uint32, dim int) (*ivfList, uint32) {
+func (sd *ivfSide) list(key uint32, dim int) (*ivfList, uint32) {
 	al := sd.lists.Load()
-	if slot, ok := al.slot[a]; ok {
+	if slot, ok := al.slot[key]; ok {
 		return al.lists[slot], slot
 	}
-	nl := &agentLists{slot: make(map[uint32]uint32, len(al.slot)+1), lists: append(al.lists[:len(al.lists):len(al.lists)], new(ivfList))}
+	nl := &sideLists{slot: make(map[uint32]uint32, len(al.slot)+1), lists: append(al.lists[:len(al.lists):len(al.lists)], new(ivfList))}
 	for k, v := range al.slot {
 		nl.slot[k] = v
 	}
 	slot := uint32(len(al.lists))
-	nl.slot[a] = slot
+	nl.slot[key] = slot
+	nl.sorted = slices.Insert(slices.Clone(al.sorted), firstAtLeast(al.sorted, key), keySlot{key, slot})
 	nl.lists[slot].d.Store(newListData(0, dim))
 	sd.lists.Store(nl)
 	return nl.lists[slot], slot
+}
+
+// firstAtLeast returns the index of the first of sorted whose key is at
+// least key.
+func firstAtLeast(sorted []keySlot, key uint32) int {
+	i, _ := slices.BinarySearchFunc(sorted, key, func(e keySlot, k uint32) int { return cmp.Compare(e.key, k) })
+	return i
 }
 
 // sideRemove takes id out of the split (x has dropped it, or will add
@@ -135,15 +231,16 @@ func (x *IVF) sideRemove(sd *ivfSide, id uint64) {
 // nil when not known: then it leaves the split until attached); the
 // caller holds mu.
 func (x *IVF) sideSetMeta(sd *ivfSide, id uint64, vec *float32, m Meta) {
+	key, keyed := sd.key(m)
 	if loc, ok := sd.ids.get(id); ok {
 		d := sd.lists.Load().lists[loc.list].d.Load()
 		nm := &d.metas[loc.pos]
-		if atomic.LoadUint32(&nm.agent) == m.Agent && !nm.fixedDiffer(m) {
+		if was, _ := sd.key(nm.meta()); keyed && was == key && !nm.fixedDiffer(m) {
 			nm.setMutable(m)
 			d.widenAt(int(loc.pos))
 			return
 		}
-	} else if !oneAgent(m.Agent) && sd.shared.SetMeta(id, m) {
+	} else if !keyed && sd.shared.SetMeta(id, m) {
 		return
 	}
 	x.sideRemove(sd, id)
@@ -211,7 +308,7 @@ func (x *IVF) fillSide(sd *ivfSide) {
 	}
 }
 
-// reserveSide sizes the agents' lists for the items a fill is about to
+// reserveSide sizes the keys' lists for the items a fill is about to
 // add, so that a reopen's split holds no room to grow into (a list
 // grown by doubling is a quarter empty on average).
 func (x *IVF) reserveSide(sd *ivfSide) {
@@ -221,16 +318,16 @@ func (x *IVF) reserveSide(sd *ivfSide) {
 		x.mu.Lock()
 		d := st.lists[li].d.Load()
 		for i := range d.len() {
-			if a := atomic.LoadUint32(&d.metas[i].agent); oneAgent(a) && sd.lacks(d, i) {
-				want[a]++
+			if key, ok := sd.key(d.metas[i].meta()); ok && sd.lacks(d, i) {
+				want[key]++
 			}
 		}
 		x.mu.Unlock()
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for a, n := range want {
-		l, _ := sd.list(a, x.dim)
+	for key, n := range want {
+		l, _ := sd.list(key, x.dim)
 		d := l.d.Load()
 		if need := d.len() + n; need > len(d.ids) {
 			l.grow(d, need, x.dim, false)
@@ -238,7 +335,7 @@ func (x *IVF) reserveSide(sd *ivfSide) {
 	}
 }
 
-// sideCleanup compacts the agents' lists holding tombstones and the
+// sideCleanup compacts the keys' lists holding tombstones and the
 // catch-alls' index; the caller holds mu.
 func (x *IVF) sideCleanup(sd *ivfSide) {
 	sd.shared.Cleanup()
@@ -260,14 +357,63 @@ func (sd *ivfSide) bytes(dim int) int {
 	return n
 }
 
-// searchSplit is Search for a filter naming one agent on a ready split:
-// the catch-alls' index searched with the agent's list scanned first.
-func (x *IVF) searchSplit(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) []Hit {
-	var pre *listData
+// searchAgent is Search for a filter naming one agent on a ready split
+// by agent: the catch-alls' index searched with the agent's list scanned
+// first.
+func (x *IVF) searchAgent(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) []Hit {
+	var pre []*listData
 	al := sd.lists.Load()
 	if slot, ok := al.slot[f.Agent]; ok {
-		pre = al.lists[slot].d.Load()
+		pre = append(pre, al.lists[slot].d.Load())
 	}
+	return x.searchSide(sd, q, k, f, pre, stats)
+}
+
+// windowLists returns the lists of sd (a split by time) that may hold
+// items the window [from, to] admits (0: open), and ok false when they
+// hold more than limit items: a wide window, for the inverted lists.
+func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []*listData, ok bool) {
+	al := sd.lists.Load()
+	// A keyed item starts at most timeBucketNS before it ends: one that
+	// overlaps the window starts in [from-timeBucketNS, to].
+	lo, hi := uint32(0), uint32(math.MaxUint32)
+	if from > timeBucketNS {
+		lo = uint32(min((from-timeBucketNS)/timeBucketNS, math.MaxUint32))
+	}
+	if to > 0 {
+		hi = uint32(min(to/timeBucketNS, math.MaxUint32))
+	} else if to < 0 {
+		return pre, true // the window ends before any keyed item starts
+	}
+	n := 0
+	for _, e := range al.sorted[firstAtLeast(al.sorted, lo):] {
+		if e.key > hi {
+			break
+		}
+		d := al.lists[e.slot].d.Load()
+		if n += d.len(); n > limit {
+			return pre, false
+		}
+		pre = append(pre, d)
+	}
+	return pre, true
+}
+
+// searchTime is Search for a windowed filter on a ready split by time,
+// and ok false when the window's lists hold too many items for it.
+func (x *IVF) searchTime(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) (_ []Hit, ok bool) {
+	st := x.st.Load()
+	limit := int(timeScanFactor * float64(x.nprobe.Load()) * float64(sd.live.Load()) / float64(max(1, len(st.lists))))
+	pre, ok := sd.windowLists(f.From, f.To, limit, nil)
+	if !ok {
+		return nil, false
+	}
+	return x.searchSide(sd, q, k, f, pre, stats), true
+}
+
+// searchSide searches sd's catch-alls' index with its lists pre scanned
+// first.
+func (x *IVF) searchSide(sd *ivfSide, q []float32, k int, f *Filter, pre []*listData, stats *SearchStats) []Hit {
 	sh := sd.shared
 	// The catch-alls' index probes as large a share of its lists as an
 	// unfiltered search of x does of x's, and at least 8 (on the medium

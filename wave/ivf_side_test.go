@@ -46,24 +46,11 @@ func splitFilters(n int) []*Filter {
 // Flat over vecs with splitMeta.
 func splitIVF(t testing.TB, vecs [][]float32) (*IVF, *Flat) {
 	t.Helper()
-	x := NewIVF(len(vecs[0]), IVFOptions{Seed: 1, TrainAt: 1000})
-	x.SplitByAgent()
-	flat := NewFlat(len(vecs[0]))
-	for i, v := range vecs {
-		if err := x.Add(uint64(i), v, splitMeta(i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := flat.Add(uint64(i), v, splitMeta(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	x.WaitRebuild()
-	x.side.Load().shared.WaitRebuild()
-	return x, flat
+	return buildIVFWith(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, splitMeta, (*IVF).SplitByAgent)
 }
 
 // TestSplitByAgentRecall: searches for one agent's items, served by the
-// split (the same hits as searchSplit's), find what exact search finds,
+// split (the same hits as searchAgent's), find what exact search finds,
 // broad and selective filters alike, and break no filter.
 func TestSplitByAgentRecall(t *testing.T) {
 	const n = 12000
@@ -73,7 +60,7 @@ func TestSplitByAgentRecall(t *testing.T) {
 	if !x.SplitReady() {
 		t.Fatal("split not ready with every item added after SplitByAgent")
 	}
-	sd := x.side.Load()
+	sd := x.sides[byAgent].Load()
 	if got := sd.ids.len() + sd.shared.Len(); got != n {
 		t.Fatalf("split holds %d items, want %d", got, n)
 	}
@@ -81,16 +68,12 @@ func TestSplitByAgentRecall(t *testing.T) {
 		t.Fatalf("catch-alls' index holds %d items, want the %d of no agent or several", sh, n/5)
 	}
 	for _, f := range splitFilters(n) {
-		r := recall(t, x, flat, qs, 10, f)
-		t.Logf("filter %+v: recall@10 %.4f", *f, r)
-		if r < 0.95 {
-			t.Errorf("filter %+v: recall@10 = %.4f, want >= 0.95", *f, r)
-		}
+		wantRecall(t, x, flat, qs, f)
 		for _, q := range qs[:20] {
 			hits := x.Search(q, 10, f)
 			checkHits(t, hits, 10, f, func(id uint64) (Meta, bool) { return splitMeta(int(id)), id < n })
 			var st SearchStats
-			if via := x.searchSplit(sd, q, 10, f, &st); !slices.Equal(hits, via) {
+			if via := x.searchAgent(sd, q, 10, f, &st); !slices.Equal(hits, via) {
 				t.Fatalf("filter %+v: Search gave %v, the split %v", *f, hits, via)
 			}
 			// The agent's own list, then at least 8 of the catch-alls'.
@@ -98,6 +81,17 @@ func TestSplitByAgentRecall(t *testing.T) {
 				t.Fatalf("filter %+v: the split's search %+v; the catch-alls have %d lists", *f, st, sd.shared.Lists())
 			}
 		}
+	}
+}
+
+// wantRecall logs the recall@10 of ix's searches for qs under f against
+// exact search (truth), and fails t if it is under 0.95.
+func wantRecall(t *testing.T, ix, truth Index, qs [][]float32, f *Filter) {
+	t.Helper()
+	r := recall(t, ix, truth, qs, 10, f)
+	t.Logf("filter %+v: recall@10 %.4f", *f, r)
+	if r < 0.95 {
+		t.Errorf("filter %+v: recall@10 = %.4f, want >= 0.95", *f, r)
 	}
 }
 
@@ -149,7 +143,7 @@ func TestSplitByAgentFollowsChanges(t *testing.T) {
 		t.Fatalf("added again under a: found under a %v, under b %v", finds(a), finds(b))
 	}
 	x.Cleanup()
-	if sd := x.side.Load(); sd.dead != 0 || sd.shared.Tombstones() != 0 {
+	if sd := x.sides[byAgent].Load(); sd.dead != 0 || sd.shared.Tombstones() != 0 {
 		t.Fatalf("after Cleanup the split keeps %d + %d tombstones", sd.dead, sd.shared.Tombstones())
 	}
 	if !finds(a) || finds(b) {
@@ -202,13 +196,13 @@ func TestSplitByAgentAfterSnapshot(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !y.SplitReady() {
 		if time.Now().After(deadline) {
-			sd := y.side.Load()
+			sd := y.sides[byAgent].Load()
 			t.Fatalf("split holds %d + %d of %d items 30 s after the last attach", sd.ids.len(), sd.shared.Len(), y.Len())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	y.WaitRebuild()
-	y.side.Load().shared.WaitRebuild()
+	y.sides[byAgent].Load().shared.WaitRebuild()
 	if y.Lists() == x.Lists() {
 		t.Errorf("%d lists after %d inserts: not retrained", y.Lists(), n+more)
 	}
@@ -227,6 +221,18 @@ func TestSplitByAgentConcurrent(t *testing.T) {
 	vecs := clustered(24, n, 32, 20)
 	x, _ := splitIVF(t, vecs)
 	agent := splitAgents[3]
+	searchWhileMoving(t, x, vecs, splitMeta, func(m Meta, i, round int) Meta {
+		m.Agent = splitAgents[(i+round)%len(splitAgents)]
+		return m
+	}, func(int) *Filter { return &Filter{Agent: agent} })
+}
+
+// searchWhileMoving searches x (of len(vecs) items with Metas meta) for
+// vecs[:300] under filter(i), beside a writer that changes the Metas of
+// a fiftieth of the items each round (move), removes and adds one again
+// and compacts every tenth round; every hit must be an item.
+func searchWhileMoving(t *testing.T, x *IVF, vecs [][]float32, meta func(int) Meta, move func(m Meta, i, round int) Meta, filter func(i int) *Filter) {
+	n := len(vecs)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Go(func() {
@@ -237,20 +243,18 @@ func TestSplitByAgentConcurrent(t *testing.T) {
 			default:
 			}
 			for i := round % 50; i < n; i += 50 {
-				m := splitMeta(i)
-				m.Agent = splitAgents[(i+round)%len(splitAgents)]
-				x.SetMeta(uint64(i), m)
+				x.SetMeta(uint64(i), move(meta(i), i, round))
 			}
 			x.Remove(uint64(round % n))
-			_ = x.Add(uint64(round%n), vecs[round%n], splitMeta(round%n))
+			_ = x.Add(uint64(round%n), vecs[round%n], meta(round%n))
 			if round%10 == 0 {
 				x.Cleanup()
 			}
 		}
 	})
 	for i := range 300 {
-		for _, h := range x.Search(vecs[i], 10, &Filter{Agent: agent}) {
-			if h.ID >= n {
+		for _, h := range x.Search(vecs[i], 10, filter(i)) {
+			if h.ID >= uint64(n) {
 				t.Errorf("hit %d is no item", h.ID)
 			}
 		}
@@ -275,7 +279,7 @@ func TestSplitByAgentOfAFilledIndex(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	sd := x.side.Load()
+	sd := x.sides[byAgent].Load()
 	for slot, l := range sd.lists.Load().lists {
 		if d := l.d.Load(); len(d.ids) != d.len() {
 			t.Errorf("agent list %d: room for %d entries, holds %d", slot, len(d.ids), d.len())

@@ -71,8 +71,18 @@ func buildIVF(t testing.TB, vecs [][]float32, o IVFOptions) (*IVF, *Flat) {
 
 // buildIVFMeta is buildIVF with item i's Meta meta(i).
 func buildIVFMeta(t testing.TB, vecs [][]float32, o IVFOptions, meta func(int) Meta) (*IVF, *Flat) {
+	return buildIVFWith(t, vecs, o, meta, nil)
+}
+
+// buildIVFWith is buildIVFMeta with setup (if not nil) called on the
+// empty IVF (to split it before its first item) and, once it is built,
+// every split's catch-alls' index trained too.
+func buildIVFWith(t testing.TB, vecs [][]float32, o IVFOptions, meta func(int) Meta, setup func(*IVF)) (*IVF, *Flat) {
 	t.Helper()
 	x := NewIVF(len(vecs[0]), o)
+	if setup != nil {
+		setup(x)
+	}
 	flat := NewFlat(len(vecs[0]))
 	for i, v := range vecs {
 		if err := x.Add(uint64(i), v, meta(i)); err != nil {
@@ -83,6 +93,11 @@ func buildIVFMeta(t testing.TB, vecs [][]float32, o IVFOptions, meta func(int) M
 		}
 	}
 	x.WaitRebuild()
+	for by := range splitKinds {
+		if sd := x.sides[by].Load(); sd != nil {
+			sd.shared.WaitRebuild()
+		}
+	}
 	return x, flat
 }
 

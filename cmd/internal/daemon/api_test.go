@@ -243,8 +243,10 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	if m := regexp.MustCompile(`ctxgraph_vector_index_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: vector index bytes %q", m)
 	}
-	if m := regexp.MustCompile(`ctxgraph_vector_index_split_ready ([01])\n`).FindStringSubmatch(string(raw)); len(m) != 2 {
-		t.Errorf("/metrics lacks the split's readiness")
+	for _, split := range []string{"agent", "time"} {
+		if m := regexp.MustCompile(`ctxgraph_vector_index_split_ready\{split="` + split + `"\} ([01])\n`).FindStringSubmatch(string(raw)); len(m) != 2 {
+			t.Errorf("/metrics lacks the split by %s's readiness", split)
+		}
 	}
 }
 

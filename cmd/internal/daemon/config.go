@@ -131,7 +131,11 @@ type Config struct {
 		NProbe int `yaml:"nprobe"`
 		// SplitByAgent keeps the IVF's items a second time apart by
 		// agent, for same-agent searches (wave.IVF.SplitByAgent).
-		SplitByAgent   bool `yaml:"split_by_agent"`
+		SplitByAgent bool `yaml:"split_by_agent"`
+		// SplitByTime keeps them apart by the hour their scope starts
+		// in as well, for searches under a narrow time window
+		// (wave.IVF.SplitByTime).
+		SplitByTime    bool `yaml:"split_by_time"`
 		M              int  `yaml:"m"`
 		EfConstruction int  `yaml:"ef_construction"`
 		EfSearch       int  `yaml:"ef_search"`
@@ -201,6 +205,7 @@ func DefaultConfig() Config {
 	c.Vectors.Index = "ivf"
 	c.Vectors.NProbe = wave.DefaultIVFOptions().NProbe
 	c.Vectors.SplitByAgent = true
+	c.Vectors.SplitByTime = true
 	c.Vectors.M = 16
 	c.Vectors.EfConstruction = 200
 	c.Vectors.EfSearch = 96

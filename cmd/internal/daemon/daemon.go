@@ -187,11 +187,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// the background from here, instead of by the first calls to reach
 	// each edge; so are the maps of the loaded edges by id and identity,
 	// which ingest's first batch and the first look-up of an edge by id
-	// would otherwise wait for; and the vector index's split by agent
-	// (same-agent searches use the inverted lists until it is whole).
+	// would otherwise wait for; and the vector index's splits by agent
+	// and by time (same-agent and windowed searches use the inverted
+	// lists until each is whole).
 	d.store.CodeAll()
-	if x, ok := d.index.(*wave.IVF); ok && cfg.Vectors.SplitByAgent {
-		x.SplitByAgent()
+	if x, ok := d.index.(*wave.IVF); ok {
+		if cfg.Vectors.SplitByAgent {
+			x.SplitByAgent()
+		}
+		if cfg.Vectors.SplitByTime {
+			x.SplitByTime()
+		}
 	}
 	go func() {
 		t := time.Now()

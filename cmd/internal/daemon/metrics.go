@@ -117,14 +117,17 @@ func (m *metrics) registerStore(d *Daemon) {
 			Name: "ctxgraph_vector_index_bytes", Help: "Memory the vector index holds beside the float vectors it shares with the graph (its codes, ids, metadata and lists; with the split by agent).",
 		}, func() float64 { return float64(x.Bytes()) }))
 	}
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "ctxgraph_vector_index_split_ready", Help: "1 when the IVF's split by agent (vectors.split_by_agent) holds every vector and serves same-agent searches, else 0 (filling after a start, turned off, or another index).",
-	}, func() float64 {
-		if x, ok := d.index.(*wave.IVF); ok && x.SplitReady() {
-			return 1
-		}
-		return 0
-	}))
+	for split, ready := range map[string]func(*wave.IVF) bool{"agent": (*wave.IVF).SplitReady, "time": (*wave.IVF).TimeSplitReady} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ctxgraph_vector_index_split_ready", ConstLabels: prometheus.Labels{"split": split},
+			Help: "1 when the IVF's split (by agent: vectors.split_by_agent, serving same-agent searches; by time: vectors.split_by_time, serving narrow windows) holds every vector, else 0 (filling after a start, turned off, or another index).",
+		}, func() float64 {
+			if x, ok := d.index.(*wave.IVF); ok && ready(x) {
+				return 1
+			}
+			return 0
+		}))
+	}
 	for table := range d.store.Written().ByTable() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ctxgraph_store_written_bytes_total", ConstLabels: prometheus.Labels{"table": table},

@@ -127,18 +127,26 @@ func TestShutdownWithPlannerRequestsQueued(t *testing.T) {
 	}
 }
 
-// TestVectorIndexSplitByAgent: with vectors.split_by_agent (the
-// default) the IVF is split once the daemon has filled it, fresh or
-// reopened from its snapshot, and same-agent answers are those of a
-// daemon without the split on the same graph.
-func TestVectorIndexSplitByAgent(t *testing.T) {
+// TestVectorIndexSplits: with vectors.split_by_agent and
+// vectors.split_by_time (the defaults) the IVF is split both ways once
+// the daemon has filled it, fresh or reopened from its snapshot, and
+// same-agent and windowed answers are those of a daemon without the
+// splits on the same graph.
+func TestVectorIndexSplits(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
-	if !cfg.Vectors.SplitByAgent || cfg.Vectors.Index != "ivf" {
-		t.Fatalf("defaults: index %q, split_by_agent %v; want ivf, split", cfg.Vectors.Index, cfg.Vectors.SplitByAgent)
+	if !cfg.Vectors.SplitByAgent || !cfg.Vectors.SplitByTime || cfg.Vectors.Index != "ivf" {
+		t.Fatalf("defaults: index %q, split_by_agent %v, split_by_time %v; want ivf, both splits",
+			cfg.Vectors.Index, cfg.Vectors.SplitByAgent, cfg.Vectors.SplitByTime)
 	}
 	sameAgent := redBlockQuery
 	sameAgent.SameAgent, sameAgent.Agent = true, "ur5-alpha"
+	windowed := redBlockQuery
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	windowed.TimeWindow = &planner.TimeWindow{From: at.Add(-30 * time.Minute), To: at.Add(20 * time.Minute)}
+	asked := func(c *controller) string {
+		return answerShape(c.ask(sameAgent)) + "\n--- windowed\n" + answerShape(c.ask(windowed))
+	}
 	split := func(d *Daemon) {
 		t.Helper()
 		x, ok := d.index.(*wave.IVF)
@@ -146,9 +154,9 @@ func TestVectorIndexSplitByAgent(t *testing.T) {
 			t.Fatalf("index %T, want *wave.IVF", d.index)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for !x.SplitReady() {
+		for !x.SplitReady() || !x.TimeSplitReady() {
 			if time.Now().After(deadline) {
-				t.Fatal("the IVF's split by agent is not ready 30 s after the start")
+				t.Fatalf("the IVF's splits are not ready 30 s after the start: by agent %v, by time %v", x.SplitReady(), x.TimeSplitReady())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -158,24 +166,27 @@ func TestVectorIndexSplitByAgent(t *testing.T) {
 	c.publishAll(readMessages(t, "episodes.jsonl"))
 	c.waitApplied()
 	split(d)
-	fresh := answerShape(c.ask(sameAgent))
+	fresh := asked(c)
+	if a := c.ask(windowed); len(a.Edges) == 0 {
+		t.Fatal("the windowed query finds no edge: it tests nothing")
+	}
 	if err := d.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
 	d2 := startDaemon(t, cfg) // from the snapshot, which holds no split
 	split(d2)
-	if got := answerShape(connect(t, d2).ask(sameAgent)); got != fresh {
-		t.Errorf("same-agent answer after a reopen differs:\n%s\nwant\n%s", got, fresh)
+	if got := asked(connect(t, d2)); got != fresh {
+		t.Errorf("answers after a reopen differ:\n%s\nwant\n%s", got, fresh)
 	}
 	d2.Shutdown(context.Background())
 
-	cfg.Vectors.SplitByAgent = false
+	cfg.Vectors.SplitByAgent, cfg.Vectors.SplitByTime = false, false
 	d3 := startDaemon(t, cfg)
-	if d3.index.(*wave.IVF).SplitReady() {
-		t.Fatal("split with split_by_agent false")
+	if x := d3.index.(*wave.IVF); x.SplitReady() || x.TimeSplitReady() {
+		t.Fatal("split with split_by_agent and split_by_time false")
 	}
-	if got := answerShape(connect(t, d3).ask(sameAgent)); got != fresh {
-		t.Errorf("same-agent answer without the split differs:\n%s\nwant\n%s", got, fresh)
+	if got := asked(connect(t, d3)); got != fresh {
+		t.Errorf("answers without the splits differ:\n%s\nwant\n%s", got, fresh)
 	}
 }

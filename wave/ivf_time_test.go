@@ -1,0 +1,262 @@
+package wave
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// timeBase is the start of the time split tests' history (2026-10-01).
+const timeBase = int64(1790812800e9)
+
+// timeAt is the start of item i's scope in a history of n items spread
+// over 200 hours.
+func timeAt(i, n int) int64 { return timeBase + int64(i)*(200*timeBucketNS/int64(n)) }
+
+// timeMeta gives item i of n a scope: one in ten none (a node), one in
+// ten open (a fact that still holds), one in ten 30 hours long, the rest
+// a few minutes from their start (a step's events); and one of 20
+// agents, a confidence level.
+func timeMeta(n int) func(int) Meta {
+	return func(i int) Meta {
+		m := Meta{Kind: KindEdge, Namespace: 1, Type: uint8(i % 7), Time: timeAt(i, n),
+			Confidence: uint8(1 + i*37%250), Agent: splitAgents[i%len(splitAgents)]}
+		switch i % 10 {
+		case 2:
+			m.Time, m.End = 0, 0
+		case 5:
+			m.End = 0
+		case 8:
+			m.End = m.Time + 30*timeBucketNS
+		default:
+			m.End = m.Time + int64(i%7)*60e9
+		}
+		return m
+	}
+}
+
+// timeWindows are windowed filters of n items' history: narrow ones the
+// split serves (hours of it, a confidence floor, an open start, an open
+// end) and a wide one (most of the history) for the lists.
+func timeWindows(n int) (narrow []*Filter, wide *Filter) {
+	at := func(h int64) int64 { return timeBase + h*timeBucketNS + 17*60e9 }
+	narrow = []*Filter{
+		{From: at(40), To: at(42)},
+		{From: at(100), To: at(101), MinConfidence: 120},
+		{From: at(150), To: at(158), Types: []uint8{1, 4}},
+		{To: at(3)},
+		{From: at(197)},
+	}
+	return narrow, &Filter{From: at(20), To: at(180)}
+}
+
+// timeIVF builds an IVF split by time (before its first item) and a Flat
+// over vecs with timeMeta.
+func timeIVF(t testing.TB, vecs [][]float32) (*IVF, *Flat) {
+	t.Helper()
+	return buildIVFWith(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, timeMeta(len(vecs)), (*IVF).SplitByTime)
+}
+
+// TestTimeKey: an item is keyed by the hour it starts in only when its
+// scope is closed and at most an hour long.
+func TestTimeKey(t *testing.T) {
+	h := int64(490000)
+	for _, c := range []struct {
+		time, end int64
+		key       uint32
+		ok        bool
+	}{
+		{h * timeBucketNS, h * timeBucketNS, uint32(h), true},
+		{h*timeBucketNS + 5, (h+1)*timeBucketNS + 5, uint32(h), true},
+		{h*timeBucketNS - 1, h*timeBucketNS + 60e9, uint32(h - 1), true},
+		{h * timeBucketNS, (h+1)*timeBucketNS + 1, 0, false}, // too long
+		{h * timeBucketNS, 0, 0, false},                      // open
+		{0, 0, 0, false},                                     // timeless
+		{0, h * timeBucketNS, 0, false},                      // open start
+		{h * timeBucketNS, h*timeBucketNS - 1, 0, false},     // ends before it starts
+		{-5, -1, 0, false},                                   // before 1970
+	} {
+		key, ok := timeKey(Meta{Time: c.time, End: c.end})
+		if key != c.key || ok != c.ok {
+			t.Errorf("timeKey(%d, %d) = %d, %v; want %d, %v", c.time, c.end, key, ok, c.key, c.ok)
+		}
+	}
+}
+
+// TestSplitByTimeRecall: searches under narrow windows, served by the
+// split (the same hits as searchTime's, which reads the window's hours
+// and the catch-alls), find what exact search finds; a wide window is
+// left to the lists and finds it too; no hit breaks its filter.
+func TestSplitByTimeRecall(t *testing.T) {
+	const n = 12000
+	all := clustered(31, n+100, 32, 40)
+	vecs, qs := all[:n], all[n:]
+	x, flat := timeIVF(t, vecs)
+	if !x.TimeSplitReady() || x.SplitReady() {
+		t.Fatalf("time split ready %v, agent split ready %v; want true, false", x.TimeSplitReady(), x.SplitReady())
+	}
+	sd := x.sides[byTime].Load()
+	if got := sd.ids.len() + sd.shared.Len(); got != n {
+		t.Fatalf("split holds %d items, want %d", got, n)
+	}
+	if sh := sd.shared.Len(); sh != 3*n/10 {
+		t.Fatalf("catch-alls' index holds %d items, want the %d timeless, open and long ones", sh, 3*n/10)
+	}
+	meta := timeMeta(n)
+	narrow, wide := timeWindows(n)
+	for _, f := range append(narrow, wide) {
+		wantRecall(t, x, flat, qs, f)
+		for _, q := range qs[:20] {
+			hits := x.Search(q, 10, f)
+			checkHits(t, hits, 10, f, func(id uint64) (Meta, bool) { return meta(int(id)), id < n })
+			var st SearchStats
+			via, ok := x.searchTime(sd, q, 10, f, &st)
+			if f == wide {
+				if ok {
+					t.Fatalf("wide window %+v served by the split", *f)
+				}
+				continue
+			}
+			if !ok || !slices.Equal(hits, via) {
+				t.Fatalf("filter %+v: Search gave %v, the split %v (served %v)", *f, hits, via, ok)
+			}
+			// The window's hours (at most its span and the hour before),
+			// then at least 8 of the catch-alls' lists.
+			if st.Lists < min(8, sd.shared.Lists()) || st.Scored == 0 {
+				t.Fatalf("filter %+v: the split's search %+v; the catch-alls have %d lists", *f, st, sd.shared.Lists())
+			}
+		}
+	}
+}
+
+// TestSplitByTimeFollowsChanges: an item whose scope moves to another
+// hour, opens, closes again, which is removed, added again or compacted,
+// is found under the windows it overlaps now and no other, through the
+// split.
+func TestSplitByTimeFollowsChanges(t *testing.T) {
+	const n = 3000
+	vecs := clustered(32, n, 32, 20)
+	x, _ := timeIVF(t, vecs)
+	meta := timeMeta(n)
+	const id = 41 // a few minutes long
+	m := meta(id)
+	first := m.Time / timeBucketNS
+	hour := func(h int64) *Filter {
+		start := (first + h) * timeBucketNS
+		return &Filter{From: start, To: start + timeBucketNS - 1}
+	}
+	finds := func(f *Filter) bool {
+		t.Helper()
+		if !x.TimeSplitReady() {
+			t.Fatal("split not ready")
+		}
+		if _, ok := x.searchTime(x.sides[byTime].Load(), vecs[id], 1, f, nil); !ok {
+			t.Fatalf("window %+v not served by the split", *f)
+		}
+		hits := x.Search(vecs[id], 1, f)
+		return len(hits) == 1 && hits[0].ID == id
+	}
+	if !finds(hour(0)) || finds(hour(5)) {
+		t.Fatalf("item of hour 0: found in hour 0 %v, in hour 5 %v", finds(hour(0)), finds(hour(5)))
+	}
+	m.Time, m.End = m.Time+5*timeBucketNS, m.End+5*timeBucketNS
+	x.SetMeta(id, m)
+	if finds(hour(0)) || !finds(hour(5)) {
+		t.Fatalf("moved to hour 5: found in hour 0 %v, in hour 5 %v", finds(hour(0)), finds(hour(5)))
+	}
+	m.End = 0 // it holds again: a catch-all from hour 5 on
+	x.SetMeta(id, m)
+	if finds(hour(0)) || !finds(hour(5)) || !finds(hour(40)) {
+		t.Fatalf("open from hour 5: found in hours 0, 5, 40: %v %v %v", finds(hour(0)), finds(hour(5)), finds(hour(40)))
+	}
+	m.End = m.Time + 10*60e9 // closed again, within the hour
+	m.Type = 99              // a field written once: the entry is re-appended
+	x.SetMeta(id, m)
+	if !finds(hour(5)) || finds(hour(40)) {
+		t.Fatalf("closed in hour 5, new type: found in hours 5, 40: %v %v", finds(hour(5)), finds(hour(40)))
+	}
+	x.Remove(id)
+	if finds(hour(5)) {
+		t.Fatal("removed item found")
+	}
+	if err := x.Add(id, vecs[id], meta(id)); err != nil {
+		t.Fatal(err)
+	}
+	if !finds(hour(0)) || finds(hour(5)) {
+		t.Fatalf("added again in hour 0: found in hour 0 %v, in hour 5 %v", finds(hour(0)), finds(hour(5)))
+	}
+	x.Cleanup()
+	if sd := x.sides[byTime].Load(); sd.dead != 0 || sd.shared.Tombstones() != 0 {
+		t.Fatalf("after Cleanup the split keeps %d + %d tombstones", sd.dead, sd.shared.Tombstones())
+	}
+	if !finds(hour(0)) || finds(hour(5)) {
+		t.Fatalf("after Cleanup: found in hour 0 %v, in hour 5 %v", finds(hour(0)), finds(hour(5)))
+	}
+	// Across an hour's end: kept in the hour it starts in, found by a
+	// window that begins in the next.
+	m = meta(id)
+	m.Time, m.End = (first+8)*timeBucketNS-10*60e9, (first+8)*timeBucketNS+10*60e9
+	x.SetMeta(id, m)
+	if f := (&Filter{From: m.End - 60e9, To: m.End + 2*timeBucketNS}); !finds(f) || finds(hour(9)) {
+		t.Fatalf("from hour 7 into 8: found by a window from its last minute %v, in hour 9 %v", finds(f), finds(hour(9)))
+	}
+}
+
+// TestSplitsTogether: an index that holds its items already, split by
+// agent and by time (the daemon's way), fills both in the background,
+// each list sized to what it holds; a filter naming one agent goes to
+// the agents' split, a narrow window without one to the hours', and both
+// find what exact search finds.
+func TestSplitsTogether(t *testing.T) {
+	const n = 6000
+	all := clustered(33, n+50, 32, 30)
+	vecs, qs := all[:n], all[n:]
+	x, flat := buildIVFMeta(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, timeMeta(n))
+	x.SplitByAgent()
+	x.SplitByTime()
+	deadline := time.Now().Add(30 * time.Second)
+	for !x.SplitReady() || !x.TimeSplitReady() {
+		if time.Now().After(deadline) {
+			t.Fatalf("splits of a filled index not ready after 30 s: agent %v, time %v", x.SplitReady(), x.TimeSplitReady())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for by := range splitKinds {
+		sd := x.sides[by].Load()
+		for slot, l := range sd.lists.Load().lists {
+			if d := l.d.Load(); len(d.ids) != d.len() {
+				t.Errorf("split %d, list %d: room for %d entries, holds %d", by, slot, len(d.ids), d.len())
+			}
+		}
+		sd.shared.WaitRebuild()
+	}
+	narrow, _ := timeWindows(n)
+	agent := splitAgents[7]
+	for _, f := range []*Filter{narrow[0], narrow[1], {Agent: agent, From: narrow[2].From, To: narrow[2].To}} {
+		if r := recall(t, x, flat, qs, 10, f); r < 0.95 {
+			t.Errorf("filter %+v: recall@10 = %.4f, want >= 0.95", *f, r)
+		}
+	}
+	f := &Filter{Agent: agent, From: narrow[0].From, To: narrow[0].To}
+	if got, want := x.Search(qs[0], 10, f), x.searchAgent(x.sides[byAgent].Load(), qs[0], 10, f, nil); !slices.Equal(got, want) {
+		t.Fatalf("one agent under a window: Search gave %v, the agents' split %v", got, want)
+	}
+}
+
+// TestSplitByTimeConcurrent: windowed searches through the split run
+// beside a writer moving items between hours and removing and adding
+// them (run with -race); every hit is an item.
+func TestSplitByTimeConcurrent(t *testing.T) {
+	const n = 3000
+	vecs := clustered(34, n, 32, 20)
+	x, _ := timeIVF(t, vecs)
+	narrow, _ := timeWindows(n)
+	searchWhileMoving(t, x, vecs, timeMeta(n), func(m Meta, i, round int) Meta {
+		shift := int64(round%7) * timeBucketNS
+		m.Time += shift
+		if m.End != 0 {
+			m.End += shift
+		}
+		return m
+	}, func(i int) *Filter { return narrow[i%len(narrow)] })
+}
