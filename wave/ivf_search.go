@@ -18,6 +18,7 @@ type ivfSearcher struct {
 	q16    []int16     // the query, quantised for ranking the lists
 	q8     []int8      // the query, quantised for scoring the entries' codes
 	asks   []ivfAsk    // candidates hinted, Allow not asked yet
+	pend   []ivfAsk    // the first-scanned lists' candidates (bestFirst)
 	// cur is the list being scanned and next the one after it, each
 	// with its blocks' visit masks (prefetchAdmitted) when read ahead.
 	cur, next           *listData
@@ -218,6 +219,9 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	// scan visits list d's entries (li its place in the probe order),
 	// whose scores are base plus their codes', residual telling whether
 	// those are of residuals (reach) or of whole vectors.
+	// pend collects the candidates of the lists scanned first (pre),
+	// which are asked about best first afterwards.
+	pend, collect := s.pend[:0], false
 	scan := func(d *listData, base float32, li int, residual bool) {
 		ref := uint64(len(s.refs)) << 32
 		s.refs = append(s.refs, d)
@@ -251,6 +255,10 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 					reach = max(reach, res)
 				}
 				sc := base + res
+				if collect {
+					pend = append(pend, ivfAsk{ref | uint64(i), sc, d.ids[i], li})
+					continue
+				}
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
@@ -273,9 +281,38 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	for _, o := range order[:min(2*max(listsAhead, 0), len(order))] {
 		st.lists[o.ID].d.Load().prefetchHeader()
 	}
+	// The lists scanned first hold their items in no order of score (an
+	// agent's, an hour's: by time). Put in the heap as they come, every
+	// item better than the heap's worst so far would be asked about
+	// (Allow, a read of the item's record): in a heap filling in random
+	// order, about keep·(1+ln(n/keep)) of n. Collected and taken best
+	// first, the asks are about the admitted keep and those refused.
+	collect = true
 	for _, d := range pre {
 		scan(d, 0, 0, false)
 	}
+	collect = false
+	heapifyAsks(pend)
+	for len(pend) > 0 {
+		if len(s.heap.h) == keep && pend[0].score <= s.heap.h[0].Score {
+			break // the rest score no higher
+		}
+		a := popAsk(&pend)
+		switch {
+		case hint != nil:
+			hint(a.id)
+			asks = append(asks, a)
+			if len(asks) == ivfHintBatch {
+				flush()
+			}
+		case allow != nil:
+			ask(a.ref, a.score, a.id, a.li)
+		default:
+			take(a.ref, a.score, a.li)
+		}
+	}
+	flush()
+	s.pend = pend[:0]
 	for li := 0; li < nl; li++ {
 		if li >= nprobe {
 			// The stops read the heap and the counts: nothing may wait.
@@ -318,6 +355,41 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 		stats.Asked += asked
 	}
 	return s.rerank(q, k, x.dim)
+}
+
+// heapifyAsks orders as a max-heap by score.
+func heapifyAsks(as []ivfAsk) {
+	for i := len(as)/2 - 1; i >= 0; i-- {
+		siftAsk(as, i)
+	}
+}
+
+// popAsk removes and returns the best of the max-heap *as.
+func popAsk(as *[]ivfAsk) ivfAsk {
+	h := *as
+	top := h[0]
+	h[0] = h[len(h)-1]
+	h = h[:len(h)-1]
+	siftAsk(h, 0)
+	*as = h
+	return top
+}
+
+func siftAsk(h []ivfAsk, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if r := c + 1; r < len(h) && h[r].score > h[c].score {
+			c = r
+		}
+		if h[i].score >= h[c].score {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }
 
 // nextLists extends order, the best lists so far in probe order (best

@@ -260,3 +260,44 @@ func TestSplitByTimeConcurrent(t *testing.T) {
 		return m
 	}, func(i int) *Filter { return narrow[i%len(narrow)] })
 }
+
+// TestSplitAsksBestFirst: the lists a split scans first (an hour's, an
+// agent's items, in time order) are asked about best first, so that
+// Allow hears of about the items the heap keeps, not of every item that
+// would enter a heap filling in time order; and what it refuses is left
+// out, as exact search under the same predicate leaves it.
+func TestSplitAsksBestFirst(t *testing.T) {
+	const n = 12000
+	all := clustered(35, n+40, 32, 40)
+	vecs, qs := all[:n], all[n:]
+	x, flat := buildIVFWith(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, timeMeta(n), func(x *IVF) {
+		x.SplitByAgent()
+		x.SplitByTime()
+	})
+	narrow, _ := timeWindows(n)
+	const k = 10
+	keep := max(4*k, 40)
+	for _, base := range []*Filter{{From: narrow[2].From, To: narrow[2].To}, {Agent: splitAgents[7]}} {
+		for _, refuse := range []bool{false, true} {
+			f := *base
+			f.Allow = func(id uint64) bool { return !refuse || id%3 != 0 }
+			var st SearchStats
+			f.Stats = &st
+			for _, q := range qs {
+				if x.Search(q, k, &f) == nil {
+					t.Fatalf("filter %+v: no hit", *base)
+				}
+			}
+			asked := float64(st.Asked) / float64(len(qs))
+			t.Logf("filter %+v, a third refused %v: %.1f asked, %.1f scored per search", *base, refuse, asked, float64(st.Scored)/float64(len(qs)))
+			// Best first, the first lists' asks are keep (or half as many
+			// again, a third of them refused); the catch-alls' lists add
+			// those better than the heap's worst.
+			if limit := 2.5 * float64(keep); refuse && asked > 1.5*limit || !refuse && asked > limit {
+				t.Errorf("filter %+v, a third refused %v: %.1f asked per search, want at most %.0f", *base, refuse, asked, limit)
+			}
+			f.Stats = nil
+			wantRecall(t, x, flat, qs, &f)
+		}
+	}
+}

@@ -295,6 +295,7 @@ type callRecord struct {
 	StitchUS    int64 `json:"stitch_us,omitempty"`
 	Lists       int   `json:"lists,omitempty"`  // the prefilter's index search (IVF): lists scanned
 	Scored      int   `json:"scored,omitempty"` // … and items scored
+	Asked       int   `json:"asked,omitempty"`  // … and candidates asked about (the planner's predicate)
 	Nodes       int   `json:"nodes,omitempty"`
 	Edges       int   `json:"edges,omitempty"`
 }
@@ -315,7 +316,7 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 		t := c.timings
 		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Timeout: c.timeout,
 			PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
-			Lists: c.search.Lists, Scored: c.search.Scored, Nodes: c.nodes, Edges: c.edges})
+			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
 			return err
 		}
