@@ -211,7 +211,8 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 // daemon's searches find the caches. It reports each way's p50 and p99
 // and recall@10 against exact search under the same filter.
 func BenchmarkIVFTimeSplit(b *testing.B) {
-	defer func(f float64) { timeScanFactor = f }(timeScanFactor)
+	split := timeScanFactor
+	defer func() { timeScanFactor = split }()
 	for _, n := range benchSizes() {
 		s := getBenchSet(b, n)
 		x, flat := timeBenchIVF(b, s)
@@ -237,7 +238,7 @@ func BenchmarkIVFTimeSplit(b *testing.B) {
 						lat    []time.Duration
 						hits   int
 						want   int
-					}{{name: "split", factor: timeScanFactor}, {name: "lists", factor: 0}}
+					}{{name: "split", factor: split}, {name: "lists", factor: 0}}
 					i := 0
 					for b.Loop() {
 						wi, qi := i%2, i/2%len(s.queries)

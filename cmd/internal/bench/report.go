@@ -197,7 +197,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"reopen until the first answer, s (Start alone)", n("reopen_s", 2) + " (" + n("reopen.start_s", 2) + ")", "—", "≤ 5 at 1M edges", verdict("reopen_s")},
 		row{"heap after the load / after the reopen: live, of which holding pointers (what every collection scans); objects, millions; a full collection, s",
 			heap("gc.") + " / " + heap("reopen.gc."), "—", "", ""},
-		row{"RSS after reopen, bytes per edge (total MB)", n("rss_bytes_per_edge", 0) + " (" + mb(f, "rss_bytes") + ")", "—", "", ""},
+		row{"RSS after reopen, the index's splits filled, bytes per edge (total MB)", n("rss_bytes_per_edge", 0) + " (" + mb(f, "rss_bytes") + ")", "—", "", ""},
 		row{"disk, bytes per edge: all / graph (total MB)", pair("disk_bytes_per_edge", "disk.graph_bytes_per_edge", 0) + " (" + mb(f, "disk_bytes") + ")", "—", "", ""},
 		row{"graph: nodes / edges / vectors", n("graph.nodes", 0) + " / " + n("graph.edges", 0) + " / " + n("graph.vectors", 0), "", "", ""},
 		row{"machine: work handed to an idle vCPU waits, p50 / p99 µs; a load missing the caches, ns; a 384-d dot product, ns",
