@@ -182,7 +182,20 @@ func (x *IVF) sideAdd(sd *ivfSide, id uint64, vec []float32, m Meta) {
 		_ = sd.shared.Add(id, vec, m) // vec was checked when x took it
 		return
 	}
+	lists := len(sd.lists.Load().lists)
 	l, slot := sd.list(key, x.dim)
+	if sd.by == byTime && int(slot) == lists {
+		sd.trimBefore(key, x.dim) // a new hour
+	}
+	if d := l.d.Load(); d.len() == len(d.ids) {
+		// Full: grown by a quarter, not doubled as an inverted list is.
+		// A key's list takes its items over its whole life, and an
+		// hour's arrive out of order when robots' streams lag one
+		// another, so doubling left them half empty on average (the
+		// medium store's hours: room for 299,516 entries, 192,584
+		// held); the copies cost the indexer little.
+		l.grow(d, max(8, d.len()+d.len()/4), x.dim, false)
+	}
 	e := ivfEntry{id: id, meta: packMeta(m), vec: &vec[0]}
 	e.code, e.lo, e.step = sd.scratch.residual(vec, nil)
 	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim))})
@@ -207,6 +220,21 @@ func (sd *ivfSide) list(key uint32, dim int) (*ivfList, uint32) {
 	return nl.lists[slot], slot
 }
 
+// trimBefore gives back the room to grow into of the list of the key
+// before key (a list grown by doubling is a quarter empty on average);
+// the caller holds mu. An hour's items arrive mostly in time order, so
+// when the next hour gets its list the one before is mostly complete;
+// a late item grows it again.
+func (sd *ivfSide) trimBefore(key uint32, dim int) {
+	al := sd.lists.Load()
+	if at := firstAtLeast(al.sorted, key); at > 0 {
+		prev := al.lists[al.sorted[at-1].slot]
+		if d := prev.d.Load(); len(d.ids) > d.len() {
+			prev.grow(d, d.len(), dim, false)
+		}
+	}
+}
+
 // firstAtLeast returns the index of the first of sorted whose key is at
 // least key.
 func firstAtLeast(sorted []keySlot, key uint32) int {
@@ -222,9 +250,19 @@ func (x *IVF) sideRemove(sd *ivfSide, id uint64) {
 		sd.lists.Load().lists[loc.list].d.Load().markDead(int(loc.pos))
 		sd.ids.remove(id)
 		sd.dead++
+		// Items leave a key's list without any removal from x (an edge
+		// observed again past its hour, an agent that changes): their
+		// tombstones are reclaimed here once they pass 5% of the lists,
+		// as the indexer does x's.
+		if sd.dead > 64 && sd.dead*20 > sd.ids.len() {
+			x.compactSideLists(sd)
+		}
 		return
 	}
 	sd.shared.Remove(id)
+	if t := sd.shared.Tombstones(); t > 64 && t*20 > sd.shared.Len() {
+		sd.shared.Cleanup()
+	}
 }
 
 // sideSetMeta gives id's copy in the split the Meta m (its vector vec,
@@ -339,6 +377,12 @@ func (x *IVF) reserveSide(sd *ivfSide) {
 // catch-alls' index; the caller holds mu.
 func (x *IVF) sideCleanup(sd *ivfSide) {
 	sd.shared.Cleanup()
+	x.compactSideLists(sd)
+}
+
+// compactSideLists compacts the keys' lists holding tombstones; the
+// caller holds mu.
+func (x *IVF) compactSideLists(sd *ivfSide) {
 	if sd.dead == 0 {
 		return
 	}

@@ -301,3 +301,70 @@ func TestSplitAsksBestFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitByTimeStaysCompact: an hour's list, once the next hour has
+// one, holds no room to grow into, and filled out of order little;
+// items leaving the hours' lists (an
+// edge observed again past its hour becomes a catch-all) leave
+// tombstones that the split reclaims by itself once they pass 5% of it,
+// with no Cleanup, and the items are found where they are now.
+func TestSplitByTimeStaysCompact(t *testing.T) {
+	const n = 6000
+	vecs := clustered(36, n, 32, 20)
+	x, _ := timeIVF(t, vecs)
+	sd := x.sides[byTime].Load()
+	al := sd.lists.Load()
+	last := al.sorted[len(al.sorted)-1].slot
+	for _, e := range al.sorted {
+		if d := al.lists[e.slot].d.Load(); e.slot != last && len(d.ids) != d.len() {
+			t.Errorf("hour %d: room for %d entries, holds %d", e.key, len(d.ids), d.len())
+		}
+	}
+	meta := timeMeta(n)
+	keyed := sd.ids.len()
+	moved := 0
+	for i := 0; i < n; i += 3 {
+		m := meta(i)
+		if _, ok := timeKey(m); !ok {
+			continue
+		}
+		m.End = m.Time + 3*timeBucketNS
+		x.SetMeta(uint64(i), m)
+		moved++
+	}
+	if sd.dead > 64+sd.ids.len()/20 {
+		t.Fatalf("%d tombstones in the hours' lists after %d of %d items left them", sd.dead, moved, keyed)
+	}
+	if got := sd.ids.len() + sd.shared.Len(); got != n || sd.ids.len() != keyed-moved {
+		t.Fatalf("split holds %d items (%d keyed), want %d (%d keyed)", got, sd.ids.len(), n, keyed-moved)
+	}
+	for i := 0; i < n; i += 3 * 37 {
+		m := meta(i)
+		if _, ok := timeKey(m); !ok {
+			continue
+		}
+		later := &Filter{From: m.Time + 2*timeBucketNS, To: m.Time + 2*timeBucketNS + 60e9}
+		if hits := x.Search(vecs[i], 1, later); len(hits) != 1 || hits[0].ID != uint64(i) {
+			t.Fatalf("item %d, observed again for 3 hours: not found 2 hours on (%v)", i, hits)
+		}
+	}
+	// Out of time order (streams lagging one another), the hours' lists
+	// grow by a quarter at a time: at most a fifth of their room empty
+	// (doubling left about half).
+	y := NewIVF(32, IVFOptions{Seed: 1, TrainAt: 1000})
+	y.SplitByTime()
+	for j := range n {
+		i := j * 7919 % n // every item once, hours visited in no order
+		if err := y.Add(uint64(i), vecs[i], meta(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, room := 0, 0
+	for _, l := range y.sides[byTime].Load().lists.Load().lists {
+		held += l.d.Load().len()
+		room += len(l.d.Load().ids)
+	}
+	if room*4 > held*5 {
+		t.Errorf("hours' lists filled out of order: room for %d entries, hold %d", room, held)
+	}
+}
