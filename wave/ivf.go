@@ -238,7 +238,7 @@ func (x *IVF) place(st *ivfState, e ivfEntry, vec []float32, scratch *coder) ivf
 	}
 	list := &st.lists[l]
 	e.code, e.lo, e.step = scratch.residual(vec, list.d.Load().centre)
-	return ivfLoc{uint32(l), uint32(list.push(e, x.dim))}
+	return ivfLoc{uint32(l), uint32(list.push(e, x.dim, doubling))}
 }
 
 // coder is the scratch of coding residuals.
@@ -320,7 +320,7 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		d.markDead(int(loc.pos))
 		x.deleted++
 		l := &x.st.Load().lists[loc.list]
-		x.ids.put(id, ivfLoc{loc.list, uint32(l.push(e, x.dim))})
+		x.ids.put(id, ivfLoc{loc.list, uint32(l.push(e, x.dim, doubling))})
 	} else {
 		nm.setMutable(m)
 		d.widenAt(int(loc.pos))

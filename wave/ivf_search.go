@@ -219,6 +219,22 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	// scan visits list d's entries (li its place in the probe order),
 	// whose scores are base plus their codes', residual telling whether
 	// those are of residuals (reach) or of whole vectors.
+	// offer puts a candidate that may enter the heap to Allow, hinted
+	// and batched (Filter.Hint), asked at once, or takes it (no Allow).
+	offer := func(a ivfAsk) {
+		switch {
+		case hint != nil:
+			hint(a.id)
+			asks = append(asks, a)
+			if len(asks) == ivfHintBatch {
+				flush()
+			}
+		case allow != nil:
+			ask(a.ref, a.score, a.id, a.li)
+		default:
+			take(a.ref, a.score, a.li)
+		}
+	}
 	// pend collects the candidates of the lists scanned first (pre),
 	// which are asked about best first afterwards.
 	pend, collect := s.pend[:0], false
@@ -262,19 +278,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
-				switch {
-				case hint != nil:
-					id := d.ids[i]
-					hint(id)
-					asks = append(asks, ivfAsk{ref | uint64(i), sc, id, li})
-					if len(asks) == ivfHintBatch {
-						flush()
-					}
-				case allow != nil:
-					ask(ref|uint64(i), sc, d.ids[i], li)
-				default:
-					take(ref|uint64(i), sc, li)
-				}
+				offer(ivfAsk{ref | uint64(i), sc, d.ids[i], li})
 			}
 		}
 	}
@@ -297,19 +301,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 		if len(s.heap.h) == keep && pend[0].score <= s.heap.h[0].Score {
 			break // the rest score no higher
 		}
-		a := popAsk(&pend)
-		switch {
-		case hint != nil:
-			hint(a.id)
-			asks = append(asks, a)
-			if len(asks) == ivfHintBatch {
-				flush()
-			}
-		case allow != nil:
-			ask(a.ref, a.score, a.id, a.li)
-		default:
-			take(a.ref, a.score, a.li)
-		}
+		offer(popAsk(&pend))
 	}
 	flush()
 	s.pend = pend[:0]

@@ -187,18 +187,9 @@ func (x *IVF) sideAdd(sd *ivfSide, id uint64, vec []float32, m Meta) {
 	if sd.by == byTime && int(slot) == lists {
 		sd.trimBefore(key, x.dim) // a new hour
 	}
-	if d := l.d.Load(); d.len() == len(d.ids) {
-		// Full: grown by a quarter, not doubled as an inverted list is.
-		// A key's list takes its items over its whole life, and an
-		// hour's arrive out of order when robots' streams lag one
-		// another, so doubling left them half empty on average (the
-		// medium store's hours: room for 299,516 entries, 192,584
-		// held); the copies cost the indexer little.
-		l.grow(d, max(8, d.len()+d.len()/4), x.dim, false)
-	}
 	e := ivfEntry{id: id, meta: packMeta(m), vec: &vec[0]}
 	e.code, e.lo, e.step = sd.scratch.residual(vec, nil)
-	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim))})
+	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim, byQuarter))})
 }
 
 // list returns key's list and its slot, making them if key has none;
@@ -221,8 +212,7 @@ func (sd *ivfSide) list(key uint32, dim int) (*ivfList, uint32) {
 }
 
 // trimBefore gives back the room to grow into of the list of the key
-// before key (a list grown by doubling is a quarter empty on average);
-// the caller holds mu. An hour's items arrive mostly in time order, so
+// before key; the caller holds mu. An hour's items arrive mostly in time order, so
 // when the next hour gets its list the one before is mostly complete;
 // a late item grows it again.
 func (sd *ivfSide) trimBefore(key uint32, dim int) {
@@ -347,8 +337,7 @@ func (x *IVF) fillSide(sd *ivfSide) {
 }
 
 // reserveSide sizes the keys' lists for the items a fill is about to
-// add, so that a reopen's split holds no room to grow into (a list
-// grown by doubling is a quarter empty on average).
+// add, so that a reopen's split holds no room to grow into.
 func (x *IVF) reserveSide(sd *ivfSide) {
 	want := map[uint32]int{}
 	st := x.st.Load()
@@ -405,7 +394,8 @@ func (sd *ivfSide) bytes(dim int) int {
 // by agent: the catch-alls' index searched with the agent's list scanned
 // first.
 func (x *IVF) searchAgent(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) []Hit {
-	var pre []*listData
+	var one [1]*listData
+	pre := one[:0]
 	al := sd.lists.Load()
 	if slot, ok := al.slot[f.Agent]; ok {
 		pre = append(pre, al.lists[slot].d.Load())
@@ -413,9 +403,10 @@ func (x *IVF) searchAgent(sd *ivfSide, q []float32, k int, f *Filter, stats *Sea
 	return x.searchSide(sd, q, k, f, pre, stats)
 }
 
-// windowLists returns the lists of sd (a split by time) that may hold
-// items the window [from, to] admits (0: open), and ok false when they
-// hold more than limit items: a wide window, for the inverted lists.
+// windowLists appends to pre the lists of sd (a split by time) that may
+// hold items the window [from, to] admits (0: open), and returns ok
+// false when they hold more than limit items: a wide window, for the
+// inverted lists.
 func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []*listData, ok bool) {
 	al := sd.lists.Load()
 	// A keyed item starts at most timeBucketNS before it ends: one that
@@ -448,7 +439,10 @@ func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []
 func (x *IVF) searchTime(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) (_ []Hit, ok bool) {
 	st := x.st.Load()
 	limit := int(timeScanFactor * float64(x.nprobe.Load()) * float64(sd.live.Load()) / float64(max(1, len(st.lists))))
-	pre, ok := sd.windowLists(f.From, f.To, limit, nil)
+	// A day's hours on the stack: a windowed search allocates no more
+	// than any other.
+	var hours [32]*listData
+	pre, ok := sd.windowLists(f.From, f.To, limit, hours[:0])
 	if !ok {
 		return nil, false
 	}
