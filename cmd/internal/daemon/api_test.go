@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/session"
 )
@@ -300,13 +301,31 @@ func writeFakeEmbeddings(w http.ResponseWriter, inputs []string, dims int) {
 	json.NewEncoder(w).Encode(out)
 }
 
-// TestHugePagesKeeperRuns starts a daemon with memory.huge_pages on: it
-// serves as usual and /metrics counts the heap the keeper collapsed
-// (off Linux, or on a kernel that cannot, the keeper only warns).
+// TestHugePagesKeeperRuns starts a daemon at the default
+// memory.huge_pages (on) and one with it off: each serves as usual, and
+// where the host's THP mode is madvise the first runs a keeper, whose
+// collapsed heap /metrics counts (off Linux, or on a kernel that cannot,
+// the keeper only warns). In mode "always" or "never" no keeper runs.
 func TestHugePagesKeeperRuns(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	cfg.Memory.HugePages = true
+	for _, on := range []bool{true, false} {
+		cfg := testConfig(t.TempDir())
+		if !cfg.Memory.HugePages {
+			t.Fatal("memory.huge_pages is off by default")
+		}
+		cfg.Memory.HugePages = on
+		keeper := on && hugepage.Mode() == "madvise"
+		if got := servesWithKeeper(t, cfg); got != keeper {
+			t.Errorf("memory.huge_pages %v, THP mode %q: keeper metric %v, want %v", on, hugepage.Mode(), got, keeper)
+		}
+	}
+}
+
+// servesWithKeeper starts a daemon with cfg, checks it answers, and
+// reports whether /metrics has the huge-page keeper's series.
+func servesWithKeeper(t *testing.T, cfg Config) bool {
+	t.Helper()
 	d := startDaemon(t, cfg)
+	defer d.Shutdown(context.Background())
 	c := connect(t, d)
 	c.publishAll(readMessages(t, "episodes.jsonl"))
 	c.waitApplied()
@@ -319,7 +338,5 @@ func TestHugePagesKeeperRuns(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(raw), "ctxgraph_heap_huge_pages_mib ") {
-		t.Error("/metrics lacks ctxgraph_heap_huge_pages_mib with memory.huge_pages on")
-	}
+	return strings.Contains(string(raw), "ctxgraph_heap_huge_pages_mib ")
 }

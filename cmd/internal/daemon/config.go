@@ -143,9 +143,11 @@ type Config struct {
 	Memory struct {
 		// HugePages keeps the heap in transparent huge pages on Linux
 		// (package hugepage), for hosts whose THP mode is madvise: the
-		// planner's random reads over gigabytes miss the TLB far less;
-		// a reply can stall while a pass collapses. Off by default; a
-		// host in THP mode "always" needs none of it.
+		// heap is collapsed while ingest is quiet, and the planner's
+		// random reads over gigabytes then miss the TLB far less, for
+		// more resident memory; a reply can stall while a pass
+		// collapses. On by default; a host in THP mode "always" needs
+		// none of it, one in mode "never" is left so.
 		HugePages bool `yaml:"huge_pages"`
 		// GCPercent is the Go garbage collector's target (GOGC): the
 		// heap may grow by this percentage of what is live before a
@@ -209,6 +211,7 @@ func DefaultConfig() Config {
 	c.Vectors.M = 16
 	c.Vectors.EfConstruction = 200
 	c.Vectors.EfSearch = 96
+	c.Memory.HugePages = true
 	c.Memory.GCPercent = 100
 	c.Security = DefaultSecurity()
 	return c

@@ -106,13 +106,7 @@ func (d *Daemon) startMaintenance(ctx context.Context) {
 			return err
 		})
 	}
-	switch mode := hugepage.Mode(); {
-	case d.cfg.Memory.HugePages:
-		d.keepHugePages(ctx)
-	case mode == "madvise" || mode == "never":
-		d.log.Info("the heap keeps 4 KiB pages: transparent huge pages are not 'always' here and memory.huge_pages is off; "+
-			"either lowers the planner's tail latency on a large store (BENCHMARKS.md)", "thp", mode)
-	}
+	d.hugePages(ctx)
 	if d.cfg.Retention.Enabled && len(d.cfg.Retention.Rules) > 0 {
 		d.every(ctx, d.cfg.Retention.Interval, "retention", func(ctx context.Context) error {
 			_, err := d.RunRetention(ctx, time.Now())
@@ -121,10 +115,33 @@ func (d *Daemon) startMaintenance(ctx context.Context) {
 	}
 }
 
+// hugePages backs the heap with huge pages as memory.huge_pages and the
+// host's transparent huge page mode allow: in mode "madvise" (the
+// common one) a keeper collapses the heap until ctx ends; in mode
+// "always" the kernel gives them unasked; in mode "never", or with no
+// THP at all, the host has ruled them out and the daemon leaves it so.
+func (d *Daemon) hugePages(ctx context.Context) {
+	mode := hugepage.Mode()
+	switch {
+	case !d.cfg.Memory.HugePages:
+		if mode == "madvise" {
+			d.log.Info("the heap keeps 4 KiB pages: memory.huge_pages is off; "+
+				"huge pages lower the planner's latency on a large store (BENCHMARKS.md)", "thp", mode)
+		}
+	case mode == "madvise":
+		d.keepHugePages(ctx)
+	case mode != "always":
+		d.log.Info("the heap keeps 4 KiB pages: this host offers no transparent huge pages", "thp", mode)
+	}
+}
+
 // keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages),
-// and counts what it collapsed in ctxgraph_heap_huge_pages_mib.
+// and counts what it collapsed in ctxgraph_heap_huge_pages_mib. The
+// keeper collapses the heap only while ingest is quiet (no batch applied
+// for 2 s) and marks no mapping: a heap growing under ingest faults in
+// 4 KiB pages, which keeps the writer's pace (hugepage.Options.Quiet).
 func (d *Daemon) keepHugePages(ctx context.Context) {
-	k := hugepage.New(hugepage.Options{Logger: d.log})
+	k := hugepage.New(hugepage.Options{Logger: d.log, Quiet: d.ingestQuiet(2 * time.Second)})
 	d.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_heap_huge_pages_mib", Help: "MiB of heap the huge-page keeper collapsed into 2 MiB pages (memory.huge_pages).",
 	}, func() float64 { return float64(2 * k.Stats().Collapsed) }))
@@ -135,6 +152,18 @@ func (d *Daemon) keepHugePages(ctx context.Context) {
 			d.log.Warn("huge pages unavailable; the heap keeps 4 KiB pages", "err", err)
 		}
 	}()
+}
+
+// ingestQuiet returns a func reporting whether no ingest batch has
+// been applied for at least d (asked from one goroutine).
+func (d *Daemon) ingestQuiet(quiet time.Duration) func() bool {
+	last, since := int64(-1), time.Now()
+	return func() bool {
+		if n := d.sumConsumers(func(c *consumer) int64 { return c.applied.Load() }); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= quiet
+	}
 }
 
 // maintenanceMetrics are the series of the background work.

@@ -21,4 +21,13 @@
 // 6.1+: a copy of 2 MiB each), skipping what it collapsed before. Where
 // the kernel cannot (another OS, THP disabled, an old kernel) Run says
 // so and stops.
+//
+// Marked memory faults in 2 MiB at a time, each page zeroed whole, and a
+// heap that grows under ingest then holds its writer up: on the medium
+// bench the visibility p99 was worse in seven pairs of runs of eight
+// (BENCHMARKS.md, thirty-eighth round). With [Options.Quiet] a keeper
+// marks nothing and collapses only while Quiet reports the heap at rest
+// (the daemon: no ingest batch applied for 2 s), stopping a pass when it
+// no longer is: a store loaded or ingested is collapsed once the load is
+// over, and ingest never waits on it.
 package hugepage

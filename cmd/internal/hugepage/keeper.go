@@ -41,6 +41,15 @@ type Options struct {
 	// the TLBs of its other threads; resting between them spreads that
 	// out.
 	Pause time.Duration
+	// Quiet, when set, makes the keeper wait for the heap to hold still:
+	// it marks no mapping MADV_HUGEPAGE (so a growing heap faults in 4
+	// KiB pages, as without a keeper), and a collapse pass starts only
+	// when Quiet reports true, CollapseEvery after the last one, checked
+	// every QuietEvery. The daemon reports quiet when no ingest batch
+	// has committed for a while: what a pass collapses then stays whole.
+	Quiet func() bool
+	// QuietEvery is the time between asks of Quiet (default 1s).
+	QuietEvery time.Duration
 	// MinMapping is the smallest mapping considered (default 32 MiB):
 	// the Go heap's, not thread stacks or small runtime structures.
 	MinMapping int64
@@ -58,6 +67,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Pause <= 0 {
 		o.Pause = 2 * time.Millisecond
+	}
+	if o.QuietEvery <= 0 {
+		o.QuietEvery = time.Second
 	}
 	if o.MinMapping <= 0 {
 		o.MinMapping = 32 << 20

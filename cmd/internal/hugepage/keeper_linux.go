@@ -24,30 +24,20 @@ const madvCollapse = unix.MADV_COLLAPSE
 // Run keeps the heap in huge pages until ctx ends. Two goroutines do
 // it: one advises new mappings every AdviseEvery, at normal priority
 // (a madvise is cheap, and it must come before the runtime touches the
-// pages); the other collapses what is resident every CollapseEvery, on
-// an OS thread of its own at the lowest priority (a collapse copies 2
-// MiB). Run returns when ctx ends, or with an error if the kernel cannot
+// pages), unless Options.Quiet is set; the other collapses what is
+// resident every CollapseEvery (with Quiet, once quiet too), on an OS
+// thread of its own at the lowest priority (a collapse copies 2 MiB).
+// Run returns when ctx ends, or with an error if the kernel cannot
 // collapse memory at all.
 func (k *Keeper) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	advised := make(chan error, 1)
-	go func() {
-		t := time.NewTicker(k.o.AdviseEvery)
-		defer t.Stop()
-		for {
-			if err := k.Advise(); err != nil {
-				advised <- err
-				return
-			}
-			select {
-			case <-ctx.Done():
-				advised <- nil
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	if k.o.Quiet != nil {
+		advised <- nil // nothing to advise: the heap grows in 4 KiB pages
+	} else {
+		go k.adviseLoop(ctx, advised)
+	}
 	collapsed := make(chan error, 1)
 	go func() {
 		// The thread dies with the goroutine (it stays locked), so its
@@ -58,17 +48,52 @@ func (k *Keeper) Run(ctx context.Context) error {
 		}
 		collapsed <- k.collapseLoop(ctx)
 	}()
-	// The first to end (ctx, or an error) ends the other.
+	// The first to end with an error, or both, end Run; an error ends
+	// the other.
 	var err error
 	select {
 	case err = <-advised:
-		cancel()
+		if err != nil {
+			cancel()
+		}
 		err = errors.Join(err, <-collapsed)
 	case err = <-collapsed:
 		cancel()
 		err = errors.Join(err, <-advised)
 	}
 	return err
+}
+
+// adviseLoop advises new mappings every AdviseEvery until ctx ends (nil
+// on done) or an advice fails.
+func (k *Keeper) adviseLoop(ctx context.Context, done chan<- error) {
+	t := time.NewTicker(k.o.AdviseEvery)
+	defer t.Stop()
+	for {
+		if err := k.Advise(); err != nil {
+			done <- err
+			return
+		}
+		select {
+		case <-ctx.Done():
+			done <- nil
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// waitQuiet returns true at once without Options.Quiet, else once Quiet
+// reports true (asked every QuietEvery), false if ctx ends first.
+func (k *Keeper) waitQuiet(ctx context.Context) bool {
+	for k.o.Quiet != nil && !k.o.Quiet() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(k.o.QuietEvery):
+		}
+	}
+	return ctx.Err() == nil
 }
 
 func (k *Keeper) collapseLoop(ctx context.Context) error {
@@ -79,6 +104,9 @@ func (k *Keeper) collapseLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if !k.waitQuiet(ctx) {
+			return nil
 		}
 		before := k.Stats().Collapsed
 		if err := k.Collapse(ctx); err != nil {
@@ -135,7 +163,8 @@ func (k *Keeper) Advise() error {
 
 // Collapse collapses the resident pages of the mappings into huge pages,
 // 2 MiB at a time, resting Pause after each, skipping what it collapsed
-// before. It stops early if ctx ends. Calls must not run concurrently.
+// before. It stops early if ctx ends or, with Options.Quiet, as soon as
+// Quiet reports false. Calls must not run concurrently.
 func (k *Keeper) Collapse(ctx context.Context) error {
 	ranges, err := k.mappings()
 	if err != nil {
@@ -152,8 +181,8 @@ func (k *Keeper) Collapse(ctx context.Context) error {
 	}()
 	for _, r := range ranges {
 		for a := alignUp(r.lo); a+hugeSize <= r.hi; a += hugeSize {
-			if ctx.Err() != nil {
-				return nil
+			if ctx.Err() != nil || k.o.Quiet != nil && !k.o.Quiet() {
+				return nil // the rest at the next pass
 			}
 			if _, ok := k.done[a]; ok {
 				continue

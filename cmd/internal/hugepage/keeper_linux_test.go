@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -86,19 +87,27 @@ func hugeBytesAt(t *testing.T, addr uintptr) int64 {
 	return 0
 }
 
+// residentMapping maps n bytes of private anonymous memory (as the
+// runtime maps its heap) and touches every 4 KiB page of it, unmapped
+// when the test ends.
+func residentMapping(t *testing.T, n int) []byte {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return b
+}
+
 // TestKeeperCollapsesTheHeap fills a 16 MiB anonymous mapping (as the
 // runtime maps its heap) with 4 KiB pages and runs one collapse pass:
 // where the kernel can collapse, the mapping then holds huge pages, and
 // a second pass collapses nothing new; where it cannot, Run says so.
 func TestKeeperCollapsesTheHeap(t *testing.T) {
-	b, err := unix.Mmap(-1, 0, 16<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(b)
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 1
-	}
+	b := residentMapping(t, 16<<20)
 	addr := uintptr(unsafe.Pointer(&b[0]))
 	k := New(Options{MinMapping: 8 << 20, CollapseEvery: 10 * time.Millisecond, Pause: time.Microsecond})
 	switch err := collapseErr(t); {
@@ -196,5 +205,44 @@ func TestKeeperRunEndsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// TestKeeperWaitsForQuiet: with Options.Quiet, a keeper marks no
+// mapping and starts no collapse pass while Quiet reports false, stops a
+// pass as soon as it does, and collapses once it reports true.
+func TestKeeperWaitsForQuiet(t *testing.T) {
+	residentMapping(t, 16<<20) // a heap to collapse, resident
+	var quiet atomic.Bool
+	k := New(Options{MinMapping: 8 << 20, CollapseEvery: 5 * time.Millisecond, QuietEvery: time.Millisecond,
+		Pause: time.Microsecond, Quiet: quiet.Load})
+	if err := k.Collapse(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := k.Stats(); st.Collapsed != 0 || st.Failed != 0 {
+		t.Fatalf("a pass while busy: %+v, want it stopped before its first range", st)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	if st := k.Stats(); st.Passes != 1 || st.Advised != 0 {
+		t.Fatalf("while busy: %+v, want no new pass and nothing advised", st)
+	}
+	quiet.Store(true)
+	unsupported := errors.Is(collapseErr(t), unix.EINVAL)
+	deadline := time.Now().Add(10 * time.Second)
+	for k.Stats().Passes < 2 && !unsupported {
+		if time.Now().After(deadline) {
+			t.Fatalf("quiet for 10 s and no pass: %+v", k.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && !(unsupported && errors.Is(err, errUnsupported)) {
+		t.Fatalf("Run ended with %v", err)
+	}
+	if st := k.Stats(); st.Advised != 0 {
+		t.Errorf("a quiet keeper advised %d bytes", st.Advised)
 	}
 }
