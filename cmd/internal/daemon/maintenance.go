@@ -155,7 +155,7 @@ func (d *Daemon) keepHugePages(ctx context.Context) {
 }
 
 // ingestQuiet returns a func reporting whether no ingest batch has
-// been applied for at least d (asked from one goroutine).
+// been applied for at least quiet; one goroutine may call it.
 func (d *Daemon) ingestQuiet(quiet time.Duration) func() bool {
 	last, since := int64(-1), time.Now()
 	return func() bool {

@@ -48,8 +48,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 		}
 		collapsed <- k.collapseLoop(ctx)
 	}()
-	// The first to end with an error, or both, end Run; an error ends
-	// the other.
+	// Run ends when both have ended: with ctx, or with the first error,
+	// which ends the other.
 	var err error
 	select {
 	case err = <-advised:
