@@ -220,7 +220,7 @@ type cleaner interface {
 // maybeCleanup reclaims the index's tombstones once they pass 5% of it.
 func (ix *Indexer) maybeCleanup() {
 	c, ok := ix.idx.(cleaner)
-	if ok && c.Tombstones() > 64 && c.Tombstones()*20 > ix.idx.Len() {
+	if ok && wave.CleanupDue(c.Tombstones(), ix.idx.Len()) {
 		c.Cleanup()
 		ix.cleanups++
 	}

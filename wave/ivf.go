@@ -191,6 +191,12 @@ func (x *IVF) Has(id uint64) bool {
 	return x.ids.has(id)
 }
 
+// CleanupDue reports whether an index holding live entries and
+// tombstones removed ones is due a compaction: once they pass 5% of it
+// (and 64), the rule the planner's indexer applies to an index and a
+// split applies to its own lists.
+func CleanupDue(tombstones, live int) bool { return tombstones > 64 && tombstones*20 > live }
+
 // Tombstones is the number of removed entries not yet compacted away.
 func (x *IVF) Tombstones() int {
 	x.mu.Lock()

@@ -18,7 +18,7 @@ type ivfSearcher struct {
 	q16    []int16     // the query, quantised for ranking the lists
 	q8     []int8      // the query, quantised for scoring the entries' codes
 	asks   []ivfAsk    // candidates hinted, Allow not asked yet
-	pend   []ivfAsk    // the first-scanned lists' candidates (bestFirst)
+	pend   []ivfAsk    // the first-scanned lists' candidates, asked about best first
 	// cur is the list being scanned and next the one after it, each
 	// with its blocks' visit masks (prefetchAdmitted) when read ahead.
 	cur, next           *listData
@@ -216,9 +216,6 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 		}
 		asks = asks[:0]
 	}
-	// scan visits list d's entries (li its place in the probe order),
-	// whose scores are base plus their codes', residual telling whether
-	// those are of residuals (reach) or of whole vectors.
 	// offer puts a candidate that may enter the heap to Allow, hinted
 	// and batched (Filter.Hint), asked at once, or takes it (no Allow).
 	offer := func(a ivfAsk) {
@@ -238,6 +235,9 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	// pend collects the candidates of the lists scanned first (pre),
 	// which are asked about best first afterwards.
 	pend, collect := s.pend[:0], false
+	// scan visits list d's entries (li its place in the probe order),
+	// whose scores are base plus their codes', residual telling whether
+	// those are of residuals (reach) or of whole vectors.
 	scan := func(d *listData, base float32, li int, residual bool) {
 		ref := uint64(len(s.refs)) << 32
 		s.refs = append(s.refs, d)

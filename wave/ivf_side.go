@@ -157,6 +157,17 @@ func (x *IVF) SplitByTime() { x.split(byTime) }
 // (SplitByAgent was called and the split holds every live item).
 func (x *IVF) SplitReady() bool { return x.sideReady(byAgent) }
 
+// SplitsReady reports whether every split x has made serves searches
+// (holds every live item); true with none.
+func (x *IVF) SplitsReady() bool {
+	for by := range splitKinds {
+		if sd := x.sides[by].Load(); sd != nil && !sd.ready.Load() {
+			return false
+		}
+	}
+	return true
+}
+
 // TimeSplitReady reports whether windowed searches use the split by
 // time (SplitByTime was called and the split holds every live item).
 func (x *IVF) TimeSplitReady() bool { return x.sideReady(byTime) }
@@ -242,15 +253,14 @@ func (x *IVF) sideRemove(sd *ivfSide, id uint64) {
 		sd.dead++
 		// Items leave a key's list without any removal from x (an edge
 		// observed again past its hour, an agent that changes): their
-		// tombstones are reclaimed here once they pass 5% of the lists,
-		// as the indexer does x's.
-		if sd.dead > 64 && sd.dead*20 > sd.ids.len() {
+		// tombstones are reclaimed here, as the indexer does x's.
+		if CleanupDue(sd.dead, sd.ids.len()) {
 			x.compactSideLists(sd)
 		}
 		return
 	}
 	sd.shared.Remove(id)
-	if t := sd.shared.Tombstones(); t > 64 && t*20 > sd.shared.Len() {
+	if CleanupDue(sd.shared.Tombstones(), sd.shared.Len()) {
 		sd.shared.Cleanup()
 	}
 }

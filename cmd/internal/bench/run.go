@@ -469,7 +469,7 @@ func (r *runner) reopen(ctx context.Context) error {
 	// serves: memory is measured once they are whole, as a serving
 	// daemon holds it.
 	if x, ok := d.VectorIndex().(*wave.IVF); ok {
-		for (r.cfg.Vectors.SplitByAgent && !x.SplitReady()) || (r.cfg.Vectors.SplitByTime && !x.TimeSplitReady()) {
+		for !x.SplitsReady() {
 			if time.Since(t) > 5*time.Minute {
 				return fmt.Errorf("the vector index's splits are not filled %v after the start", time.Since(t).Round(time.Second))
 			}

@@ -114,7 +114,7 @@ func (m *metrics) registerStore(d *Daemon) {
 	}, func() float64 { return float64(d.index.Len()) }))
 	if x, ok := d.index.(interface{ Bytes() int }); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ctxgraph_vector_index_bytes", Help: "Memory the vector index holds beside the float vectors it shares with the graph (its codes, ids, metadata and lists; with the split by agent).",
+			Name: "ctxgraph_vector_index_bytes", Help: "Memory the vector index holds beside the float vectors it shares with the graph (its codes, ids, metadata and lists; with its splits).",
 		}, func() float64 { return float64(x.Bytes()) }))
 	}
 	for split, ready := range map[string]func(*wave.IVF) bool{"agent": (*wave.IVF).SplitReady, "time": (*wave.IVF).TimeSplitReady} {
