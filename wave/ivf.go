@@ -8,9 +8,10 @@ import (
 
 // IVFOptions configure an [IVF]. Zero fields take the defaults.
 type IVFOptions struct {
-	// NProbe is the number of nearest lists every search probes (default
-	// 32); a filtered search probes more until it has seen enough items
-	// the filter admits.
+	// NProbe is the number of nearest lists a search probes (default
+	// 32) unless the lists left cannot hold a better item than its k-th
+	// best, which it checks from half of them on; a filtered search
+	// probes more until it has seen enough items the filter admits.
 	NProbe int
 	// TrainAt is the number of vectors at which the coarse quantiser is
 	// first trained (default 4096); below it the index is one list and
@@ -80,9 +81,11 @@ const (
 // # Search
 //
 // A search ranks the lists by their centroid's similarity to the query
-// and scans the nearest NProbe, checking the cheap Meta fields of the
-// filter inline before scoring and asking [Filter.Allow] only about an
-// item that would enter the result heap. When the filter admits few
+// and scans the nearest NProbe (or from half of them on, stops as soon
+// as the lists left cannot hold a better item than its k-th best),
+// checking the cheap Meta fields of the filter inline before scoring and
+// asking [Filter.Allow] only about an item that would enter the result
+// heap. When the filter admits few
 // items it keeps probing further lists (up to all of them, which is
 // exact) until it has seen enough admitted ones. The best candidates by
 // 4-bit score are rescored with the float32 vectors.
@@ -175,10 +178,13 @@ func (x *IVF) Len() int {
 // Lists returns the number of inverted lists (1 before training).
 func (x *IVF) Lists() int { return len(x.st.Load().lists) }
 
-// SetNProbe sets the number of lists an unfiltered search probes.
+// SetNProbe sets the number of lists an unfiltered search probes at
+// most, unless the bound rules out a better item than its k-th best
+// sooner (from half of them on; IVFOptions.NProbe).
 func (x *IVF) SetNProbe(n int) { x.nprobe.Store(int32(max(1, n))) }
 
-// NProbe returns the number of lists an unfiltered search probes.
+// NProbe returns the number of lists an unfiltered search probes at
+// most (see SetNProbe).
 func (x *IVF) NProbe() int { return int(x.nprobe.Load()) }
 
 // Options returns the options the index was built with.

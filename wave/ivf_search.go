@@ -47,13 +47,15 @@ const ivfSeenPerSlot = 8
 // Search returns up to k live vectors admitted by f, highest cosine
 // similarity first. A query of the wrong dimension or k <= 0 returns nil.
 //
-// It probes the NProbe lists nearest q, keeping the max(4k, 40) best by
+// It probes the lists nearest q, keeping the max(4k, 40) best by
 // 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary rules
 // out the window or the agent), f.Allow only for an item that would
 // enter that heap (with f.Hint, such items are hinted 16 at a time, then
-// asked about in order). Past NProbe it probes on in order of list distance
-// (up to every list: exact) until one of these holds:
+// asked about in order). In order of list distance, it probes half of
+// the NProbe nearest lists, then the rest of them until the second
+// condition below holds, then on past NProbe (up to every list: exact)
+// until either holds:
 //
 //   - The heap is full, the items seen are estimated to include 8
 //     admitted ones per heap slot and (under a filter) none of the last
@@ -305,12 +307,26 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	}
 	flush()
 	s.pend = pend[:0]
+	// From half of nprobe on, the lists left may be ruled out by the
+	// bound alone (not with lists scanned first: the bound's reach is
+	// of the residuals' scores, which they do not have).
+	minProbe := nprobe
+	if len(pre) == 0 {
+		minProbe = max(1, nprobe/2)
+	}
+probe:
 	for li := 0; li < nl; li++ {
-		if li >= nprobe {
+		switch {
+		case li >= nprobe:
 			// The stops read the heap and the counts: nothing may wait.
 			flush()
 			if enough(li) || bounded(li) {
-				break
+				break probe
+			}
+		case li >= minProbe:
+			flush()
+			if bounded(li) {
+				break probe
 			}
 		}
 		if li == len(order) {

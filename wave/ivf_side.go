@@ -86,8 +86,8 @@ const timeBucketNS = int64(3600e9)
 
 // timeScanFactor bounds what a windowed search reads from the split by
 // time: the window's lists are scanned whole while they hold at most
-// timeScanFactor times the items an unfiltered search scores (NProbe of
-// the lists); a wider window searches the lists.
+// timeScanFactor times the items of NProbe lists (what an unfiltered
+// search scores at most); a wider window searches the lists.
 var timeScanFactor = 2.0
 
 // key returns m's list key in the split, ok false for a catch-all.

@@ -127,7 +127,9 @@ type Config struct {
 		// Index is ivf (inverted file: fast inserts and filtered search),
 		// hnsw (graph) or flat (exact).
 		Index string `yaml:"index"`
-		// NProbe is the number of IVF lists an unfiltered search probes.
+		// NProbe is the number of IVF lists an unfiltered search probes
+		// at most; from half of them on it stops once the lists left
+		// cannot hold a better item (wave.IVFOptions.NProbe).
 		NProbe int `yaml:"nprobe"`
 		// SplitByAgent keeps the IVF's items a second time apart by
 		// agent, for same-agent searches (wave.IVF.SplitByAgent).
