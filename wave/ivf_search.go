@@ -314,19 +314,12 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	if len(pre) == 0 {
 		minProbe = max(1, nprobe/2)
 	}
-probe:
 	for li := 0; li < nl; li++ {
-		switch {
-		case li >= nprobe:
+		if li >= minProbe {
 			// The stops read the heap and the counts: nothing may wait.
 			flush()
-			if enough(li) || bounded(li) {
-				break probe
-			}
-		case li >= minProbe:
-			flush()
-			if bounded(li) {
-				break probe
+			if bounded(li) || li >= nprobe && enough(li) {
+				break
 			}
 		}
 		if li == len(order) {
