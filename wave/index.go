@@ -76,7 +76,8 @@ type SearchStats struct {
 	// own list, in an index split by agent, counts as one).
 	Lists int
 	// Scored is how many items' codes they scored: the items of those
-	// lists that the filter's Meta fields let through.
+	// lists that the filter's Meta fields let through (not counting
+	// the few it rules out that an IVF search scores for its bound).
 	Scored int
 	// Asked is how many times they asked Filter.Allow.
 	Asked int

@@ -44,3 +44,27 @@ func TestIVFFilteredRecallFarFromEveryList(t *testing.T) {
 		})
 	}
 }
+
+// Under a Meta filter that admits few items, the bound's reach is
+// sampled from each list's first block too (admitted or not), so it
+// grows with the lists scanned as it does unfiltered: the search stops
+// on the bound long before it has scored 8 admitted items per heap slot
+// (which a 1% type filter reaches only after every list), and keeps its
+// recall.
+func TestIVFBoundUnderASelectiveMetaFilter(t *testing.T) {
+	x, flat := ivfFixture(t)
+	for _, f := range []*Filter{{Types: []uint8{7}}, {Types: []uint8{1, 2, 3}}} {
+		var st SearchStats
+		g := *f
+		g.Stats = &st
+		r := recall(t, x, flat, fix.queries, 10, &g)
+		lists := float64(st.Lists) / float64(len(fix.queries))
+		t.Logf("types %v: recall@10 %.4f, %.1f of %d lists per search", f.Types, r, lists, x.Lists())
+		if r < 0.95 {
+			t.Errorf("types %v: recall@10 = %.4f, want >= 0.95", f.Types, r)
+		}
+		if lists > float64(x.Lists())/2 {
+			t.Errorf("types %v: %.1f of %d lists per search, want at most half", f.Types, lists, x.Lists())
+		}
+	}
+}

@@ -67,9 +67,12 @@ const ivfSeenPerSlot = 8
 //     residual's, a list later in the order scores no higher than the
 //     last one probed, and that score plus the largest residual score
 //     among the items scored so far (at least 8 per heap slot, so that
-//     the largest is a fair estimate) is below the k-th best. A broad
-//     filter fills the top k early and stops here, before the first
-//     condition would.
+//     the largest is a fair estimate) is below the k-th best. Under
+//     Meta fields the first 16 entries of every list probed are scored
+//     for that estimate too, admitted or not, so that it grows with the
+//     lists probed however few items the fields admit. A broad filter
+//     fills the top k early and stops here, before the first condition
+//     would.
 //
 // The heap is rescored with the float32 vectors.
 //
@@ -164,6 +167,14 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	}
 	blockwise := f != nil && mc.blockwise()
 	var passed, asked, allowed int
+	// Under Meta fields, which may admit few of a list's entries, a
+	// list of which they admit fewer than a block's worth has its first
+	// block's entries scored for the bound's reach, admitted or not
+	// (sampled counts those not): the reach's sample then grows with
+	// every list scanned, as it does unfiltered, and the bound can rule
+	// out the lists left as soon.
+	sampleFirst := !metaFree
+	var sampled int
 	// lastGain is the last list that put a candidate in the heap: probing
 	// past NProbe goes on while recent lists still do.
 	lastGain := 0
@@ -188,7 +199,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	reach := float32(math.Inf(-1))
 	s.best = topK{k: k, h: s.best.h[:0]}
 	bounded := func(li int) bool {
-		return len(s.best.h) == k && passed >= ivfSeenPerSlot*keep && order[li-1].Score+reach < s.best.h[0].Score
+		return len(s.best.h) == k && passed+sampled >= ivfSeenPerSlot*keep && order[li-1].Score+reach < s.best.h[0].Score
 	}
 	// ask puts a candidate that passed Allow in the heap; with a Hint,
 	// candidates wait in s.asks and are asked in order, each against the
@@ -252,23 +263,30 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 		if d == s.cur {
 			visits = s.curMasks
 		}
-		for b := 0; b < n; b += blockSize {
-			// The block's entries to visit, one bit each: its published
-			// live ones, less those its summary rules out.
+		residualScore := func(i int) float32 {
+			o := i * cb
+			return d.steps[i]*qs8*float32(dotU4(q8, codes[o:o+cb:o+cb])) + d.lows[i]*qsum
+		}
+		// visible is the entries of block b to visit, one bit each: its
+		// published live ones, less those its summary rules out.
+		visible := func(b int) uint32 {
 			mask := d.liveMask(b, n)
 			if bi := b >> blockShift; bi < len(visits) {
 				mask &= visits[bi]
 			} else if blockwise {
 				mask &= mc.visit(&d.blk[bi])
 			}
-			for ; mask != 0; mask &= mask - 1 {
+			return mask
+		}
+		before := passed
+		for b := 0; b < n; b += blockSize {
+			for mask := visible(b); mask != 0; mask &= mask - 1 {
 				i := b + bits.TrailingZeros32(mask)
 				if !metaFree && !mc.admits(&d.metas[i]) {
 					continue
 				}
 				passed++
-				o := i * cb
-				res := d.steps[i]*qs8*float32(dotU4(q8, codes[o:o+cb:o+cb])) + d.lows[i]*qsum
+				res := residualScore(i)
 				if residual {
 					reach = max(reach, res)
 				}
@@ -281,6 +299,19 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 					continue
 				}
 				offer(ivfAsk{ref | uint64(i), sc, d.ids[i], li})
+			}
+		}
+		// A list whose entries the filter mostly rules out adds the rest
+		// of its first block to the reach's sample.
+		if residual && sampleFirst && passed-before < blockSize && n > 0 {
+			vis := visible(0)
+			for m := d.liveMask(0, n); m != 0; m &= m - 1 {
+				i := bits.TrailingZeros32(m)
+				if vis&(1<<i) != 0 && mc.admits(&d.metas[i]) {
+					continue // scored above
+				}
+				reach = max(reach, residualScore(i))
+				sampled++
 			}
 		}
 	}
