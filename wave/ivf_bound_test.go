@@ -46,7 +46,7 @@ func TestIVFFilteredRecallFarFromEveryList(t *testing.T) {
 }
 
 // Under a Meta filter that admits few items, the bound's reach is
-// sampled from each list's first block too (admitted or not), so it
+// sampled from the lists' first blocks too (admitted or not), so it
 // grows with the lists scanned as it does unfiltered: the search stops
 // on the bound long before it has scored 8 admitted items per heap slot
 // (which a 1% type filter reaches only after every list), and keeps its

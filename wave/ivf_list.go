@@ -67,10 +67,10 @@ func (d *listData) prefetchHeader() {
 // summariesOnly, the first line of its ids, metas, lows and steps and
 // its first two codes (cb bytes each). A search whose filter rules out
 // blocks by their summaries (a time window or an agent) reads only some
-// blocks' entries, often none of a list's, and hints the summaries and
-// its first block's codes (with the first line of lows and steps) only:
-// those it scores for its bound's reach when the filter admits few.
-func (d *listData) prefetchEntries(cb int, summariesOnly bool) {
+// blocks' entries, often none of a list's, and hints the summaries only,
+// with (firstBlock) its first block's codes and the first line of lows
+// and steps when it may score them for its bound's reach.
+func (d *listData) prefetchEntries(cb int, summariesOnly, firstBlock bool) {
 	n := d.len()
 	if n == 0 {
 		return
@@ -78,9 +78,11 @@ func (d *listData) prefetchEntries(cb int, summariesOnly bool) {
 	nb := min((n+blockSize-1)>>blockShift, listAheadBlocks)
 	PrefetchRange(unsafe.Pointer(&d.blk[0]), uintptr(nb)*unsafe.Sizeof(blockSum{}))
 	if summariesOnly {
-		PrefetchRange(unsafe.Pointer(&d.codes[0]), uintptr(min(n, blockSize)*cb))
-		prefetchLine(unsafe.Pointer(&d.lows[0]))
-		prefetchLine(unsafe.Pointer(&d.steps[0]))
+		if firstBlock {
+			PrefetchRange(unsafe.Pointer(&d.codes[0]), uintptr(min(n, blockSize)*cb))
+			prefetchLine(unsafe.Pointer(&d.lows[0]))
+			prefetchLine(unsafe.Pointer(&d.steps[0]))
+		}
 		return
 	}
 	prefetchLine(unsafe.Pointer(&d.ids[0]))

@@ -29,8 +29,9 @@ func TestListPrefetchWithinItsEntries(t *testing.T) {
 		}
 		d.n.Store(int32(c.n))
 		d.prefetchHeader()
-		d.prefetchEntries(cb, false)
-		d.prefetchEntries(cb, true)
+		d.prefetchEntries(cb, false, false)
+		d.prefetchEntries(cb, true, false)
+		d.prefetchEntries(cb, true, true)
 		for _, f := range []*Filter{{From: 1, To: 2}, {From: 1000 + blockSize, To: 1000 + blockSize + 3}, {To: 1 << 40}, {Agent: 7}} {
 			mc := compileMeta(f)
 			masks := d.prefetchAdmitted(&mc, cb, nil)

@@ -44,6 +44,14 @@ const ivfHintBatch = 16
 // score sets.
 const ivfSeenPerSlot = 8
 
+// reachThinning: under Meta fields that admit few of a list's entries,
+// the bound's reach samples each list's first block until it has seen
+// ivfSeenPerSlot items per heap slot, then one list in reachThinning:
+// enough for it to keep growing with the lists scanned, for a quarter of
+// the cost in a search the bound cannot stop early (a filter so
+// selective that every list is probed).
+const reachThinning = 4
+
 // Search returns up to k live vectors admitted by f, highest cosine
 // similarity first. A query of the wrong dimension or k <= 0 returns nil.
 //
@@ -68,11 +76,12 @@ const ivfSeenPerSlot = 8
 //     last one probed, and that score plus the largest residual score
 //     among the items scored so far (at least 8 per heap slot, so that
 //     the largest is a fair estimate) is below the k-th best. Under
-//     Meta fields the first 16 entries of every list probed are scored
-//     for that estimate too, admitted or not, so that it grows with the
-//     lists probed however few items the fields admit. A broad filter
-//     fills the top k early and stops here, before the first condition
-//     would.
+//     Meta fields that admit few of a list's entries, its first 16 are
+//     scored for that estimate too, admitted or not (in every list
+//     until 8 per slot are seen, then in one list of 4), so that it
+//     grows with the lists probed however few items the fields admit.
+//     A broad filter fills the top k early and stops here, before the
+//     first condition would.
 //
 // The heap is rescored with the float32 vectors.
 //
@@ -170,11 +179,17 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	// Under Meta fields, which may admit few of a list's entries, a
 	// list of which they admit fewer than a block's worth has its first
 	// block's entries scored for the bound's reach, admitted or not
-	// (sampled counts those not): the reach's sample then grows with
-	// every list scanned, as it does unfiltered, and the bound can rule
-	// out the lists left as soon.
+	// (sampled counts those not; past the sample's first ivfSeenPerSlot
+	// per slot, one such list in reachThinning): the reach's sample then
+	// grows with the lists scanned, as it does unfiltered, and the bound
+	// can rule out the lists left as soon.
 	sampleFirst := !metaFree
 	var sampled int
+	// samples reports whether list li (in probe order) would add its
+	// first block to the reach's sample.
+	samples := func(li int) bool {
+		return sampleFirst && (passed+sampled < ivfSeenPerSlot*keep || li%reachThinning == 0)
+	}
 	// lastGain is the last list that put a candidate in the heap: probing
 	// past NProbe goes on while recent lists still do.
 	lastGain := 0
@@ -302,8 +317,9 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 			}
 		}
 		// A list whose entries the filter mostly rules out adds the rest
-		// of its first block to the reach's sample.
-		if residual && sampleFirst && passed-before < blockSize && n > 0 {
+		// of its first block to the reach's sample (thinned once that
+		// holds enough).
+		if residual && passed-before < blockSize && n > 0 && samples(li) {
 			vis := visible(0)
 			for m := d.liveMask(0, n); m != 0; m &= m - 1 {
 				i := bits.TrailingZeros32(m)
@@ -363,7 +379,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 				st.lists[order[ahead].ID].d.Load().prefetchHeader()
 			}
 			if ahead := li + a; ahead < len(order) {
-				st.lists[order[ahead].ID].d.Load().prefetchEntries(cb, blockwise)
+				st.lists[order[ahead].ID].d.Load().prefetchEntries(cb, blockwise, samples(ahead))
 			}
 			// The verdicts read ahead last time are this list's.
 			s.cur, s.next = s.next, nil
