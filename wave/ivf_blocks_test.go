@@ -9,18 +9,20 @@ import (
 // TestBlockVisitKeepsEveryAdmitted checks the block summaries'
 // promise: under any filter, every entry its Meta fields admit is among
 // those visit leaves to be read, whatever mix of timed and timeless,
-// single-agent, agentless and multi-agent entries a block holds, after
+// single-agent, agentless and multi-agent, sited and siteless entries a
+// block holds, after
 // in-place scope changes, a compaction and a snapshot round trip. It
 // also checks that the summaries pass over what they can: a block of
-// other agents' timed edges with one timeless, agentless node is read
-// at that node alone.
+// other agents' timed edges at another site with one timeless,
+// agentless, siteless node is read at that node alone.
 func TestBlockVisitKeepsEveryAdmitted(t *testing.T) {
 	const n, dim = 3000, 8
 	r := rand.New(rand.NewPCG(21, 22))
 	vecs := clustered(23, n, dim, 6)
 	agents := []uint32{AgentKey("robot-0"), AgentKey("robot-1"), AgentKey("robot-2"), AgentKey("robot-3")}
+	sites := []uint32{0, SiteKey("lab-a"), SiteKey("lab-b"), SiteKey("dock")}
 	randMeta := func(i int) Meta {
-		m := Meta{Kind: KindEdge, Confidence: uint8(r.IntN(3)) * 100}
+		m := Meta{Kind: KindEdge, Confidence: uint8(r.IntN(3)) * 100, Site: sites[r.IntN(len(sites))]}
 		switch r.IntN(10) {
 		case 0:
 			m.Kind = KindNode // timeless, agentless
@@ -53,6 +55,8 @@ func TestBlockVisitKeepsEveryAdmitted(t *testing.T) {
 		{From: 3500}, {From: 2000, To: 2050, Agent: agents[0]}, {From: 1, To: 2},
 		{From: 2500, To: 2600, Kinds: []Kind{KindEdge}}, {Agent: agents[3], MinConfidence: 200},
 		{Agent: AgentSetKey(agents[1], agents[3])},
+		{Site: sites[1]}, {Site: sites[3], From: 2000, To: 2300}, {Site: sites[2], Agent: agents[1]},
+		{Site: SiteKey("nowhere")},
 	}
 	check := func(stage string, x *IVF) {
 		t.Helper()
@@ -98,10 +102,10 @@ func TestBlockVisitKeepsEveryAdmitted(t *testing.T) {
 	check("after Cleanup", x)
 	check("reloaded", reloaded(t, x))
 
-	// A block of other agents' timed edges and one node.
+	// A block of other agents' timed edges at another site and one node.
 	y := NewIVF(dim, IVFOptions{TrainAt: 1 << 20})
 	for j, v := range vecs[:blockSize] {
-		m := Meta{Kind: KindEdge, Agent: agents[0], Time: int64(100 + j), End: int64(101 + j)}
+		m := Meta{Kind: KindEdge, Agent: agents[0], Site: sites[1], Time: int64(100 + j), End: int64(101 + j)}
 		if j == 5 {
 			m = Meta{Kind: KindNode}
 		}
@@ -110,13 +114,13 @@ func TestBlockVisitKeepsEveryAdmitted(t *testing.T) {
 		}
 	}
 	b := &y.st.Load().lists[0].d.Load().blk[0]
-	for _, f := range []*Filter{{Agent: agents[1]}, {From: 500}, {From: 500, Agent: agents[1]}} {
+	for _, f := range []*Filter{{Agent: agents[1]}, {From: 500}, {From: 500, Agent: agents[1]}, {Site: sites[2]}} {
 		mc := compileMeta(f)
 		if got := mc.visit(b); got != 1<<5 {
 			t.Errorf("filter %+v visits %s, want the node alone", f, fmt.Sprintf("%016b", got))
 		}
 	}
-	edgesLate, own := compileMeta(&Filter{From: 500, Kinds: []Kind{KindEdge}}), compileMeta(&Filter{Agent: agents[0], From: 100})
+	edgesLate, own := compileMeta(&Filter{From: 500, Kinds: []Kind{KindEdge}}), compileMeta(&Filter{Agent: agents[0], Site: sites[1], From: 100})
 	if got := edgesLate.visit(b); got != 0 {
 		t.Errorf("an edges-only window past every edge visits %016b, want none", got)
 	}

@@ -15,6 +15,7 @@ type metaCheck struct {
 	agent    uint32
 	agentBit uint64 // agentBit(agent)
 	site     uint32 // 24 bits
+	siteBit  uint64 // siteBit(site), if not 0
 	minConf  uint8
 	kinds    *[4]uint64 // nil: any
 	types    *[4]uint64 // nil: any
@@ -25,6 +26,9 @@ type metaCheck struct {
 func compileMeta(f *Filter) metaCheck {
 	c := metaCheck{ns: f.Namespace, from: f.From, to: f.To, kinds32: math.MaxUint32,
 		agent: f.Agent, agentBit: agentBit(f.Agent), site: f.Site & siteMask, minConf: f.MinConfidence}
+	if c.site != 0 {
+		c.siteBit = siteBit(c.site)
+	}
 	if len(f.Kinds) > 0 {
 		c.kinds = new([4]uint64)
 		c.kinds32 = 0

@@ -57,10 +57,10 @@ const reachThinning = 4
 //
 // It probes the lists nearest q, keeping the max(4k, 40) best by
 // 4-bit score among the items f admits; f's Meta fields are checked
-// before scoring (blocks of 16 entries at once where their summary rules
-// out the window or the agent), f.Allow only for an item that would
-// enter that heap (with f.Hint, such items are hinted 16 at a time, then
-// asked about in order). In order of list distance, it probes half of
+// before scoring (blocks of 16 entries at once where their summary
+// rules out the window, the agent or the site), f.Allow only for an
+// item that would enter that heap (with f.Hint, such items are hinted 16
+// at a time, then asked about in order). In order of list distance, it probes half of
 // the NProbe nearest lists, then the rest of them until the second
 // condition below holds, then on past NProbe (up to every list: exact)
 // until either holds:
