@@ -66,10 +66,11 @@ func (d *listData) prefetchHeader() {
 // block summaries of its first listAheadBlocks blocks and, unless
 // summariesOnly, the first line of its ids, metas, lows and steps and
 // its first two codes (cb bytes each). A search whose filter rules out
-// blocks by their summaries (a time window, an agent or a site) reads only some
-// blocks' entries, often none of a list's, and hints the summaries only,
-// with (firstBlock) its first block's codes and the first line of lows
-// and steps when it may score them for its bound's reach.
+// blocks by their summaries (a time window, an agent or a site) reads
+// only some blocks' entries, often none of a list's, and hints the
+// summaries only, with (firstBlock) its first block's codes and the
+// first line of lows and steps when it may score them for its bound's
+// reach.
 func (d *listData) prefetchEntries(cb int, summariesOnly, firstBlock bool) {
 	n := d.len()
 	if n == 0 {

@@ -59,11 +59,11 @@ const reachThinning = 4
 // 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary
 // rules out the window, the agent or the site), f.Allow only for an
-// item that would enter that heap (with f.Hint, such items are hinted 16
-// at a time, then asked about in order). In order of list distance, it probes half of
-// the NProbe nearest lists, then the rest of them until the second
-// condition below holds, then on past NProbe (up to every list: exact)
-// until either holds:
+// item that would enter that heap (with f.Hint, such items are hinted
+// 16 at a time, then asked about in order). In order of list distance,
+// it probes half of the NProbe nearest lists, then the rest of them
+// until the second condition below holds, then on past NProbe (up to
+// every list: exact) until either holds:
 //
 //   - The heap is full, the items seen are estimated to include 8
 //     admitted ones per heap slot and (under a filter) none of the last
