@@ -85,9 +85,9 @@ const (
 // as the lists left cannot hold a better item than its k-th best),
 // checking the cheap Meta fields of the filter inline before scoring and
 // asking [Filter.Allow] only about an item that would enter the result
-// heap. When the filter admits few
-// items it keeps probing further lists (up to all of them, which is
-// exact) until it has seen enough admitted ones. The best candidates by
+// heap. When the filter admits few items it keeps probing further lists
+// (up to all of them, which is exact) until it has seen enough admitted
+// ones. The best candidates by
 // 4-bit score are rescored with the float32 vectors.
 //
 // # Concurrency

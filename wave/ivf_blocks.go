@@ -11,10 +11,10 @@ import (
 // its timed entries (or its entries of one agent, or at a site) as a
 // whole, and a mask names the rest, those without a time scope (or
 // without one agent, or without a site), which every window (or agent,
-// or site) admits. Lists are filled in ingest
-// order, which is roughly time order, so a narrow window touches few
-// blocks of each list, and in those it passes over the nodes and other
-// timeless entries scattered among the edges one by one.
+// or site) admits. Lists are filled in ingest order, which is roughly
+// time order, so a narrow window touches few blocks of each list, and in
+// those it passes over the nodes and other timeless entries scattered
+// among the edges one by one.
 const (
 	blockShift = 4
 	blockSize  = 1 << blockShift

@@ -10,11 +10,10 @@ import (
 // promise: under any filter, every entry its Meta fields admit is among
 // those visit leaves to be read, whatever mix of timed and timeless,
 // single-agent, agentless and multi-agent, sited and siteless entries a
-// block holds, after
-// in-place scope changes, a compaction and a snapshot round trip. It
-// also checks that the summaries pass over what they can: a block of
-// other agents' timed edges at another site with one timeless,
-// agentless, siteless node is read at that node alone.
+// block holds, after in-place scope changes, a compaction and a snapshot
+// round trip. It also checks that the summaries pass over what they
+// can: a block of other agents' timed edges at another site with one
+// timeless, agentless, siteless node is read at that node alone.
 func TestBlockVisitKeepsEveryAdmitted(t *testing.T) {
 	const n, dim = 3000, 8
 	r := rand.New(rand.NewPCG(21, 22))

@@ -183,12 +183,11 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 	// per slot, one such list in reachThinning): the reach's sample then
 	// grows with the lists scanned, as it does unfiltered, and the bound
 	// can rule out the lists left as soon.
-	sampleFirst := !metaFree
 	var sampled int
 	// samples reports whether list li (in probe order) would add its
 	// first block to the reach's sample.
 	samples := func(li int) bool {
-		return sampleFirst && (passed+sampled < ivfSeenPerSlot*keep || li%reachThinning == 0)
+		return !metaFree && (passed+sampled < ivfSeenPerSlot*keep || li%reachThinning == 0)
 	}
 	// lastGain is the last list that put a candidate in the heap: probing
 	// past NProbe goes on while recent lists still do.
