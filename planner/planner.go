@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/embed"
@@ -79,12 +80,30 @@ type Planner struct {
 	embedder embed.Embedder
 	sessions Sessions
 	opts     Options
+	// born is when New made the planner, and lastCall when the latest
+	// call began, as time since born (Idle).
+	born     time.Time
+	lastCall atomic.Int64
 }
 
 // New returns a planner over store and index. sessions may be nil.
 func New(store *particle.Store, index wave.Index, e embed.Embedder, sessions Sessions, o Options) *Planner {
 	o.ensureDefaults()
-	return &Planner{store: store, index: index, embedder: e, sessions: sessions, opts: o}
+	return &Planner{store: store, index: index, embedder: e, sessions: sessions, opts: o, born: time.Now()}
+}
+
+// Idle returns how long ago the latest call began (since New when there
+// has been none). Background work that would stall a call while it runs
+// waits for the planner to idle: the daemon's huge-page keeper does.
+func (p *Planner) Idle() time.Duration {
+	return time.Since(p.born) - time.Duration(p.lastCall.Load())
+}
+
+// begin marks a call begun now (Idle) and returns now.
+func (p *Planner) begin() time.Time {
+	now := time.Now()
+	p.lastCall.Store(int64(now.Sub(p.born)))
+	return now
 }
 
 // Plan runs the pipeline: prefilter, expansion, re-rank, stitch.
@@ -102,7 +121,7 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 // lists of every answer (about 60 KB for 256 items). On an error ans is
 // left unspecified.
 func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error {
-	t0 := time.Now()
+	t0 := p.begin()
 	if err := req.normalize(p.index.Dim()); err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ type SearchResult struct {
 // the graph: the seeds a planner request would start from, each passed
 // through the same policy and constraints.
 func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, error) {
-	t0 := time.Now()
+	t0 := p.begin()
 	if err := req.normalize(p.index.Dim()); err != nil {
 		return nil, err
 	}

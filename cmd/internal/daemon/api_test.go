@@ -320,6 +320,38 @@ func TestHugePagesKeeperRuns(t *testing.T) {
 	}
 }
 
+// TestHugePagesWaitForAnIdleDaemon checks the keeper's gate: the daemon
+// is idle only when no ingest batch was applied and no planner call
+// began within the given spans, so that no collapse runs under a
+// request (a collapse stalls what touches the memory it moves).
+func TestHugePagesWaitForAnIdleDaemon(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	if !d.idle(0, 0)() {
+		t.Error("not idle when asking no quiet at all")
+	}
+	// A gate starts counting ingest's quiet when it is made.
+	if d.idle(time.Hour, 0)() {
+		t.Error("idle at once when asking an hour of quiet ingest")
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := d.Planner().Idle()
+	if !d.idle(0, before/2)() {
+		t.Errorf("not idle for %v with no planner call for %v", before/2, before)
+	}
+	if a := c.ask(redBlockQuery); len(a.Edges) == 0 {
+		t.Fatal("no answer")
+	}
+	if after := d.Planner().Idle(); after >= before {
+		t.Errorf("planner idle for %v after a call, %v before it: the call did not count", after, before)
+	}
+	if d.idle(0, before)() {
+		t.Errorf("idle for %v right after a planner call", before)
+	}
+}
+
 // servesWithKeeper starts a daemon with cfg, checks it answers, and
 // reports whether /metrics has the huge-page keeper's series.
 func servesWithKeeper(t *testing.T, cfg Config) bool {

@@ -137,11 +137,15 @@ func (d *Daemon) hugePages(ctx context.Context) {
 
 // keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages),
 // and counts what it collapsed in ctxgraph_heap_huge_pages_mib. The
-// keeper collapses the heap only while ingest is quiet (no batch applied
-// for 2 s) and marks no mapping: a heap growing under ingest faults in
-// 4 KiB pages, which keeps the writer's pace (hugepage.Options.Quiet).
+// keeper collapses the heap only while the daemon is idle
+// (hugepage.Options.Quiet): no ingest batch applied for 2 s, and no
+// planner call begun for 1 s. It marks no mapping: a heap growing under
+// ingest faults in 4 KiB pages, which keeps the writer's pace. And a
+// collapse stalls, for milliseconds on a VM, every thread that touches
+// the 2 MiB it moves or faults a page meanwhile (BENCHMARKS.md,
+// forty-first round): a pass stops at the first call that comes.
 func (d *Daemon) keepHugePages(ctx context.Context) {
-	k := hugepage.New(hugepage.Options{Logger: d.log, Quiet: d.ingestQuiet(2 * time.Second)})
+	k := hugepage.New(hugepage.Options{Logger: d.log, Quiet: d.idle(2*time.Second, time.Second)})
 	d.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_heap_huge_pages_mib", Help: "MiB of heap the huge-page keeper collapsed into 2 MiB pages (memory.huge_pages).",
 	}, func() float64 { return float64(2 * k.Stats().Collapsed) }))
@@ -152,6 +156,14 @@ func (d *Daemon) keepHugePages(ctx context.Context) {
 			d.log.Warn("huge pages unavailable; the heap keeps 4 KiB pages", "err", err)
 		}
 	}()
+}
+
+// idle returns a func reporting whether no ingest batch has been applied
+// for at least ingest and no planner call has begun for at least plan;
+// one goroutine may call it.
+func (d *Daemon) idle(ingest, plan time.Duration) func() bool {
+	quiet := d.ingestQuiet(ingest)
+	return func() bool { return quiet() && d.planner.Idle() >= plan }
 }
 
 // ingestQuiet returns a func reporting whether no ingest batch has

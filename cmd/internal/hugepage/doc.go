@@ -26,8 +26,12 @@
 // heap that grows under ingest then holds its writer up: on the medium
 // bench the visibility p99 was worse in seven pairs of runs of eight
 // (BENCHMARKS.md, thirty-eighth round). With [Options.Quiet] a keeper
-// marks nothing and collapses only while Quiet reports the heap at rest
-// (the daemon: no ingest batch applied for 2 s), stopping a pass when it
-// no longer is: a store loaded or ingested is collapsed once the load is
-// over, and ingest never waits on it.
+// marks nothing and collapses only while Quiet reports the process at
+// rest (the daemon: no ingest batch applied for 2 s and no planner call
+// begun for 1 s), stopping a pass when it no longer is: a store loaded
+// or ingested is collapsed once the load is over, and ingest never
+// waits on it. Nor do the daemon's readers, as far as it can see to it:
+// a collapse stalls, for milliseconds on a VM, every thread that
+// touches the range it moves or faults a page meanwhile (BENCHMARKS.md,
+// forty-first round).
 package hugepage

@@ -37,16 +37,18 @@ type Options struct {
 	// and refilled. A pass over ranges collapsed before costs nothing.
 	CollapseEvery time.Duration
 	// Pause is the rest after each collapse (default 2ms). A collapse
-	// copies 2 MiB, briefly stops the process's page faults and flushes
-	// the TLBs of its other threads; resting between them spreads that
-	// out.
+	// copies 2 MiB, stops the process's page faults and flushes the TLBs
+	// of its other threads (on a VM, for milliseconds: BENCHMARKS.md,
+	// forty-first round); resting between them spreads that out.
 	Pause time.Duration
 	// Quiet, when set, makes the keeper wait for the heap to hold still:
 	// it marks no mapping MADV_HUGEPAGE (so a growing heap faults in 4
 	// KiB pages, as without a keeper), and a collapse pass starts only
 	// when Quiet reports true, CollapseEvery after the last one, checked
-	// every QuietEvery. The daemon reports quiet when no ingest batch
-	// has committed for a while: what a pass collapses then stays whole.
+	// every QuietEvery, and stops at the first range after it reports
+	// false. The daemon reports quiet when no ingest batch has committed
+	// for a while (what a pass collapses then stays whole) and no
+	// planner call has begun for a while (a collapse would stall it).
 	Quiet func() bool
 	// QuietEvery is the time between asks of Quiet (default 1s).
 	QuietEvery time.Duration
