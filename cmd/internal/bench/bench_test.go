@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,6 +229,11 @@ func TestRunMicro(t *testing.T) {
 			}
 			if c.PrefilterUS+c.ExpandUS+c.StitchUS > 0 {
 				staged++
+				// The planner's own time holds its parts, and the call's
+				// time holds it.
+				if parts := c.EmbedUS + c.PrefilterUS + c.ExpandUS + c.RerankUS + c.StitchUS; c.TotalUS < parts || c.TotalUS > c.US {
+					t.Errorf("%s: call %s: the planner's total outside its parts and the call", prefix, l)
+				}
 			}
 			if c.Lists > 0 && c.Scored > 0 {
 				searched++
@@ -254,6 +260,21 @@ func TestRunMicro(t *testing.T) {
 		"planner.in_process.prefilter.lists_p99", "planner.in_process.hops2.prefilter.scored_p50"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("figure %s missing", k)
+		}
+	}
+	// On Linux each phase says what share of the vCPUs' time the host
+	// took meanwhile, and so does each timed configuration that lasted
+	// a clock tick of /proc/stat's.
+	if runtime.GOOS == "linux" {
+		for _, k := range []string{"ingest.host_steal_share", "planner.host_steal_share"} {
+			if _, ok := f[k]; !ok {
+				t.Errorf("figure %s missing", k)
+			}
+		}
+	}
+	for k, v := range f {
+		if strings.HasSuffix(k, "host_steal_share") && (v < 0 || v > 1) {
+			t.Errorf("figure %s = %v, not a share", k, v)
 		}
 	}
 	// The paced phase asked for half the bulk rate (no --visibility-rate)

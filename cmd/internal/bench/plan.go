@@ -101,6 +101,9 @@ type result struct {
 	gcCycles uint64
 	// calls are the timed calls themselves (RunOptions.CallsDir).
 	calls []call
+	// steal is the share of the machine's vCPU time the host took
+	// during the timed calls (stealShare; -1 unknown).
+	steal float64
 }
 
 func newResult() *result {
@@ -108,7 +111,7 @@ func newResult() *result {
 	for _, k := range stageNames {
 		s[k] = &dist{}
 	}
-	return &result{stages: s}
+	return &result{stages: s, steal: -1}
 }
 
 func b2i(b bool) int {
@@ -171,7 +174,7 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 	parts := make([][]call, threads)
 	errs := make([]error, threads)
 	var wg sync.WaitGroup
-	gc0 := readGC()
+	gc0, ticks0 := readGC(), readCPUTicks()
 	start := time.Now()
 	for t := range threads {
 		wg.Add(1)
@@ -198,6 +201,7 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 	wall := time.Since(start)
 	res := newResult()
 	res.gcCycles = readGC().cycles - gc0.cycles
+	res.steal = stealShare(ticks0, readCPUTicks())
 	for t := range threads {
 		if errs[t] != nil {
 			return nil, errs[t]
@@ -232,6 +236,9 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"calls"] = float64(res.lat.n())
 	if res.timeouts > 0 {
 		r.fig[prefix+"timeouts"] = float64(res.timeouts)
+	}
+	if res.steal >= 0 {
+		r.fig[prefix+"host_steal_share"] = res.steal
 	}
 	if r.d != nil {
 		// The daemon shares this process: its collections are these. A
@@ -285,10 +292,17 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 
 // callRecord is one timed call as writeCalls writes it.
 type callRecord struct {
-	Query       int   `json:"query"`
-	US          int64 `json:"us"`
-	Selective   bool  `json:"selective,omitempty"`
-	Timeout     bool  `json:"timeout,omitempty"`
+	Query     int   `json:"query"`
+	US        int64 `json:"us"`
+	Selective bool  `json:"selective,omitempty"`
+	Timeout   bool  `json:"timeout,omitempty"`
+	// TotalUS is the planner's own time of the call (Timings.TotalUS):
+	// US less it was spent outside the planner (the client, NATS).
+	// EmbedUS is its part before the graph's read lock (the request's
+	// checks, its vector, the strategy); TotalUS less it and the stages
+	// is the part after the stitch (the context state).
+	TotalUS     int64 `json:"total_us,omitempty"`
+	EmbedUS     int64 `json:"embed_us,omitempty"`
 	PrefilterUS int64 `json:"prefilter_us,omitempty"`
 	ExpandUS    int64 `json:"expand_us,omitempty"`
 	RerankUS    int64 `json:"rerank_us,omitempty"`
@@ -315,7 +329,7 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 	for _, c := range res.calls {
 		t := c.timings
 		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Timeout: c.timeout,
-			PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
+			TotalUS: t.TotalUS, EmbedUS: t.EmbedUS, PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
 			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
 			return err
@@ -326,12 +340,17 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 }
 
 // gcNote names the collections during a measurement in a progress line
-// (when the daemon shares this process, so that they are its own).
+// (when the daemon shares this process, so that they are its own), and
+// the share of the vCPUs' time the host took meanwhile.
 func (r *runner) gcNote(res *result) string {
-	if r.d == nil {
-		return ""
+	var note string
+	if r.d != nil {
+		note = fmt.Sprintf("  %d garbage collection(s)", res.gcCycles)
 	}
-	return fmt.Sprintf("  %d garbage collection(s)", res.gcCycles)
+	if res.steal >= 0 {
+		note += fmt.Sprintf("  host steal %.1f%%", 100*res.steal)
+	}
+	return note
 }
 
 // selective reports whether query i admits under 1% of the events.

@@ -188,7 +188,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		cpu, gc := cpuTime(), readGC()
+		cpu, gc, ticks := cpuTime(), readGC(), readCPUTicks()
 		err = s.fn(ctx)
 		stop()
 		if err != nil {
@@ -203,8 +203,13 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		g := readGC()
 		r.fig[s.name+".gc_cycles"] = float64(g.cycles - gc.cycles)
 		r.fig[s.name+".gc_cpu_s"] = g.cpu - gc.cpu
-		r.say("%s: %.1f s of CPU, of which the garbage collector %.1f s in %d cycles",
-			s.name, r.fig[s.name+".cpu_s"], r.fig[s.name+".gc_cpu_s"], g.cycles-gc.cycles)
+		steal := ""
+		if share := stealShare(ticks, readCPUTicks()); share >= 0 {
+			r.fig[s.name+".host_steal_share"] = share
+			steal = fmt.Sprintf("; the host took %.1f%% of the vCPUs' time (steal)", 100*share)
+		}
+		r.say("%s: %.1f s of CPU, of which the garbage collector %.1f s in %d cycles%s",
+			s.name, r.fig[s.name+".cpu_s"], r.fig[s.name+".gc_cpu_s"], g.cycles-gc.cycles, steal)
 		if r.d != nil {
 			switch s.name {
 			case "ingest":

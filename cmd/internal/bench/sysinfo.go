@@ -112,6 +112,56 @@ func wakeLatency(n int) *dist {
 	return out
 }
 
+// cpuTicks is the machine's CPU time from /proc/stat's "cpu" line, in
+// clock ticks: all of it, and what the host took from this VM's vCPUs
+// while they had work (steal). ok is false where there is none to read.
+type cpuTicks struct {
+	all, steal uint64
+	ok         bool
+}
+
+func readCPUTicks() cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	return parseCPUTicks(string(b))
+}
+
+// parseCPUTicks reads the "cpu" line that starts a /proc/stat text.
+func parseCPUTicks(stat string) cpuTicks {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTicks{}
+	}
+	var t cpuTicks
+	// user nice system idle iowait irq softirq steal (guest time is
+	// inside user's).
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTicks{}
+		}
+		t.all += n
+		if i == 7 {
+			t.steal = n
+		}
+	}
+	t.ok = true
+	return t
+}
+
+// stealShare is the share of the vCPUs' time the host took between t0
+// and t1: on a VM whose host runs other guests, a call can stall for
+// milliseconds in it, wherever it is. -1 when unknown.
+func stealShare(t0, t1 cpuTicks) float64 {
+	if !t0.ok || !t1.ok || t1.all <= t0.all {
+		return -1
+	}
+	return float64(t1.steal-t0.steal) / float64(t1.all-t0.all)
+}
+
 // rss is the resident set size of this process in bytes (0 if unknown).
 func rss() int64 { return procKB("/proc/self/status", "VmRSS") }
 

@@ -1,0 +1,27 @@
+package bench
+
+import "testing"
+
+// TestStealShare reads the machine's CPU time and the host's steal from
+// /proc/stat's first line, and the share between two readings.
+func TestStealShare(t *testing.T) {
+	t0 := parseCPUTicks("cpu  134746 48 43465 115067 1936 0 919 4271 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+	if !t0.ok || t0.all != 134746+48+43465+115067+1936+0+919+4271 || t0.steal != 4271 {
+		t.Fatalf("parsed %+v", t0)
+	}
+	t1 := parseCPUTicks("cpu  134846 48 43465 115567 1936 0 919 4371 0 0\n")
+	if got := stealShare(t0, t1); got != 100.0/700 {
+		t.Errorf("steal share %v, want 1/7", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 x 4 5 6 7 8"} {
+		if parseCPUTicks(bad).ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if got := stealShare(t0, cpuTicks{}); got != -1 {
+		t.Errorf("steal share with an unknown reading %v, want -1", got)
+	}
+	if got := stealShare(t0, t0); got != -1 {
+		t.Errorf("steal share over no time %v, want -1", got)
+	}
+}
