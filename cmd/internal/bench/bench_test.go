@@ -262,6 +262,16 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("figure %s missing", k)
 		}
 	}
+	// Each query's faster call of two passes is at most its call in the
+	// first, so every percentile of those is at most the pass's.
+	for _, prefix := range []string{"planner.in_process.", "planner.in_process.hops2."} {
+		for _, p := range []string{"p50_us", "p99_us"} {
+			best, ok := f[prefix+"best_of_2."+p]
+			if !ok || best <= 0 || best > f[prefix+p] {
+				t.Errorf("%sbest_of_2.%s = %v (present %v) against the pass's %v", prefix, p, best, ok, f[prefix+p])
+			}
+		}
+	}
 	// On Linux each phase says what share of the vCPUs' time the host
 	// took meanwhile, and so does each timed configuration that lasted
 	// a clock tick of /proc/stat's.

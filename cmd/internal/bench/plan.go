@@ -339,6 +339,28 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 	return os.WriteFile(filepath.Join(r.o.CallsDir, strings.TrimSuffix(prefix, ".")+".jsonl"), b, 0o644)
 }
 
+// fasterOfTwo is the latency of each query's faster call in two passes
+// over the same queries. On a VM whose host takes its vCPUs for
+// milliseconds at a time (steal), a pass's p99 holds the calls such a
+// stall hit, a few in a hundred when the host is busy; a query's faster
+// call of two is rarely hit twice, so its p99 is the code's own tail
+// (BENCHMARKS.md, forty-first round).
+func fasterOfTwo(a, b *result) *dist {
+	fastest := make(map[int]time.Duration, len(a.calls))
+	for _, res := range []*result{a, b} {
+		for _, c := range res.calls {
+			if d, ok := fastest[c.query]; !ok || c.lat < d {
+				fastest[c.query] = c.lat
+			}
+		}
+	}
+	out := &dist{}
+	for _, d := range fastest {
+		out.addDur(d, time.Microsecond)
+	}
+	return out
+}
+
 // gcNote names the collections during a measurement in a progress line
 // (when the daemon shares this process, so that they are its own), and
 // the share of the vCPUs' time the host took meanwhile.
@@ -422,7 +444,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 				if pl.name != "" && threads > 1 && !r.o.ExactThreads {
 					continue
 				}
-				res, err := measure(ctx, threads, pl.n, len(reqs), r.selective, func() (func(int, *call) error, func(), error) {
+				caller := func() (func(int, *call) error, func(), error) {
 					// Each client thread plans over one answer of its own,
 					// as the daemon's responders do (planner.PlanInto).
 					ans := new(planner.Answer)
@@ -438,7 +460,8 @@ func (r *runner) inProcess(ctx context.Context) error {
 						c.timings, c.search, c.nodes, c.edges, c.trunc = ans.Timings, ans.Search, len(ans.Nodes), len(ans.Edges), ans.Truncated
 						return nil
 					}, func() {}, nil
-				})
+				}
+				res, err := measure(ctx, threads, pl.n, len(reqs), r.selective, caller)
 				if err != nil {
 					return err
 				}
@@ -447,6 +470,17 @@ func (r *runner) inProcess(ctx context.Context) error {
 				r.say("planner in-process %-6s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps%s",
 					map[string]string{"": "index", "exact.": "exact"}[pl.name], hops, threads,
 					res.lat.pct(50), res.lat.pct(99), res.qps, r.gcNote(res))
+				if pl.name == "" && threads == 1 {
+					// A second pass, for each query's faster call.
+					again, err := measure(ctx, threads, pl.n, len(reqs), r.selective, caller)
+					if err != nil {
+						return err
+					}
+					best := fasterOfTwo(res, again)
+					r.fig.put(prefix+"best_of_2.", best, "us")
+					r.say("planner in-process index  hops %d, each query's faster of two passes: p50 %6.0f µs  p99 %6.0f µs; the second pass:%s",
+						hops, best.pct(50), best.pct(99), r.gcNote(again))
+				}
 			}
 		}
 	}

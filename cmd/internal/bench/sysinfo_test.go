@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestStealShare reads the machine's CPU time and the host's steal from
 // /proc/stat's first line, and the share between two readings.
@@ -23,5 +26,20 @@ func TestStealShare(t *testing.T) {
 	}
 	if got := stealShare(t0, t0); got != -1 {
 		t.Errorf("steal share over no time %v, want -1", got)
+	}
+}
+
+// TestFasterOfTwo keeps each query's faster call of two passes.
+func TestFasterOfTwo(t *testing.T) {
+	pass := func(us ...int) *result {
+		res := newResult()
+		for q, u := range us {
+			res.calls = append(res.calls, call{query: q, lat: time.Duration(u) * time.Microsecond})
+		}
+		return res
+	}
+	best := fasterOfTwo(pass(500, 3000, 700), pass(900, 600, 650))
+	if best.n() != 3 || best.pct(100) != 650 || best.pct(0) != 500 || best.mean() != (500+600+650)/3.0 {
+		t.Errorf("faster of two: %v", best.v)
 	}
 }
