@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"runtime"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,7 +145,8 @@ func (res *result) add(c *call) {
 }
 
 // measure runs n calls on each of threads goroutines (each starting at
-// its own offset in the query list) after a short serial warm-up.
+// its own offset in the query list, each call after a yield of the
+// goroutine's time slice) after a short serial warm-up.
 func measure(ctx context.Context, threads, n, queries int, selective func(int) bool, newCaller func() (func(i int, c *call) error, func(), error)) (*result, error) {
 	warm, closeWarm, err := newCaller()
 	if err != nil {
@@ -189,6 +192,13 @@ func measure(ctx context.Context, threads, n, queries int, selective func(int) b
 				}
 				i := (off + j) % queries
 				out[j].query, out[j].selective = i, selective(i)
+				// Each call starts on a time slice of its own, as a
+				// request's handler or a control loop's tick does: a
+				// goroutine that runs calls back to back for 10 ms is
+				// preempted by the runtime in mid-call, and that call
+				// then waits for whatever else is runnable (BENCHMARKS.md,
+				// forty-first round).
+				runtime.Gosched()
 				if err := callers[t](i, &out[j]); err != nil {
 					errs[t] = err
 					return
