@@ -81,9 +81,19 @@ type Planner struct {
 	sessions Sessions
 	opts     Options
 	// born is when New made the planner, and lastCall when the latest
-	// call began, as time since born (Idle).
+	// call began, as time since born (Idle): every call writes it, so it
+	// has a cache line of its own, apart from the fields every call
+	// reads (two cores' calls would otherwise take that line from each
+	// other).
 	born     time.Time
-	lastCall atomic.Int64
+	lastCall paddedInt64
+}
+
+// paddedInt64 is an atomic.Int64 alone on its cache line.
+type paddedInt64 struct {
+	_ [56]byte
+	atomic.Int64
+	_ [56]byte
 }
 
 // New returns a planner over store and index. sessions may be nil.
