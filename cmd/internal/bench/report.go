@@ -203,6 +203,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"graph: nodes / edges / vectors", n("graph.nodes", 0) + " / " + n("graph.edges", 0) + " / " + n("graph.vectors", 0), "", "", ""},
 		row{"machine: work handed to an idle vCPU waits, p50 / p99 µs; a load missing the caches, ns; a 384-d dot product, ns",
 			n("machine.wake_p50_us", 0) + " / " + n("machine.wake_p99_us", 0) + "; " + n("machine.mem_latency_ns", 0) + "; " + n("machine.dot384_ns", 1), "", "", ""},
+		row{"the host's steal, % of the vCPUs' time: ingest; planner in-process 1 / 2 hops; over NATS, msgpack answers, 1 / 2 hops",
+			percent(f, "ingest.host_steal_share") + "; " + percent(f, "planner.in_process.host_steal_share") + " / " + percent(f, "planner.in_process.hops2.host_steal_share") +
+				"; " + percent(f, "planner.nats_msgpack.host_steal_share") + " / " + percent(f, "planner.nats_msgpack.hops2.host_steal_share"), "", "", ""},
 	)
 	fmt.Fprintf(w, "| %s (%s index) | ctxgraph | exact baseline | target | |\n|---|---|---|---|---|\n", rep.Preset, rep.Index)
 	for _, r := range rows {
@@ -243,6 +246,15 @@ func num(f figures, k string, prec int) string {
 		return "—"
 	}
 	return commas(v, prec)
+}
+
+// percent is the share f[k] as a percentage, one decimal.
+func percent(f figures, k string) string {
+	v, ok := f[k]
+	if !ok || math.IsNaN(v) {
+		return "—"
+	}
+	return commas(100*v, 1)
 }
 
 // millions is f[k] in millions, two decimals.
