@@ -1,14 +1,13 @@
 package bench
 
 import (
-	"runtime"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
