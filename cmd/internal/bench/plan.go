@@ -370,10 +370,10 @@ func fasterOfTwo(a, b *result) *dist {
 	return out
 }
 
-// gcNote names the collections during a measurement in a progress line
+// measureNote names the collections during a measurement in a progress line
 // (when the daemon shares this process, so that they are its own), and
 // the share of the vCPUs' time the host took meanwhile.
-func (r *runner) gcNote(res *result) string {
+func (r *runner) measureNote(res *result) string {
 	var note string
 	if r.d != nil {
 		note = fmt.Sprintf("  %d garbage collection(s)", res.gcCycles)
@@ -478,7 +478,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 				r.putResult(prefix, res, threads == 1)
 				r.say("planner in-process %-6s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps%s",
 					map[string]string{"": "index", "exact.": "exact"}[pl.name], hops, threads,
-					res.lat.pct(50), res.lat.pct(99), res.qps, r.gcNote(res))
+					res.lat.pct(50), res.lat.pct(99), res.qps, r.measureNote(res))
 				if pl.name == "" && threads == 1 {
 					// A second pass, for each query's faster call.
 					again, err := measure(ctx, threads, pl.n, len(reqs), r.selective, caller)
@@ -488,7 +488,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 					best := fasterOfTwo(res, again)
 					r.fig.put(prefix+"best_of_2.", best, "us")
 					r.say("planner in-process index  hops %d, each query's faster of two passes: p50 %6.0f µs  p99 %6.0f µs; the second pass:%s",
-						hops, best.pct(50), best.pct(99), r.gcNote(again))
+						hops, best.pct(50), best.pct(99), r.measureNote(again))
 				}
 			}
 		}
@@ -697,7 +697,7 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 				daemonPart = fmt.Sprintf("  (daemon: encoding %.0f µs, reply to NATS %.0f µs, mean)", enc, resp)
 			}
 			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts%s%s",
-				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart, r.gcNote(res))
+				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart, r.measureNote(res))
 		}
 		if n := replies.Load(); n > 0 {
 			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
