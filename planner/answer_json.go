@@ -1,8 +1,11 @@
 package planner
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -73,6 +76,29 @@ func (a *Answer) AppendJSON(b []byte) ([]byte, error) {
 	w.bool(a.Truncated)
 	w.byte('}')
 	return w.b, w.err
+}
+
+// JSONAnswerTimings reads the per-stage timings of a JSON answer
+// without decoding the rest of it: for a client that times its
+// requests and wants the daemon's own share. It takes the answer's last
+// "timings_us" followed by a colon: a string value cannot hold those
+// quotes unescaped, a whole string value "timings_us" is followed by a
+// comma or a brace, and the fields after the timings (strategy,
+// strategy_reason, truncated) hold no objects.
+func JSONAnswerTimings(b []byte) (Timings, error) {
+	key := []byte(`"timings_us"`)
+	for i := bytes.LastIndex(b, key); i >= 0; i = bytes.LastIndex(b[:i], key) {
+		rest := bytes.TrimLeft(b[i+len(key):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		var t Timings
+		if err := json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&t); err != nil {
+			return Timings{}, fmt.Errorf("decode JSON answer: timings_us: %w", err)
+		}
+		return t, nil
+	}
+	return Timings{}, errors.New("decode JSON answer: no timings_us")
 }
 
 func (w *jsonWriter) node(n *NodeOut) {

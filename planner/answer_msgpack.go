@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -516,6 +517,33 @@ func (r *msgpackReader) fail(err error) {
 	if r.err == nil {
 		r.err = fmt.Errorf("%s: %w", r.where, err)
 	}
+}
+
+// MsgpackAnswerTimings reads the per-stage timings of a msgpack answer
+// without decoding the rest of it (the other fields are skipped): for
+// a client that times its requests and wants the daemon's own share.
+func MsgpackAnswerTimings(b []byte) (Timings, error) {
+	r := msgpackReader{b: b, where: "answer"}
+	var t Timings
+	n := r.mapHeader()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		switch k := r.key(); {
+		case k == "v":
+			if v := r.int(); r.err == nil && v != MsgpackLayoutVersion {
+				r.fail(fmt.Errorf("layout version %d (this reader knows %d)", v, MsgpackLayoutVersion))
+			}
+		case k == "timings_us":
+			r.where = k
+			r.timings(&t)
+			return t, r.err
+		default:
+			r.skip()
+		}
+	}
+	if r.err != nil {
+		return Timings{}, fmt.Errorf("decode msgpack answer: %w", r.err)
+	}
+	return Timings{}, errors.New("decode msgpack answer: no timings_us")
 }
 
 func (r *msgpackReader) answer() (*Answer, error) {
