@@ -239,8 +239,9 @@ func TestRunMicro(t *testing.T) {
 				searched++
 			}
 		}
-		// In-process, the daemon's planner says what its IVF did.
-		if inProcess := prefix != "planner.nats_msgpack"; inProcess != (staged > 0) || inProcess != (searched == len(lines)) {
+		// Every call has its stage times (over NATS, the answer's); only
+		// in-process does the daemon's planner say what its IVF did.
+		if inProcess := prefix != "planner.nats_msgpack"; staged != len(lines) || inProcess != (searched == len(lines)) || !inProcess && searched > 0 {
 			t.Errorf("%s: %d calls of %d with stage times, %d with the index search's work", prefix, staged, len(lines), searched)
 		}
 	}
@@ -347,6 +348,14 @@ func TestRunMicro(t *testing.T) {
 	for _, prefix := range []string{"planner.nats.", "planner.nats_msgpack.hops2."} {
 		if enc, resp := f[prefix+"daemon_encode_mean_us"], f[prefix+"daemon_reply_mean_us"]; enc <= 0 || resp <= 0 {
 			t.Errorf("%s: the daemon's encoding %v µs and reply %v µs", prefix, enc, resp)
+		}
+	}
+	// Each NATS call is split by the planner's time in the daemon, read
+	// from its answer: a positive part of the call, never all of it.
+	for _, prefix := range []string{"planner.nats.", "planner.nats_msgpack.", "planner.nats_msgpack.hops2."} {
+		planned, rest := f[prefix+"daemon_planner_p50_us"], f[prefix+"outside_planner_p50_us"]
+		if planned <= 0 || rest <= 0 || f[prefix+"daemon_planner_max_us"] >= f[prefix+"max_us"] {
+			t.Errorf("%s: the daemon's planner p50 %v µs (max %v), the rest p50 %v µs, calls max %v µs", prefix, planned, f[prefix+"daemon_planner_max_us"], rest, f[prefix+"max_us"])
 		}
 	}
 	for _, mode := range []string{"in_process", "nats", "nats_msgpack"} {

@@ -692,15 +692,22 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 		var replyBytes, replies atomic.Int64
 		for _, threads := range r.o.Threads {
 			replies0 := r.replyTimes()
-			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg) error {
+			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg, c *call) error {
 				if st := m.Header.Get("Status"); st != "" {
 					return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
 				}
 				replyBytes.Add(int64(len(m.Data)))
 				replies.Add(1)
 				if i == 0 {
-					return checkAnswer(m.Data, format)
+					if err := checkAnswer(m.Data, format); err != nil {
+						return err
+					}
 				}
+				t, err := answerTimings(m.Data, format)
+				if err != nil {
+					return fmt.Errorf("query %d over NATS: %w", i, err)
+				}
+				c.timings = t
 				return nil
 			}))
 			if err != nil {
@@ -708,6 +715,7 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 			}
 			prefix := key(mode, hops, threads)
 			r.putResult(prefix, res, false)
+			planned, rest := r.putDaemonShare(prefix, res)
 			if in, ok := r.fig[key("in_process", hops, threads)+"p99_us"]; ok {
 				r.fig[prefix+"overhead_p99_us"] = res.lat.pct(99) - in
 			}
@@ -718,8 +726,9 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 				r.fig[prefix+"daemon_encode_mean_us"], r.fig[prefix+"daemon_reply_mean_us"] = enc, resp
 				daemonPart = fmt.Sprintf("  (daemon: encoding %.0f µs, reply to NATS %.0f µs, mean)", enc, resp)
 			}
-			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts%s%s",
-				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart, r.measureNote(res))
+			r.say("planner over NATS%-8s hops %d, %d thread(s): p50 %6.0f µs  p99 %6.0f µs  %6.0f qps  %d timeouts%s; per call, the daemon's planner p50 %.0f p99 %.0f µs, the rest p50 %.0f p99 %.0f µs%s",
+				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart,
+				planned.pct(50), planned.pct(99), rest.pct(50), rest.pct(99), r.measureNote(res))
 		}
 		if n := replies.Load(); n > 0 {
 			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
@@ -741,8 +750,9 @@ func (r *runner) replyTimes() daemon.ReplyTimes {
 
 // natsCaller is measure's newCaller for requests of bodies to subj,
 // each on its own connection: a request's latency is timed, a timeout
-// counted, and a reply checked by check.
-func (r *runner) natsCaller(subj string, bodies [][]byte, check func(i int, m *nats.Msg) error) func() (func(int, *call) error, func(), error) {
+// counted, and a reply checked by check (which may note in c what the
+// reply says, outside the timing).
+func (r *runner) natsCaller(subj string, bodies [][]byte, check func(i int, m *nats.Msg, c *call) error) func() (func(int, *call) error, func(), error) {
 	return func() (func(int, *call) error, func(), error) {
 		nc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-planner"))
 		if err != nil {
@@ -759,7 +769,7 @@ func (r *runner) natsCaller(subj string, bodies [][]byte, check func(i int, m *n
 			if err != nil {
 				return fmt.Errorf("request %d to %s: %w", i, subj, err)
 			}
-			return check(i, m)
+			return check(i, m, c)
 		}, nc.Close, nil
 	}
 }
@@ -785,7 +795,7 @@ func (r *runner) natsFloor(ctx context.Context, prefix, label string, hops int, 
 	if err := rc.Flush(); err != nil {
 		return fmt.Errorf("NATS floor: %w", err)
 	}
-	res, err := measure(ctx, 1, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg) error {
+	res, err := measure(ctx, 1, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg, _ *call) error {
 		if len(m.Data) != size {
 			return fmt.Errorf("NATS floor, request %d: a reply of %d bytes, want %d", i, len(m.Data), size)
 		}
@@ -799,6 +809,33 @@ func (r *runner) natsFloor(ctx context.Context, prefix, label string, hops int, 
 	r.say("NATS request/reply alone%-8s hops %d (%d-byte replies): p50 %6.0f µs  p99 %6.0f µs",
 		label, hops, size, res.lat.pct(50), res.lat.pct(99))
 	return nil
+}
+
+// putDaemonShare splits each NATS call of res by the planner's own time
+// in the daemon (the answer's timings, total): that time, and the rest of
+// the call (decoding the request, encoding and sending the answer, the
+// transport and the wake-ups between), under PREFIX.daemon_planner_*
+// and PREFIX.outside_planner_*.
+func (r *runner) putDaemonShare(prefix string, res *result) (planned, rest dist) {
+	for _, c := range res.calls {
+		if c.timeout {
+			continue
+		}
+		us := float64(c.timings.TotalUS)
+		planned.add(us)
+		rest.add(float64(c.lat.Microseconds()) - us)
+	}
+	r.fig.put(prefix+"daemon_planner_", &planned, "us")
+	r.fig.put(prefix+"outside_planner_", &rest, "us")
+	return planned, rest
+}
+
+// answerTimings reads the planner's timings from a reply in format.
+func answerTimings(data []byte, format string) (planner.Timings, error) {
+	if format == "msgpack" {
+		return planner.MsgpackAnswerTimings(data)
+	}
+	return planner.JSONAnswerTimings(data)
 }
 
 // checkAnswer decodes a reply in format, so that a run over NATS

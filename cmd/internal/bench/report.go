@@ -170,6 +170,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{"… of which the daemon encoding a msgpack answer + handing the reply to NATS, 1 / 2 hops, mean µs", n("planner.nats_msgpack.daemon_encode_mean_us", 0) + " + " + n("planner.nats_msgpack.daemon_reply_mean_us", 0) + " / " +
 			n("planner.nats_msgpack.hops2.daemon_encode_mean_us", 0) + " + " + n("planner.nats_msgpack.hops2.daemon_reply_mean_us", 0), "—", "", ""},
 		{"… the same, replies of the JSON answers' size", trio("planner.nats.floor.", "us"), "—", "", ""},
+		{"… per call, msgpack answers, 1 hop, p50 / p99 µs: the daemon's planner; the rest (the request's decoding, the answer's encoding, NATS, wake-ups)",
+			pair("planner.nats_msgpack.daemon_planner_p50_us", "planner.nats_msgpack.daemon_planner_p99_us", 0) + "; " +
+				pair("planner.nats_msgpack.outside_planner_p50_us", "planner.nats_msgpack.outside_planner_p99_us", 0), "—", "", ""},
 	}
 	for _, st := range []struct{ name, label string }{{"prefilter", "prefilter"}, {"expand", "expansion"}, {"rerank", "re-rank"}, {"stitch", "stitch"}} {
 		for _, hops := range []string{"", "hops2."} {
