@@ -523,6 +523,7 @@ func (b *Batch) publish() Changes {
 		if s.v.putNode(n) {
 			b.counts.Nodes[n.Type]++
 		}
+		s.v.rekeyAdj(n)
 		s.v.apart.set(n.Seq, len(n.Embedding) > 0)
 		ch.Nodes = append(ch.Nodes, n)
 	}

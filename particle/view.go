@@ -287,12 +287,7 @@ type adjEdge struct {
 }
 
 // seqOfNode is the seq of node id, 0 when the view has no such node.
-func (v *view) seqOfNode(id string) uint64 {
-	if n := v.nodes[id]; n != nil {
-		return n.Seq
-	}
-	return 0
-}
+func (v *view) seqOfNode(id string) uint64 { return seqOf(v.nodes[id]) }
 
 // link adds edge e, whose facts are f, to the adjacency of its ends (an
 // edge without a seq is not in the adjacency).
@@ -300,8 +295,46 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 	if e.Seq == 0 {
 		return
 	}
-	v.out[e.Source] = appendAdj(v.out[e.Source], adjEdge{seq: e.Seq, facts: f, end: v.seqOfNode(e.Target)})
-	v.in[e.Target] = appendAdj(v.in[e.Target], adjEdge{seq: e.Seq, facts: f, end: v.seqOfNode(e.Source)})
+	src, dst := v.nodes[e.Source], v.nodes[e.Target]
+	k := listKey(src, e.Source)
+	v.out[k] = appendAdj(v.out[k], adjEdge{seq: e.Seq, facts: f, end: seqOf(dst)})
+	k = listKey(dst, e.Target)
+	v.in[k] = appendAdj(v.in[k], adjEdge{seq: e.Seq, facts: f, end: seqOf(src)})
+}
+
+// listKey is the key to write node id's adjacency lists under: the
+// string n.ID of its node n when the view has it, id otherwise. A map
+// keeps the key of the latest write, and a reader holding the node looks
+// its lists up by n.ID: with the same string as the key, comparing the
+// two is a pointer comparison, where two copies would read both from
+// memory (a cache miss apiece on the planner's expansion). A load keys
+// the lists by the loaded nodes' ids (loadedAdjacency), and a published
+// node has its lists keyed by its new record's id (rekeyAdj).
+func listKey(n *Node, id string) string {
+	if n != nil {
+		return n.ID
+	}
+	return id
+}
+
+// seqOf is n's seq, 0 for no node.
+func seqOf(n *Node) uint64 {
+	if n == nil {
+		return 0
+	}
+	return n.Seq
+}
+
+// rekeyAdj keys node n's adjacency lists, if it has any, by n.ID (see
+// listKey): after its record is replaced, the lists' key is otherwise
+// the old record's string.
+func (v *view) rekeyAdj(n *Node) {
+	if l, ok := v.out[n.ID]; ok {
+		v.out[n.ID] = l
+	}
+	if l, ok := v.in[n.ID]; ok {
+		v.in[n.ID] = l
+	}
 }
 
 // linkLoaded ends a load: it makes room for the edges' codes
@@ -410,8 +443,10 @@ func (v *view) loadedSeqOf(id string) uint64 {
 
 // unlink removes edge e from the adjacency of its ends.
 func (v *view) unlink(e *Edge) {
-	v.out[e.Source] = withoutSeq(v.out[e.Source], e.Seq)
-	v.in[e.Target] = withoutSeq(v.in[e.Target], e.Seq)
+	k := listKey(v.nodes[e.Source], e.Source)
+	v.out[k] = withoutSeq(v.out[k], e.Seq)
+	k = listKey(v.nodes[e.Target], e.Target)
+	v.in[k] = withoutSeq(v.in[k], e.Seq)
 }
 
 // appendAdj adds a to list, which is in seq order: at the end, where a

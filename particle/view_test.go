@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // edgesOf lists the ids Out and In give for node id, and the edges
@@ -98,4 +99,62 @@ func TestCheckFindsAViewSeqIndexOutOfStep(t *testing.T) {
 	if !strings.Contains(problemList(r), "view-seq") {
 		t.Errorf("want a view-seq problem, got:\n%s", problemList(r))
 	}
+}
+
+// adjacencyKeyedByNodes reports the keys of the adjacency lists of a
+// node that are not its own record's id string (the same bytes at
+// another address).
+func adjacencyKeyedByNodes(s *Store) (stale []string) {
+	s.Read(func(r Reader) {
+		r.v.awaitLinks()
+		for _, lists := range []map[string][]adjEdge{r.v.out, r.v.in} {
+			for k := range lists {
+				if n := r.v.nodes[k]; n != nil && unsafe.StringData(k) != unsafe.StringData(n.ID) {
+					stale = append(stale, k)
+				}
+			}
+		}
+	})
+	return stale
+}
+
+// The expansion looks a node's adjacency lists up by the id of the node
+// record it holds: the lists are keyed by that very string, after the
+// edges are written, after the node's record is replaced, and after a
+// reopen, so that the lookup compares pointers rather than bytes.
+func TestAdjacencyIsKeyedByTheNodesOwnIDs(t *testing.T) {
+	dir := t.TempDir()
+	s := openScratchStore(t, dir)
+	writeTestGraph(t, s)
+	if stale := adjacencyKeyedByNodes(s); len(stale) > 0 {
+		t.Fatalf("after the writes, lists keyed by copies of %v", stale)
+	}
+	var block *Node
+	s.Read(func(r Reader) { block = r.Lookup(DefaultNamespace, NodeEntity, "red block") })
+	// A new record of the node, its id in bytes of its own.
+	_, err := s.Update(context.Background(), func(b *Batch) error {
+		n := *b.Node(block.ID)
+		n.ID = strings.Clone(n.ID)
+		n.Aliases = append(slices.Clone(n.Aliases), "the red one")
+		return b.PutNode(&n)
+	})
+	mustOK(t, err)
+	var now *Node
+	s.Read(func(r Reader) { now = r.Node(block.ID) })
+	if unsafe.StringData(now.ID) == unsafe.StringData(block.ID) {
+		t.Fatal("the node's new record shares its id's bytes with the old one: nothing to rekey")
+	}
+	if stale := adjacencyKeyedByNodes(s); len(stale) > 0 {
+		t.Fatalf("after the node's record was replaced, lists keyed by copies of %v", stale)
+	}
+	out, in, ok := edgesOf(s, block.ID)
+	if len(out) != 1 || len(in) != 2 || !ok {
+		t.Fatalf("red block: out %v in %v (by seq %v)", out, in, ok)
+	}
+	mustOK(t, s.Close())
+	s = openScratchStore(t, dir)
+	if stale := adjacencyKeyedByNodes(s); len(stale) > 0 {
+		t.Fatalf("after a reopen, lists keyed by copies of %v", stale)
+	}
+	checkOK(t, s)
 }
