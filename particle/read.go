@@ -44,6 +44,25 @@ func (r Reader) Namespace(ns string) string {
 	return ns
 }
 
+// EdgeEnds returns the nodes at edge e's ends, source and target, each
+// nil where the view has no such node: by the seqs the view noted when
+// it linked e (a seq is never reused, so a node found at one is that
+// node), else by id. It reads no id's bytes where the seqs serve.
+func (r Reader) EdgeEnds(e *Edge) (source, target *Node) {
+	r.v.awaitLinks()
+	if e.Seq != 0 && e.Seq < uint64(len(r.v.ends)) {
+		x := r.v.ends[e.Seq]
+		source, target = atSeq(r.v.nodeSeq, x.source), atSeq(r.v.nodeSeq, x.target)
+	}
+	if source == nil {
+		source = r.v.nodes[e.Source]
+	}
+	if target == nil {
+		target = r.v.nodes[e.Target]
+	}
+	return source, target
+}
+
 // NodeBySeq returns the node with compact id seq, or nil.
 func (r Reader) NodeBySeq(seq uint64) *Node { return atSeq(r.v.nodeSeq, seq) }
 

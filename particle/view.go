@@ -64,6 +64,11 @@ type view struct {
 	apart seqBits
 	// unseq counts the edges without a seq, which edgeFacts leaves out.
 	unseq int
+	// ends holds, by edge seq, the seqs of the edge's end nodes when it
+	// was linked (0 where that node had none), as adjEdge.end does for
+	// one end: Reader.EdgeEnds reaches them without hashing their ids.
+	// Written with the adjacency (link, unlink, linkAdjacency).
+	ends []edgeEnds
 	// loaded holds the edges a load put, chunk by chunk, until
 	// indexLoaded puts them into edges and identity.
 	loaded     [][]*Edge
@@ -296,6 +301,7 @@ func (v *view) link(e *Edge, f EdgeFacts) {
 		return
 	}
 	src, dst := v.nodes[e.Source], v.nodes[e.Target]
+	v.ends = setDense(v.ends, e.Seq, edgeEnds{source: seqOf(src), target: seqOf(dst)})
 	k := listKey(src, e.Source)
 	v.out[k] = appendAdj(v.out[k], adjEdge{seq: e.Seq, facts: f, end: seqOf(dst)})
 	k = listKey(dst, e.Target)
@@ -364,6 +370,7 @@ func (v *view) linkAdjacency() {
 			func(x edgeEnds) (uint64, uint64) { return x.target, x.source })
 	})
 	wg.Wait()
+	v.ends = ends
 }
 
 // loadedAdjacency fills lists (out or in: at(e) is the end an edge is
@@ -443,6 +450,9 @@ func (v *view) loadedSeqOf(id string) uint64 {
 
 // unlink removes edge e from the adjacency of its ends.
 func (v *view) unlink(e *Edge) {
+	if e.Seq < uint64(len(v.ends)) {
+		v.ends[e.Seq] = edgeEnds{}
+	}
 	k := listKey(v.nodes[e.Source], e.Source)
 	v.out[k] = withoutSeq(v.out[k], e.Seq)
 	k = listKey(v.nodes[e.Target], e.Target)

@@ -158,3 +158,77 @@ func TestAdjacencyIsKeyedByTheNodesOwnIDs(t *testing.T) {
 	}
 	checkOK(t, s)
 }
+
+// edgeEndsAgree reports the edges whose EdgeEnds differ from their ends
+// looked up by id, and how many edges had both ends' seqs noted.
+func edgeEndsAgree(s *Store) (wrong []string, bySeq int) {
+	s.Read(func(r Reader) {
+		r.EdgesBySeq(func(e *Edge, _ *EdgeFacts) bool {
+			src, dst := r.EdgeEnds(e)
+			if src != r.Node(e.Source) || dst != r.Node(e.Target) {
+				wrong = append(wrong, e.ID)
+			}
+			if e.Seq < uint64(len(r.v.ends)) {
+				if x := r.v.ends[e.Seq]; x.source != 0 && x.target != 0 {
+					bySeq++
+				}
+			}
+			return true
+		})
+	})
+	return wrong, bySeq
+}
+
+// EdgeEnds finds an edge's end nodes by the seqs noted when it was
+// linked, and agrees with the lookups by id after the edges are written,
+// after a node's record is replaced, after a node is deleted, and after
+// a reopen.
+func TestEdgeEndsFollowTheNodes(t *testing.T) {
+	dir := t.TempDir()
+	s := openScratchStore(t, dir)
+	writeTestGraph(t, s)
+	check := func(when string, wantBySeq int) {
+		t.Helper()
+		wrong, bySeq := edgeEndsAgree(s)
+		if len(wrong) > 0 || bySeq != wantBySeq {
+			t.Fatalf("%s: edges %v found other ends than by id; %d edges with both ends' seqs, want %d", when, wrong, bySeq, wantBySeq)
+		}
+	}
+	check("after the writes", 3)
+	var block, gripper *Node
+	s.Read(func(r Reader) {
+		block, gripper = r.Lookup(DefaultNamespace, NodeEntity, "red block"), r.Lookup(DefaultNamespace, NodeEntity, "gripper")
+	})
+	_, err := s.Update(context.Background(), func(b *Batch) error {
+		n := *b.Node(block.ID)
+		n.Aliases = append(slices.Clone(n.Aliases), "the red one")
+		return b.PutNode(&n)
+	})
+	mustOK(t, err)
+	check("after a node's record was replaced", 3)
+	var renamed *Node
+	s.Read(func(r Reader) {
+		renamed = r.Node(block.ID)
+		if src, _ := r.EdgeEnds(r.Edge(firstOut(r, block.ID))); src != renamed {
+			t.Errorf("an edge's source is %p, the node's new record %p", src, renamed)
+		}
+	})
+	mustOK(t, s.Close())
+	s = openScratchStore(t, dir)
+	check("after a reopen", 3)
+	// Merging the gripper away rewrites its edges; none is left pointing
+	// at a node that is gone.
+	_, err = s.MergeNodes(context.Background(), block.ID, gripper.ID, "test", "same thing")
+	mustOK(t, err)
+	wrong, _ := edgeEndsAgree(s)
+	if len(wrong) > 0 {
+		t.Fatalf("after a merge: edges %v found other ends than by id", wrong)
+	}
+	checkOK(t, s)
+}
+
+// firstOut is the id of the first edge leaving node id.
+func firstOut(r Reader, id string) (first string) {
+	r.Out(id, func(e *Edge) bool { first = e.ID; return false })
+	return first
+}

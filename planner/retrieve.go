@@ -140,8 +140,9 @@ func nodeCandidate(n *particle.Node, s float64, via string) candidate {
 }
 
 func edgeCandidate(r particle.Reader, e *particle.Edge, s float64, via string) candidate {
+	src, dst := r.EdgeEnds(e)
 	return candidate{key: "e:" + e.ID, kind: "edge", id: e.ID, via: []string{via}, score: s, edge: e, endpointScale: 0.9,
-		nodes: []*particle.Node{r.Node(e.Source), r.Node(e.Target)}}
+		nodes: []*particle.Node{src, dst}}
 }
 
 // episodeCandidate is an episode standing for its node (the same item

@@ -765,16 +765,13 @@ func (run *run) stitch(ans *Answer) {
 	st.edgeOrder = order
 	guard := run.policy() // provenance and episode lists name only episodes the caller may see
 	// end is an edge's end, id, as its node's own id string (the run's
-	// node, else the graph's) and the node's name. The encoders then
-	// read the id's bytes once, at the node, instead of once more in
-	// each edge's own copy (a miss apiece in the daemon). A run's node
-	// is the end's by construction (expand keeps the node it walked from
-	// or looked up), so the ids are not compared, which would read both
-	// from memory.
+	// node, else the graph's: particle.Reader.EdgeEnds, by seq) and the
+	// node's name. The encoders then read the id's bytes once, at the
+	// node, instead of once more in each edge's own copy (a miss apiece
+	// in the daemon). A run's node is the end's by construction (expand
+	// keeps the node it walked from or looked up), so the ids are not
+	// compared, which would read both from memory.
 	end := func(n *particle.Node, id string) (string, string) {
-		if n == nil {
-			n = r.Node(id)
-		}
 		if n == nil {
 			return id, ""
 		}
@@ -789,8 +786,13 @@ func (run *run) stitch(ans *Answer) {
 		re := &st.edges[i]
 		e := re.e
 		hyp := e.Status == particle.StatusHypothesis || e.Belief.Score < run.p.opts.HypothesisBelow
-		src, srcName := end(re.src, e.Source)
-		dst, dstName := end(re.dst, e.Target)
+		srcNode, dstNode := re.src, re.dst
+		if srcNode == nil || dstNode == nil {
+			s, d := r.EdgeEnds(e)
+			srcNode, dstNode = cmp.Or(srcNode, s), cmp.Or(dstNode, d)
+		}
+		src, srcName := end(srcNode, e.Source)
+		dst, dstName := end(dstNode, e.Target)
 		ans.Edges = append(ans.Edges, EdgeOut{
 			ID: e.ID, Source: src, Target: dst, SourceName: srcName, TargetName: dstName,
 			Type: string(e.Type), Predicate: e.Predicate(), Confidence: e.Confidence, Salience: re.salience,
