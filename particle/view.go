@@ -291,9 +291,6 @@ type adjEdge struct {
 	end uint64
 }
 
-// seqOfNode is the seq of node id, 0 when the view has no such node.
-func (v *view) seqOfNode(id string) uint64 { return seqOf(v.nodes[id]) }
-
 // link adds edge e, whose facts are f, to the adjacency of its ends (an
 // edge without a seq is not in the adjacency).
 func (v *view) link(e *Edge, f EdgeFacts) {

@@ -529,13 +529,12 @@ func MsgpackAnswerTimings(b []byte) (Timings, error) {
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		switch k := r.key(); {
 		case k == "v":
-			if v := r.int(); r.err == nil && v != MsgpackLayoutVersion {
-				r.fail(fmt.Errorf("layout version %d (this reader knows %d)", v, MsgpackLayoutVersion))
-			}
+			r.version()
 		case k == "timings_us":
 			r.where = k
-			r.timings(&t)
-			return t, r.err
+			if r.timings(&t); r.err == nil {
+				return t, nil
+			}
 		default:
 			r.skip()
 		}
@@ -544,6 +543,14 @@ func MsgpackAnswerTimings(b []byte) (Timings, error) {
 		return Timings{}, fmt.Errorf("decode msgpack answer: %w", r.err)
 	}
 	return Timings{}, errors.New("decode msgpack answer: no timings_us")
+}
+
+// version reads the layout version and fails on any but
+// MsgpackLayoutVersion.
+func (r *msgpackReader) version() {
+	if v := r.int(); r.err == nil && v != MsgpackLayoutVersion {
+		r.fail(fmt.Errorf("layout version %d (this reader knows %d)", v, MsgpackLayoutVersion))
+	}
 }
 
 func (r *msgpackReader) answer() (*Answer, error) {
@@ -557,9 +564,7 @@ func (r *msgpackReader) answer() (*Answer, error) {
 		case i == 0 && k != "v", i == 1 && k != "strings":
 			r.fail(fmt.Errorf(`map key %d is %q: "v" and "strings" come first`, i, k))
 		case k == "v":
-			if v := r.int(); r.err == nil && v != MsgpackLayoutVersion {
-				r.fail(fmt.Errorf("layout version %d (this reader knows %d)", v, MsgpackLayoutVersion))
-			}
+			r.version()
 		case k == "strings":
 			r.readTable()
 		case k == "nodes":
