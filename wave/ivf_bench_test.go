@@ -85,16 +85,23 @@ func BenchmarkIVFSearch(b *testing.B) {
 // index split by agent (ivf_side.go), which codes each vector twice.
 func BenchmarkIVFInsert(b *testing.B) {
 	vecs := clustered(benchSeed+1, 50_000, benchDim, 100)
-	for _, split := range []bool{false, true} {
-		b.Run(fmt.Sprintf("split=%v", split), func(b *testing.B) {
+	for _, split := range []string{"false", "true", "time"} {
+		b.Run("split="+split, func(b *testing.B) {
 			x := NewIVF(benchDim, IVFOptions{Seed: 1})
-			if split {
+			meta := benchMeta
+			switch split {
+			case "true":
 				x.SplitByAgent()
+			case "time":
+				// A fleet's history: 250 items an hour, most of them
+				// keyed by their hour (timeMeta).
+				x.SplitByTime()
+				meta = timeMeta(len(vecs))
 			}
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := x.Add(uint64(i), vecs[i%len(vecs)], benchMeta(i)); err != nil {
+				if err := x.Add(uint64(i), vecs[i%len(vecs)], meta(i)); err != nil {
 					b.Fatal(err)
 				}
 				i++

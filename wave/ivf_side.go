@@ -217,20 +217,36 @@ func (sd *ivfSide) list(key uint32, dim int) (*ivfList, uint32) {
 	slot := uint32(len(al.lists))
 	nl.slot[key] = slot
 	nl.sorted = slices.Insert(slices.Clone(al.sorted), firstAtLeast(al.sorted, key), keySlot{key, slot})
-	nl.lists[slot].d.Store(newListData(0, dim))
+	nl.lists[slot].d.Store(newListData(sd.expected(al, key), dim))
 	sd.lists.Store(nl)
 	return nl.lists[slot], slot
 }
 
+// expected is the room a new list for key starts with: in the split by
+// time, what the hour before it holds (a fleet's hours hold about as
+// many items as one another, and a list grown a quarter at a time from
+// nothing was copied some twenty times on its way to an hour's items);
+// else none.
+func (sd *ivfSide) expected(al *sideLists, key uint32) int {
+	if sd.by != byTime {
+		return 0
+	}
+	if at := firstAtLeast(al.sorted, key); at > 0 {
+		return al.lists[al.sorted[at-1].slot].d.Load().len()
+	}
+	return 0
+}
+
 // trimBefore gives back the room to grow into of the list of the key
-// before key; the caller holds mu. An hour's items arrive mostly in time order, so
-// when the next hour gets its list the one before is mostly complete;
-// a late item grows it again.
+// before key, when more than an eighth of it is empty (a copy of the
+// list; the caller holds mu). An hour's items arrive mostly in time
+// order, so when the next hour gets its list the one before is mostly
+// complete; a late item grows it again.
 func (sd *ivfSide) trimBefore(key uint32, dim int) {
 	al := sd.lists.Load()
 	if at := firstAtLeast(al.sorted, key); at > 0 {
 		prev := al.lists[al.sorted[at-1].slot]
-		if d := prev.d.Load(); len(d.ids) > d.len() {
+		if d := prev.d.Load(); len(d.ids) > d.len()+d.len()/8 {
 			prev.grow(d, d.len(), dim, false)
 		}
 	}
