@@ -116,13 +116,17 @@ const (
 	// FactUnit: the edge's embedding has unit length ([wave.IsUnit]), so
 	// a vector index can keep it as it is without checking (a reopen's
 	// index fill would read 1.5 GB of embeddings at 1M edges to find
-	// that out; the load computes it while a chunk's embeddings are in
-	// cache from its checksum).
+	// that out; a view snapshot's records say it, so that a load reads
+	// none of them).
 	FactUnit
 )
 
 // EdgeFactsOf computes e's facts, as the view holds them but for NS.
-func EdgeFactsOf(e *Edge) EdgeFacts {
+func EdgeFactsOf(e *Edge) EdgeFacts { return edgeFacts(e, wave.IsUnit(e.Embedding)) }
+
+// edgeFacts is EdgeFactsOf for an edge whose embedding has unit length
+// when unit is set (known without reading it).
+func edgeFacts(e *Edge, unit bool) EdgeFacts {
 	f := EdgeFacts{Confidence: e.Confidence, Agent: EdgeAgentKey(e), Flags: FactLive | FactExact, Decay: factDecayOf(e.Salience)}
 	exact := true
 	for _, c := range []struct {
@@ -146,7 +150,7 @@ func EdgeFactsOf(e *Edge) EdgeFacts {
 		f.Flags |= FactLocated
 		f.Site = wave.SiteKey(Canonical(e.Scope.Location))
 	}
-	if wave.IsUnit(e.Embedding) {
+	if unit {
 		f.Flags |= FactUnit
 	}
 	return f

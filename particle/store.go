@@ -115,6 +115,10 @@ type Store struct {
 	closed bool
 	// fromSnapshot: the view was loaded from the view snapshot.
 	fromSnapshot bool
+	// snapEdges are the edges' embeddings a load from the view snapshot
+	// left unread, until Open starts their check (embCheck).
+	snapEdges *snapEdgeEmbeddings
+	embCheck  *embeddingsCheck
 
 	subMu sync.RWMutex
 	subs  []func(Changes)
@@ -154,6 +158,10 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.startCoder()
+	if s.snapEdges != nil {
+		s.startEmbeddingsCheck(s.snapEdges)
+		s.snapEdges = nil
+	}
 	return s, nil
 }
 
@@ -249,6 +257,7 @@ func badgerOptions(o Options) badger.Options {
 // call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopEmbeddingsCheck()
 		s.v.awaitLinks() // no goroutine of the store outlives it
 		s.stopCoder()
 		s.writeMu.Lock()
@@ -726,7 +735,7 @@ func (c *loadChunk) presize(p prefix, n int) {
 // decoder returns the function that decodes one value of table p, with
 // its vector, into c, calling legacy first if the value is in format 1.
 func (c *loadChunk) decoder(p prefix, legacy func()) func(b, vec []byte) error {
-	return func(b, vec []byte) error { return c.add(p, b, vec, legacy, nil, false) }
+	return func(b, vec []byte) error { return c.add(p, b, vec, legacy, nil, false, false) }
 }
 
 // add decodes value b of table p, whose embedding stored apart is vec
@@ -735,7 +744,7 @@ func (c *loadChunk) decoder(p prefix, legacy func()) func(b, vec []byte) error {
 // emb instead of what b or vec hold (the snapshot keeps embeddings
 // apart), and a binary record's strings alias b (the mapping outlives
 // them and never changes).
-func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, mapped bool) error {
+func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, mapped, unit bool) error {
 	inBinary := isBinary(b)
 	if len(b) > 0 && !inBinary {
 		legacy()
@@ -773,7 +782,13 @@ func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, m
 			return err
 		}
 		c.edges = append(c.edges, e)
-		c.facts = append(c.facts, EdgeFactsOf(e))
+		if mapped {
+			// The snapshot says whether the embedding has unit length:
+			// it is not read here (readChunk).
+			c.facts = append(c.facts, edgeFacts(e, unit))
+		} else {
+			c.facts = append(c.facts, EdgeFactsOf(e))
+		}
 		c.noteApart(b, e.Seq, e.Embedding)
 		return nil
 	default:

@@ -14,9 +14,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // The view snapshot is a copy of the node, edge and episode tables that
@@ -42,15 +43,26 @@ import (
 //	trailer   trailerSize bytes (snapTrailer)
 //
 // A record's tag is 0 for a value stored whole (format 1, or a format-2
-// value that would not split), else the value's embedding count+1 (0:
-// nil), plus 1; its value then holds a nil embedding (format 2) or only
-// the count (format 3). Every chunk's
-// records and embeddings carry a CRC-32C, the directory too.
+// value that would not split), else twice the value's embedding count+1
+// (0: nil) plus 1, plus 1 more when the embedding has unit length
+// (wave.IsUnit, which the load would otherwise read every embedding to
+// find out); its value then holds a nil embedding (format 2) or only the
+// count (format 3). Every chunk's records carry a CRC-32C, its
+// embeddings another, the directory too.
+//
+// A load reads the records and the node and episode embeddings (their
+// checksums checked), and leaves the edges' embeddings (most of the
+// file: 1.6 GB at 1M edges) in the file until something reads them:
+// reading them all at the start, as the checksums would, was most of
+// the start of a store whose files were not in the page cache. Their
+// checksums are checked after the load, in the background
+// (checkEdgeEmbeddings), and a chunk that fails has its embeddings
+// read again from Badger.
 const (
 	viewSnapshotName    = "view.snapshot"
 	viewSnapshotMagic   = "ctxgview"
-	viewSnapshotVersion = 1
-	chunkEntrySize      = 4 + 4 + 1 + 4 + 8 + 8 + 8 + 4
+	viewSnapshotVersion = 2
+	chunkEntrySize      = 4 + 4 + 1 + 4 + 8 + 8 + 8 + 4 + 4
 	trailerSize         = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 4
 )
 
@@ -64,6 +76,8 @@ type snapChunk struct {
 	rec    []byte
 	emb    []byte
 	values int
+	// floats is scratch for an embedding decoded from its bytes.
+	floats []float32
 }
 
 // snapChunks recycles the writer's chunk buffers (a chunk of edges holds
@@ -72,13 +86,13 @@ var snapChunks sync.Pool
 
 func newSnapChunk() snapChunk {
 	if c, ok := snapChunks.Get().(*snapChunk); ok {
-		return snapChunk{rec: c.rec[:0], emb: c.emb[:0]}
+		return snapChunk{rec: c.rec[:0], emb: c.emb[:0], floats: c.floats}
 	}
 	return snapChunk{}
 }
 
 func (c *snapChunk) recycle() {
-	snapChunks.Put(&snapChunk{rec: c.rec, emb: c.emb})
+	snapChunks.Put(&snapChunk{rec: c.rec, emb: c.emb, floats: c.floats})
 	*c = snapChunk{}
 }
 
@@ -91,7 +105,7 @@ func (c *snapChunk) add(b, vec []byte) {
 	c.values++
 	if countPlus1, ok := apartCount(b, vec); ok {
 		// Format 3: the record as it is, its vector as the floats.
-		c.rec = binary.AppendUvarint(c.rec, countPlus1+1)
+		c.rec = binary.AppendUvarint(c.rec, c.tag(countPlus1, vec))
 		c.rec = binary.AppendUvarint(c.rec, uint64(len(b)))
 		c.rec = append(c.rec, b...)
 		c.emb = append(c.emb, vec...)
@@ -104,11 +118,38 @@ func (c *snapChunk) add(b, vec []byte) {
 		c.rec = append(c.rec, b...)
 		return
 	}
-	c.rec = binary.AppendUvarint(c.rec, countPlus1+1)
+	c.rec = binary.AppendUvarint(c.rec, c.tag(countPlus1, floats))
 	c.rec = binary.AppendUvarint(c.rec, uint64(3+len(rest)))
 	c.rec = append(c.rec, b[0], b[1], 0) // format, kind, nil embedding
 	c.rec = append(c.rec, rest...)
 	c.emb = append(c.emb, floats...)
+}
+
+// tag is the record tag of a split value whose embedding's count+1 is
+// countPlus1 and whose floats (little-endian) are floats.
+func (c *snapChunk) tag(countPlus1 uint64, floats []byte) uint64 {
+	t := 2 * (countPlus1 + 1)
+	if len(floats) > 0 {
+		n := len(floats) / 4
+		c.floats = slices.Grow(c.floats[:0], n)[:n]
+		for i := range c.floats {
+			c.floats[i] = math.Float32frombits(binary.LittleEndian.Uint32(floats[4*i:]))
+		}
+		if wave.IsUnit(c.floats) {
+			t++
+		}
+	}
+	return t
+}
+
+// splitTag reads a split record's tag (not 0): its embedding's count+1
+// and whether the embedding has unit length. ok is false for a tag no
+// writer makes.
+func splitTag(tag uint64) (countPlus1 uint64, unit, ok bool) {
+	if tag < 2 {
+		return 0, false, false
+	}
+	return tag/2 - 1, tag&1 == 1, true
 }
 
 // apartCount reads the embedding's count+1 (0: nil) of format-3 value b,
@@ -159,7 +200,14 @@ type chunkEntry struct {
 	off       uint64 // of its records in the file
 	recLen    uint64 // without the padding after them
 	floats    uint64 // after its records and their padding
-	crc       uint32 // of its records, then its embeddings' bytes
+	crc       uint32 // of its records
+	embCRC    uint32 // of its embeddings' bytes
+}
+
+// embeddings returns e's embeddings' bytes in the snapshot mem.
+func (e chunkEntry) embeddings(mem []byte) []byte {
+	start := e.off + align4(e.recLen)
+	return mem[start : start+4*e.floats]
 }
 
 func (e chunkEntry) append(b []byte) []byte {
@@ -174,13 +222,15 @@ func (e chunkEntry) append(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, e.off)
 	b = binary.LittleEndian.AppendUint64(b, e.recLen)
 	b = binary.LittleEndian.AppendUint64(b, e.floats)
-	return binary.LittleEndian.AppendUint32(b, e.crc)
+	b = binary.LittleEndian.AppendUint32(b, e.crc)
+	return binary.LittleEndian.AppendUint32(b, e.embCRC)
 }
 
 func readChunkEntry(b []byte) chunkEntry {
 	le := binary.LittleEndian
 	return chunkEntry{part: le.Uint32(b), idx: le.Uint32(b[4:]), last: b[8] == 1, values: le.Uint32(b[9:]),
-		off: le.Uint64(b[13:]), recLen: le.Uint64(b[21:]), floats: le.Uint64(b[29:]), crc: le.Uint32(b[37:])}
+		off: le.Uint64(b[13:]), recLen: le.Uint64(b[21:]), floats: le.Uint64(b[29:]), crc: le.Uint32(b[37:]),
+		embCRC: le.Uint32(b[41:])}
 }
 
 // snapTrailer ends the file.
@@ -254,7 +304,7 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 		s := &c.snap
 		e := chunkEntry{part: uint32(c.part), idx: uint32(c.idx), last: c.last, values: uint32(s.values),
 			off: off, recLen: uint64(len(s.rec)), floats: uint64(len(s.emb) / 4)}
-		e.crc = crc32.Update(crc32.Checksum(s.rec, crcTable), crcTable, s.emb)
+		e.crc, e.embCRC = crc32.Checksum(s.rec, crcTable), crc32.Checksum(s.emb, crcTable)
 		s.rec = append(s.rec, make([]byte, align4(e.recLen)-e.recLen)...)
 		if _, err := f.Write(s.rec); err != nil {
 			return err
@@ -315,57 +365,60 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 var errSnapshotStale = errors.New("the store was written after the snapshot")
 
 // readViewSnapshot loads the snapshot at path into v with n decoders,
-// if it was taken at Badger version version. The caller discards v
-// after an error.
-func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, error) {
+// if it was taken at Badger version version, and returns what its edges'
+// embeddings are to be checked against (snapEdgeEmbeddings.check). The
+// caller discards v after an error.
+func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
 	if !littleEndian {
-		return loadCounts{}, errors.New("big-endian host")
+		return loadCounts{}, nil, errors.New("big-endian host")
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return loadCounts{}, err
+		return loadCounts{}, nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return loadCounts{}, err
+		return loadCounts{}, nil, err
 	}
 	size := uint64(st.Size())
 	if size < trailerSize || size > uint64(math.MaxInt) {
-		return loadCounts{}, errors.New("not a view snapshot")
+		return loadCounts{}, nil, errors.New("not a view snapshot")
 	}
 	tb := make([]byte, trailerSize)
 	if _, err := f.ReadAt(tb, int64(size-trailerSize)); err != nil {
-		return loadCounts{}, err
+		return loadCounts{}, nil, err
 	}
 	t, err := readSnapTrailer(tb)
 	if err != nil {
-		return loadCounts{}, err
+		return loadCounts{}, nil, err
 	}
 	if t.version != version {
-		return loadCounts{}, fmt.Errorf("%w (snapshot at version %d, store at %d)", errSnapshotStale, t.version, version)
+		return loadCounts{}, nil, fmt.Errorf("%w (snapshot at version %d, store at %d)", errSnapshotStale, t.version, version)
 	}
 	mem, unmap, err := mapSnapshot(f, int(size))
 	if err != nil {
-		return loadCounts{}, err
+		return loadCounts{}, nil, err
 	}
-	counts, err := loadMapped(mem, t, n, v, legacy)
+	counts, edges, err := loadMapped(mem, t, n, v, legacy)
 	if err != nil {
 		unmap() // v, which points into mem, is discarded
+		return loadCounts{}, nil, err
 	}
-	return counts, err
+	return counts, edges, nil
 }
 
-// loadMapped loads the snapshot in mem, whose trailer is t, into v.
-func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, error) {
+// loadMapped loads the snapshot in mem, whose trailer is t, into v, and
+// returns the chunks of edges, whose embeddings it has not read.
+func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
 	size := uint64(len(mem)) - trailerSize
 	dirLen := t.chunks*chunkEntrySize + uint64(t.parts)
 	if t.chunks > size/chunkEntrySize || t.dirOff > size || dirLen != size-t.dirOff {
-		return loadCounts{}, errors.New("directory out of bounds")
+		return loadCounts{}, nil, errors.New("directory out of bounds")
 	}
 	tail := mem[t.dirOff:size]
 	if crc32.Checksum(tail, crcTable) != t.dirCRC {
-		return loadCounts{}, errors.New("directory checksum mismatch")
+		return loadCounts{}, nil, errors.New("directory checksum mismatch")
 	}
 	dir := make([]chunkEntry, t.chunks)
 	var floats uint64
@@ -373,7 +426,7 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 		e := readChunkEntry(tail[i*chunkEntrySize:])
 		if e.part >= t.parts || e.off > t.dirOff || e.recLen > t.dirOff-e.off || align4(e.recLen) > t.dirOff-e.off ||
 			e.floats > (t.dirOff-e.off-align4(e.recLen))/4 || uint64(e.values) > e.recLen {
-			return loadCounts{}, fmt.Errorf("chunk %d out of bounds", i)
+			return loadCounts{}, nil, fmt.Errorf("chunk %d out of bounds", i)
 		}
 		dir[i] = e
 		floats += e.floats
@@ -381,12 +434,15 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	tables := tail[t.chunks*chunkEntrySize:]
 	for _, tb := range tables {
 		if int(tb) >= len(loadTables) {
-			return loadCounts{}, fmt.Errorf("key range of table %d", tb)
+			return loadCounts{}, nil, fmt.Errorf("key range of table %d", tb)
 		}
 	}
 	if floats != t.floats {
-		return loadCounts{}, fmt.Errorf("chunks hold %d floats, trailer says %d", floats, t.floats)
+		return loadCounts{}, nil, fmt.Errorf("chunks hold %d floats, trailer says %d", floats, t.floats)
 	}
+	// What the load reads, asked for ahead of its decoders (the mapping
+	// reads nothing ahead of its own: mapSnapshot).
+	go willNeedChunks(mem, dir, tables)
 	var next atomic.Int64
 	put := newChunkPutter(v, int(t.parts))
 	err := drainChunks(n, func(done chan<- *loadChunk, quit <-chan struct{}) error {
@@ -417,66 +473,53 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 		return errors.Join(errs...)
 	}, put.put)
 	counts, finished := put.finish()
-	if err != nil {
-		return loadCounts{}, err
+	if err == nil {
+		err = finished
 	}
-	return counts, finished
+	if err != nil {
+		return loadCounts{}, nil, err
+	}
+	edges := &snapEdgeEmbeddings{mem: mem}
+	for _, e := range dir {
+		if loadTables[tables[e.part]].p == prefixEdge && e.floats > 0 {
+			edges.chunks = append(edges.chunks, e)
+		}
+	}
+	return counts, edges, nil
+}
+
+// willNeedChunks asks the kernel to read ahead, in load order, what the
+// load reads of the snapshot in mem: every chunk's records, and the
+// embeddings of the chunks of tables other than edges.
+func willNeedChunks(mem []byte, dir []chunkEntry, tables []byte) {
+	for _, e := range dir {
+		end := e.off + e.recLen
+		if loadTables[tables[e.part]].p != prefixEdge {
+			end = e.off + align4(e.recLen) + 4*e.floats
+		}
+		willNeed(mem[e.off:end])
+	}
 }
 
 // readChunk checks chunk e of the snapshot in mem and decodes its values
-// of table p into c, their embeddings pointing into mem.
+// of table p into c, their embeddings pointing into mem. The embeddings
+// of a chunk of edges are neither read nor checked here
+// (snapEdgeEmbeddings.check).
 func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) error {
-	buf := mem[e.off : e.off+e.recLen]
-	start := e.off + align4(e.recLen)
-	embBytes := mem[start : start+4*e.floats]
-	if crc32.Update(crc32.Checksum(buf, crcTable), crcTable, embBytes) != e.crc {
+	if crc32.Checksum(mem[e.off:e.off+e.recLen], crcTable) != e.crc {
 		return errors.New("checksum mismatch")
 	}
-	var emb []float32
-	if e.floats > 0 {
-		emb = unsafe.Slice((*float32)(unsafe.Pointer(&embBytes[0])), e.floats)
+	if p != prefixEdge && crc32.Checksum(e.embeddings(mem), crcTable) != e.embCRC {
+		return errors.New("embeddings' checksum mismatch")
 	}
 	c.presize(p, int(e.values))
-	at, pos := 0, 0
-	for range e.values {
-		tag, n := binary.Uvarint(buf[at:])
-		if n <= 0 {
-			return fmt.Errorf("%w: record tag", ErrCorrupt)
-		}
-		at += n
-		l, n := binary.Uvarint(buf[at:])
-		if n <= 0 || l > uint64(len(buf)-at-n) {
-			return fmt.Errorf("%w: record length", ErrCorrupt)
-		}
-		at += n
-		b := buf[at : at+int(l)]
-		at += int(l)
+	return walkChunk(mem, e, func(tag uint64, b []byte, x []float32) error {
 		if tag == 0 {
-			if err := c.add(p, b, nil, legacy, nil, false); err != nil {
-				return err
-			}
-			continue
+			return c.add(p, b, nil, legacy, nil, false, false)
 		}
-		var x []float32
-		if countPlus1 := tag - 1; countPlus1 > 0 {
-			k := countPlus1 - 1
-			if k > uint64(len(emb)-pos) {
-				return fmt.Errorf("%w: embedding past the chunk's", ErrCorrupt)
-			}
-			x = emb[pos : pos+int(k) : pos+int(k)]
-			if x == nil {
-				x = []float32{} // an empty embedding stays empty, not nil
-			}
-			pos += int(k)
-		}
-		if err := c.add(p, b, nil, legacy, x, true); err != nil {
-			return err
-		}
-	}
-	if at != len(buf) || pos != len(emb) {
-		return fmt.Errorf("%w: %d of %d record bytes and %d of %d floats used", ErrCorrupt, at, len(buf), pos, len(emb))
-	}
-	return nil
+		_, unit, _ := splitTag(tag) // (walkChunk checked it)
+		return c.add(p, b, nil, legacy, x, true, unit)
+	})
 }
 
 // saveViewSnapshot writes the store's view snapshot at Close, logging
@@ -524,7 +567,7 @@ func (s *Store) dropViewSnapshot() {
 // v holds the store's view; if not, v is to be discarded.
 func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, bool) {
 	t := time.Now()
-	counts, err := readViewSnapshot(ViewSnapshotPath(s.opts.Dir), version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
+	counts, edges, err := readViewSnapshot(ViewSnapshotPath(s.opts.Dir), version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
 	s.dropViewSnapshot() // and a temporary file a dead shutdown left, if any
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -537,5 +580,6 @@ func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCo
 		return loadCounts{}, false
 	}
 	s.log.Info("view loaded from its snapshot", "took", time.Since(t))
+	s.snapEdges = edges // checked once the store is open
 	return counts, true
 }

@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // lockedBuffer is a log sink that tests read after the store is done.
@@ -82,7 +85,7 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromSnap := newView()
-	_, err := readViewSnapshot(path, s.db.MaxVersion(), 3, fromSnap, func() {})
+	_, _, err := readViewSnapshot(path, s.db.MaxVersion(), 3, fromSnap, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,17 +274,17 @@ func TestViewSnapshotStaleIsNotLoaded(t *testing.T) {
 }
 
 // TestViewSnapshotDamagedIsNotLoaded damages the snapshot in its
-// records, its embeddings, its directory and its length: each time Open
-// loads from Badger, warns, and finds every edge with its embedding.
+// records, a node's embedding, its directory and its length: each time
+// Open loads from Badger, warns, and finds every edge with its embedding.
 func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 	dir := t.TempDir()
 	s := writeFleet(t, dir, 10, testEntities, benchEdgesPerTxn)
 	edges, _, _ := snapshotView(s)
 	damages := map[string]func([]byte) []byte{
-		"record":    func(b []byte) []byte { b[40] ^= 0x10; return b },
-		"embedding": func(b []byte) []byte { b[len(b)/2] ^= 0x01; return b },
-		"directory": func(b []byte) []byte { b[len(b)-trailerSize-5] ^= 0x01; return b },
-		"truncated": func(b []byte) []byte { return b[:len(b)-7] },
+		"record":         func(b []byte) []byte { b[40] ^= 0x10; return b },
+		"node embedding": func(b []byte) []byte { b[snapEmbeddingsAt(t, b, prefixNode)] ^= 0x01; return b },
+		"directory":      func(b []byte) []byte { b[len(b)-trailerSize-5] ^= 0x01; return b },
+		"truncated":      func(b []byte) []byte { return b[:len(b)-7] },
 	}
 	for name, damage := range damages {
 		if err := s.Close(); err != nil {
@@ -304,6 +307,108 @@ func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 		}
 	}
 	s.Close()
+}
+
+// TestViewSnapshotEdgeEmbeddingsMended damages the embeddings of two
+// chunks of edges, which a load leaves unread: Open loads the snapshot,
+// the check after it finds both chunks, reads their embeddings again
+// from Badger and reports it, and every edge then has the embedding
+// Badger holds, and an int8 code made from it.
+func TestViewSnapshotEdgeEmbeddingsMended(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 11, testEntities, 3*benchEdgesPerTxn)
+	edges, _, _ := snapshotView(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(ViewSnapshotPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := snapEmbeddingsAt(t, b, prefixEdge), snapLastEmbeddingAt(t, b, prefixEdge)
+	b[first] ^= 0x40
+	b[last] ^= 0x01
+	if err := os.WriteFile(ViewSnapshotPath(dir), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := openLogged(t, dir)
+	defer s.Close()
+	if !s.LoadedFromSnapshot() {
+		t.Fatalf("a snapshot damaged only in edge embeddings was not loaded; logs:\n%s", logs)
+	}
+	chunks, mended, err := s.WaitEmbeddingsChecked()
+	if err != nil || mended != 2 || chunks < 3 {
+		t.Fatalf("checked %d chunks, mended %d (%v); want every chunk checked and 2 mended", chunks, mended, err)
+	}
+	if !strings.Contains(logs.String(), "failed their checksums") {
+		t.Fatalf("mended chunks not reported; logs:\n%s", logs)
+	}
+	if got, _, _ := snapshotView(s); !reflect.DeepEqual(got, edges) {
+		t.Fatal("edges differ from the store's after the mend")
+	}
+	s.Read(func(r Reader) {
+		r.Edges(func(e *Edge) bool {
+			code, scale, ok := r.EdgeCode(e.Seq)
+			if !ok || len(e.Embedding) == 0 {
+				return true
+			}
+			want := make([]int8, len(code))
+			if ws := wave.Quantize(e.Embedding, want); ws != scale || !slices.Equal(code, want) {
+				t.Errorf("edge %s: code not made from its mended embedding", e.ID)
+				return false
+			}
+			return true
+		})
+	})
+	// A snapshot of a healthy store checks clean.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = openLogged(t, dir)
+	if chunks, mended, err := s.WaitEmbeddingsChecked(); err != nil || mended != 0 || chunks < 3 {
+		t.Fatalf("a clean snapshot: checked %d chunks, mended %d (%v)", chunks, mended, err)
+	}
+}
+
+// snapEmbeddingsAt returns the offset in snapshot file b of the first
+// embedding byte of the first chunk of table p that has embeddings.
+func snapEmbeddingsAt(t *testing.T, b []byte, p prefix) int {
+	t.Helper()
+	es := snapChunksOf(t, b, p)
+	return int(es[0].off + align4(es[0].recLen))
+}
+
+// snapLastEmbeddingAt returns the offset in snapshot file b of the last
+// embedding byte of the last chunk of table p that has embeddings.
+func snapLastEmbeddingAt(t *testing.T, b []byte, p prefix) int {
+	t.Helper()
+	es := snapChunksOf(t, b, p)
+	e := es[len(es)-1]
+	return int(e.off+align4(e.recLen)+4*e.floats) - 1
+}
+
+// snapChunksOf returns the directory entries of snapshot file b's chunks
+// of table p that have embeddings, in file order.
+func snapChunksOf(t *testing.T, b []byte, p prefix) []chunkEntry {
+	t.Helper()
+	tr, err := readSnapTrailer(b[len(b)-trailerSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := b[tr.dirOff : len(b)-trailerSize]
+	tables := tail[tr.chunks*chunkEntrySize:]
+	var es []chunkEntry
+	for i := range tr.chunks {
+		e := readChunkEntry(tail[i*chunkEntrySize:])
+		if loadTables[tables[e.part]].p == p && e.floats > 0 {
+			es = append(es, e)
+		}
+	}
+	if len(es) == 0 {
+		t.Fatalf("no chunk of table %d with embeddings", p)
+	}
+	slices.SortFunc(es, func(a, b chunkEntry) int { return int(a.off) - int(b.off) })
+	return es
 }
 
 func mustEdges(s *Store) (ids []string) {
