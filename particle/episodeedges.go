@@ -87,10 +87,10 @@ func appendEdgeChunk(dst []string, b []byte) ([]string, error) {
 	return dst, nil
 }
 
-// appendStoredChunk appends the ids of the stored chunk item, which must
-// hold episodeEdgeChunk of them, to ids.
-func appendStoredChunk(ids []string, item *badger.Item) ([]string, error) {
-	err := item.Value(func(v []byte) (err error) {
+// appendStoredChunk appends the ids of the stored chunk whose value
+// reads value, which must hold episodeEdgeChunk of them, to ids.
+func appendStoredChunk(ids []string, value chunkValue) ([]string, error) {
+	err := value(func(v []byte) (err error) {
 		n := len(ids)
 		ids, err = appendEdgeChunk(ids, v)
 		if err == nil && len(ids)-n != episodeEdgeChunk {
@@ -154,7 +154,7 @@ func newEdgeChunkJoin(e *Episode) *edgeChunkJoin {
 
 // add takes stored chunk c; one past the record's count is left alone
 // (Check reports it), one out of order means the one before is missing.
-func (j *edgeChunkJoin) add(c int, item *badger.Item) error {
+func (j *edgeChunkJoin) add(c int, value chunkValue) error {
 	if c >= j.e.sealed {
 		return nil
 	}
@@ -162,7 +162,7 @@ func (j *edgeChunkJoin) add(c int, item *badger.Item) error {
 		return fmt.Errorf("%w: episode %s: edge chunk %d missing", ErrCorrupt, j.e.ID, want)
 	}
 	var err error
-	if j.ids, err = appendStoredChunk(j.ids, item); err != nil {
+	if j.ids, err = appendStoredChunk(j.ids, value); err != nil {
 		return fmt.Errorf("episode %s: %w", j.e.ID, err)
 	}
 	return nil
@@ -189,7 +189,7 @@ func joinEdgeChunks(txn *badger.Txn, e *Episode) error {
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		if _, c, ok := parseEpisodeEdgesKey(it.Item().Key()); ok {
-			if err := j.add(c, it.Item()); err != nil {
+			if err := j.add(c, it.Item().Value); err != nil {
 				return err
 			}
 		}
@@ -197,21 +197,38 @@ func joinEdgeChunks(txn *badger.Txn, e *Episode) error {
 	return j.finish()
 }
 
+// chunkValue reads a stored chunk's value, calling fn with its bytes
+// (badger.Item.Value's shape).
+type chunkValue func(fn func([]byte) error) error
+
 // joinLoadedEdgeChunks joins their chunks to the loaded episodes that
-// have any, in one pass over the chunk table (key order: by episode,
-// then chunk number), so that a store of many short chunked episodes
-// opens without a look-up per episode. A chunk past its episode's count
-// or of no episode is left alone (Check reports it); a missing one fails
-// the load.
+// have any, in one pass over Badger's chunk table (joinChunkTable).
 func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(prefixEpisodeEdges)}, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
+	return joinChunkTable(v, func(yield func(k []byte, value chunkValue) error) error {
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := yield(it.Item().Key(), it.Item().Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// joinChunkTable joins their chunks to the loaded episodes that have
+// any, in one pass over the chunk table, whose keys and values (in key
+// order: by episode, then chunk number) each passes to yield, so that a
+// store of many short chunked episodes opens without a look-up per
+// episode. A chunk past its episode's count or of no episode is left
+// alone (Check reports it); a missing one fails the load.
+func joinChunkTable(v *view, each func(yield func(k []byte, value chunkValue) error) error) error {
 	var cur *edgeChunkJoin // of the episode of curKey, if it has chunks
 	var curKey []byte
-	for it.Rewind(); it.Valid(); it.Next() {
-		ep, c, ok := parseEpisodeEdgesKey(it.Item().Key())
+	err := each(func(k []byte, value chunkValue) error {
+		ep, c, ok := parseEpisodeEdgesKey(k)
 		if !ok {
-			continue // not a chunk key: Check reports it
+			return nil // not a chunk key: Check reports it
 		}
 		if curKey == nil || !bytes.Equal(ep, curKey) {
 			if cur != nil {
@@ -225,10 +242,14 @@ func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
 			}
 		}
 		if cur != nil {
-			if err := cur.add(c, it.Item()); err != nil {
+			if err := cur.add(c, value); err != nil {
 				return fmt.Errorf("load episodes: %w", err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if cur != nil {
 		if err := cur.finish(); err != nil {

@@ -47,6 +47,13 @@ type Options struct {
 	// Badger has had no write since (viewsnap.go). DefaultOptions sets
 	// it. Ignored InMemory.
 	ViewSnapshot bool
+	// CheckEmbeddingsLater: a load from the view snapshot leaves the
+	// check of the edges' embeddings (which it does not read) to the
+	// owner's call of Store.CheckEmbeddings, instead of starting it at
+	// Open, so that it does not compete for the disk with what the owner
+	// does before it serves (a daemon's index fill). Until then readers
+	// of the view may meet an embedding damaged in the file.
+	CheckEmbeddingsLater bool
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -117,8 +124,9 @@ type Store struct {
 	fromSnapshot bool
 	// snapEdges are the edges' embeddings a load from the view snapshot
 	// left unread, until Open starts their check (embCheck).
-	snapEdges *snapEdgeEmbeddings
-	embCheck  *embeddingsCheck
+	snapEdges    *snapEdgeEmbeddings
+	embCheckOnce sync.Once
+	embCheck     *embeddingsCheck
 
 	subMu sync.RWMutex
 	subs  []func(Changes)
@@ -158,9 +166,8 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.startCoder()
-	if s.snapEdges != nil {
-		s.startEmbeddingsCheck(s.snapEdges)
-		s.snapEdges = nil
+	if !o.CheckEmbeddingsLater {
+		s.CheckEmbeddings()
 	}
 	return s, nil
 }
@@ -307,10 +314,11 @@ func (s *Store) load(version uint64) error {
 	}
 	v := fresh()
 	var kinds loadCounts
+	var left *snapLeft
 	loaded := false
 	switch {
 	case s.snapshots():
-		if kinds, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
+		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
 			v = fresh()
 		}
 	case !s.opts.InMemory:
@@ -323,7 +331,11 @@ func (s *Store) load(version uint64) error {
 				return err
 			}
 		}
-		if err := joinLoadedEdgeChunks(txn, v); err != nil {
+		if loaded {
+			if err := joinSnapshotEdgeChunks(left.lists, v); err != nil {
+				return err
+			}
+		} else if err := joinLoadedEdgeChunks(txn, v); err != nil {
 			return err
 		}
 		v.linkLoaded()
@@ -357,6 +369,9 @@ func (s *Store) load(version uint64) error {
 	s.counts.Episodes = int64(len(v.episodes))
 	s.v = v
 	s.fromSnapshot = loaded
+	if loaded {
+		s.snapEdges = left.edges // checked once the store is open
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -39,6 +40,8 @@ import (
 //	chunk*    records: (tag uvarint, len uvarint, value)*, zeros to a
 //	          multiple of 4 bytes, then the chunk's embeddings: float32
 //	          little-endian
+//	lists     the episodes' edge chunks (prefixEpisodeEdges): (key len
+//	          uvarint, key, value len uvarint, value)* in key order
 //	directory chunkEntrySize bytes per chunk, in load order
 //	trailer   trailerSize bytes (snapTrailer)
 //
@@ -57,13 +60,15 @@ import (
 // the start of a store whose files were not in the page cache. Their
 // checksums are checked after the load, in the background
 // (checkEdgeEmbeddings), and a chunk that fails has its embeddings
-// read again from Badger.
+// read again from Badger. The episodes' edge chunks are in the snapshot
+// too (the lists), so that a load reads nothing from Badger's value log:
+// they lie scattered over it, and each read from it read ahead 8 MB.
 const (
 	viewSnapshotName    = "view.snapshot"
 	viewSnapshotMagic   = "ctxgview"
-	viewSnapshotVersion = 2
+	viewSnapshotVersion = 3
 	chunkEntrySize      = 4 + 4 + 1 + 4 + 8 + 8 + 8 + 4 + 4
-	trailerSize         = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 4
+	trailerSize         = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 8 + 4 + 4
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -243,6 +248,9 @@ type snapTrailer struct {
 	floats  uint64 // all chunks' embeddings
 	dirOff  uint64 // where the directory starts
 	dirCRC  uint32 // of the directory and the key ranges' tables
+	// The episodes' edge chunks: where, how many bytes, their CRC.
+	listsOff, listsLen uint64
+	listsCRC           uint32
 }
 
 func (t snapTrailer) append(b []byte) []byte {
@@ -255,6 +263,9 @@ func (t snapTrailer) append(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, t.floats)
 	b = binary.LittleEndian.AppendUint64(b, t.dirOff)
 	b = binary.LittleEndian.AppendUint32(b, t.dirCRC)
+	b = binary.LittleEndian.AppendUint64(b, t.listsOff)
+	b = binary.LittleEndian.AppendUint64(b, t.listsLen)
+	b = binary.LittleEndian.AppendUint32(b, t.listsCRC)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], crcTable))
 }
 
@@ -269,7 +280,8 @@ func readSnapTrailer(b []byte) (snapTrailer, error) {
 		return snapTrailer{}, fmt.Errorf("snapshot format %d, want %d", le.Uint32(b[8:]), viewSnapshotVersion)
 	}
 	return snapTrailer{parts: le.Uint32(b[12:]), chunks: le.Uint64(b[16:]), version: le.Uint64(b[24:]),
-		floats: le.Uint64(b[32:]), dirOff: le.Uint64(b[40:]), dirCRC: le.Uint32(b[48:])}, nil
+		floats: le.Uint64(b[32:]), dirOff: le.Uint64(b[40:]), dirCRC: le.Uint32(b[48:]),
+		listsOff: le.Uint64(b[52:]), listsLen: le.Uint64(b[60:]), listsCRC: le.Uint32(b[68:])}, nil
 }
 
 // writeViewSnapshot writes the node, edge and episode tables of db to
@@ -318,14 +330,23 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 		s.recycle()
 		return nil
 	}
+	var listsOff, listsLen uint64
+	var listsCRC uint32
 	err = db.View(func(txn *badger.Txn) error {
-		return drainChunks(workers, func(done chan<- *loadChunk, quit <-chan struct{}) error {
+		if err := drainChunks(workers, func(done chan<- *loadChunk, quit <-chan struct{}) error {
 			sc := scanner{txn: txn, done: done, quit: quit, sink: func(c *loadChunk, _ loadPart) func(b, vec []byte) error {
 				c.snap = newSnapChunk()
 				return func(b, vec []byte) error { c.snap.add(b, vec); return nil }
 			}}
 			return sc.parts(parts, workers)
-		}, write)
+		}, write); err != nil {
+			return err
+		}
+		listsOff = off
+		var err error
+		listsLen, listsCRC, err = writeEdgeChunkTable(txn, f)
+		off += listsLen
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("view snapshot: %w", err)
@@ -346,7 +367,7 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 		tail = append(tail, byte(p.table))
 	}
 	t := snapTrailer{parts: uint32(len(parts)), chunks: uint64(len(dir)), version: version, floats: floats,
-		dirOff: off, dirCRC: crc32.Checksum(tail, crcTable)}
+		dirOff: off, dirCRC: crc32.Checksum(tail, crcTable), listsOff: listsOff, listsLen: listsLen, listsCRC: listsCRC}
 	tail = t.append(tail)
 	if _, err = f.Write(tail); err == nil {
 		err = f.Close()
@@ -360,15 +381,82 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 	return int64(off) + int64(len(tail)), nil
 }
 
+// writeEdgeChunkTable writes the episodes' edge chunks of txn to w (the
+// snapshot's lists) and returns the bytes written and their CRC.
+func writeEdgeChunkTable(txn *badger.Txn, w io.Writer) (n uint64, crc uint32, err error) {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(prefixEpisodeEdges)}, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	var buf []byte
+	flush := func() error {
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		n += uint64(len(buf))
+		crc = crc32.Update(crc, crcTable, buf)
+		buf = buf[:0]
+		return nil
+	}
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		buf = binary.AppendUvarint(buf, uint64(len(item.Key())))
+		buf = append(buf, item.Key()...)
+		if err := item.Value(func(v []byte) error {
+			buf = binary.AppendUvarint(buf, uint64(len(v)))
+			buf = append(buf, v...)
+			return nil
+		}); err != nil {
+			return 0, 0, err
+		}
+		if len(buf) >= 1<<20 {
+			if err := flush(); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return n, crc, flush()
+}
+
+// joinSnapshotEdgeChunks joins the episodes' edge chunks of a snapshot's
+// lists to the loaded episodes of v (joinChunkTable).
+func joinSnapshotEdgeChunks(lists []byte, v *view) error {
+	return joinChunkTable(v, func(yield func(k []byte, value chunkValue) error) error {
+		for at := 0; at < len(lists); {
+			k, n := snapBytes(lists[at:])
+			if n <= 0 {
+				return fmt.Errorf("%w: view snapshot: an edge chunk's key", ErrCorrupt)
+			}
+			at += n
+			val, n := snapBytes(lists[at:])
+			if n <= 0 {
+				return fmt.Errorf("%w: view snapshot: an edge chunk's value", ErrCorrupt)
+			}
+			at += n
+			if err := yield(k, func(fn func([]byte) error) error { return fn(val) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// snapBytes reads a length-prefixed byte string from b and returns it
+// and the bytes it took, n <= 0 if b does not hold one.
+func snapBytes(b []byte) (s []byte, n int) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return nil, 0
+	}
+	return b[n : n+int(l)], n + int(l)
+}
+
 // errSnapshotStale is readViewSnapshot's error for a snapshot older than
 // the store.
 var errSnapshotStale = errors.New("the store was written after the snapshot")
 
 // readViewSnapshot loads the snapshot at path into v with n decoders,
-// if it was taken at Badger version version, and returns what its edges'
-// embeddings are to be checked against (snapEdgeEmbeddings.check). The
-// caller discards v after an error.
-func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
+// if it was taken at Badger version version, and returns what the load
+// leaves to do (snapLeft). The caller discards v after an error.
+func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapLeft, error) {
 	if !littleEndian {
 		return loadCounts{}, nil, errors.New("big-endian host")
 	}
@@ -400,22 +488,34 @@ func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()
 	if err != nil {
 		return loadCounts{}, nil, err
 	}
-	counts, edges, err := loadMapped(mem, t, n, v, legacy)
+	counts, left, err := loadMapped(mem, t, n, v, legacy)
 	if err != nil {
 		unmap() // v, which points into mem, is discarded
 		return loadCounts{}, nil, err
 	}
-	return counts, edges, nil
+	return counts, left, nil
+}
+
+// snapLeft is what a load from the view snapshot leaves to do: join the
+// episodes' edge chunks, the snapshot's lists (joinSnapshotEdgeChunks),
+// and check the edges' embeddings (snapEdgeEmbeddings.check).
+type snapLeft struct {
+	lists []byte
+	edges *snapEdgeEmbeddings
 }
 
 // loadMapped loads the snapshot in mem, whose trailer is t, into v, and
-// returns the chunks of edges, whose embeddings it has not read.
-func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
+// returns what is left to do.
+func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, *snapLeft, error) {
 	size := uint64(len(mem)) - trailerSize
 	dirLen := t.chunks*chunkEntrySize + uint64(t.parts)
 	if t.chunks > size/chunkEntrySize || t.dirOff > size || dirLen != size-t.dirOff {
 		return loadCounts{}, nil, errors.New("directory out of bounds")
 	}
+	if t.listsOff > t.dirOff || t.listsLen > t.dirOff-t.listsOff {
+		return loadCounts{}, nil, errors.New("edge chunks out of bounds")
+	}
+	lists := mem[t.listsOff : t.listsOff+t.listsLen]
 	tail := mem[t.dirOff:size]
 	if crc32.Checksum(tail, crcTable) != t.dirCRC {
 		return loadCounts{}, nil, errors.New("directory checksum mismatch")
@@ -442,7 +542,10 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	}
 	// What the load reads, asked for ahead of its decoders (the mapping
 	// reads nothing ahead of its own: mapSnapshot).
-	go willNeedChunks(mem, dir, tables)
+	go func() {
+		willNeedChunks(mem, dir, tables)
+		willNeed(lists)
+	}()
 	var next atomic.Int64
 	put := newChunkPutter(v, int(t.parts))
 	err := drainChunks(n, func(done chan<- *loadChunk, quit <-chan struct{}) error {
@@ -479,13 +582,16 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	if err != nil {
 		return loadCounts{}, nil, err
 	}
-	edges := &snapEdgeEmbeddings{mem: mem}
+	if crc32.Checksum(lists, crcTable) != t.listsCRC {
+		return loadCounts{}, nil, errors.New("edge chunks' checksum mismatch")
+	}
+	left := &snapLeft{lists: lists, edges: &snapEdgeEmbeddings{mem: mem}}
 	for _, e := range dir {
 		if loadTables[tables[e.part]].p == prefixEdge && e.floats > 0 {
-			edges.chunks = append(edges.chunks, e)
+			left.edges.chunks = append(left.edges.chunks, e)
 		}
 	}
-	return counts, edges, nil
+	return counts, left, nil
 }
 
 // willNeedChunks asks the kernel to read ahead, in load order, what the
@@ -565,21 +671,20 @@ func (s *Store) dropViewSnapshot() {
 // loadViewSnapshot loads the view snapshot into v if there is one
 // taken at Badger version version, and removes it. It reports whether
 // v holds the store's view; if not, v is to be discarded.
-func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, bool) {
+func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, *snapLeft, bool) {
 	t := time.Now()
-	counts, edges, err := readViewSnapshot(ViewSnapshotPath(s.opts.Dir), version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
+	counts, left, err := readViewSnapshot(ViewSnapshotPath(s.opts.Dir), version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
 	s.dropViewSnapshot() // and a temporary file a dead shutdown left, if any
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return loadCounts{}, false
+		return loadCounts{}, nil, false
 	case errors.Is(err, errSnapshotStale):
 		s.log.Info("view snapshot is older than the store; loading from the store", "err", err)
-		return loadCounts{}, false
+		return loadCounts{}, nil, false
 	case err != nil:
 		s.log.Warn("view snapshot unreadable; loading from the store", "err", err)
-		return loadCounts{}, false
+		return loadCounts{}, nil, false
 	}
 	s.log.Info("view loaded from its snapshot", "took", time.Since(t))
-	s.snapEdges = edges // checked once the store is open
-	return counts, true
+	return counts, left, true
 }

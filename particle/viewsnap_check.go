@@ -32,6 +32,19 @@ type embeddingsCheck struct {
 	err            error
 }
 
+// CheckEmbeddings starts the check, in the background, of the edges'
+// embeddings a load from the view snapshot left unread (Open starts it
+// unless Options.CheckEmbeddingsLater). Close stops it. It does nothing
+// for a store not loaded from a snapshot, or after the first call.
+func (s *Store) CheckEmbeddings() {
+	s.embCheckOnce.Do(func() {
+		if s.snapEdges != nil {
+			s.startEmbeddingsCheck(s.snapEdges)
+			s.snapEdges = nil
+		}
+	})
+}
+
 // startEmbeddingsCheck checks se in the background; Close stops it.
 func (s *Store) startEmbeddingsCheck(se *snapEdgeEmbeddings) {
 	c := &embeddingsCheck{stop: make(chan struct{}), done: make(chan struct{})}
@@ -57,6 +70,7 @@ func (s *Store) startEmbeddingsCheck(se *snapEdgeEmbeddings) {
 // stopEmbeddingsCheck stops the background check, if any, and waits for
 // it.
 func (s *Store) stopEmbeddingsCheck() {
+	s.CheckEmbeddings() // none starts after this; embCheck is set, if ever, once it returns
 	if c := s.embCheck; c != nil {
 		select {
 		case <-c.stop:
@@ -68,12 +82,13 @@ func (s *Store) stopEmbeddingsCheck() {
 }
 
 // WaitEmbeddingsChecked waits for the check of the edges' embeddings
-// that a load from the view snapshot leaves to the background, and
-// returns the chunks it checked, those whose checksum failed and whose
-// embeddings it read again from Badger, and what stopped it early (nil
-// when it checked them all; a store not loaded from a snapshot checks
-// nothing).
+// that a load from the view snapshot leaves to the background
+// (CheckEmbeddings, which it starts if need be), and returns the chunks
+// it checked, those whose checksum failed and whose embeddings it read
+// again from Badger, and what stopped it early (nil when it checked them
+// all; a store not loaded from a snapshot checks nothing).
 func (s *Store) WaitEmbeddingsChecked() (chunks, mended int, err error) {
+	s.CheckEmbeddings() // embCheck is set, if ever, once it returns
 	c := s.embCheck
 	if c == nil {
 		return 0, 0, nil

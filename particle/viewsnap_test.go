@@ -274,17 +274,28 @@ func TestViewSnapshotStaleIsNotLoaded(t *testing.T) {
 }
 
 // TestViewSnapshotDamagedIsNotLoaded damages the snapshot in its
-// records, a node's embedding, its directory and its length: each time
-// Open loads from Badger, warns, and finds every edge with its embedding.
+// records, a node's embedding, an episode's edge chunks, its directory
+// and its length: each time Open loads from Badger, warns, and finds
+// every edge with its embedding and the episode's edge list whole.
 func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 	dir := t.TempDir()
 	s := writeFleet(t, dir, 10, testEntities, benchEdgesPerTxn)
+	const long = 3*episodeEdgeChunk + 5
+	growEpisode(t, s, "ep-long", 0, long, 40)
 	edges, _, _ := snapshotView(s)
 	damages := map[string]func([]byte) []byte{
 		"record":         func(b []byte) []byte { b[40] ^= 0x10; return b },
 		"node embedding": func(b []byte) []byte { b[snapEmbeddingsAt(t, b, prefixNode)] ^= 0x01; return b },
-		"directory":      func(b []byte) []byte { b[len(b)-trailerSize-5] ^= 0x01; return b },
-		"truncated":      func(b []byte) []byte { return b[:len(b)-7] },
+		"edge chunks": func(b []byte) []byte {
+			tr, err := readSnapTrailer(b[len(b)-trailerSize:])
+			if err != nil || tr.listsLen == 0 {
+				t.Fatalf("no episode edge chunks in the snapshot (%v)", err)
+			}
+			b[tr.listsOff+tr.listsLen/2] ^= 0x01
+			return b
+		},
+		"directory": func(b []byte) []byte { b[len(b)-trailerSize-5] ^= 0x01; return b },
+		"truncated": func(b []byte) []byte { return b[:len(b)-7] },
 	}
 	for name, damage := range damages {
 		if err := s.Close(); err != nil {
@@ -305,6 +316,11 @@ func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 		if got, _, _ := snapshotView(s); !reflect.DeepEqual(got, edges) {
 			t.Fatalf("%s: edges differ after loading from the store", name)
 		}
+		for i, got := range episodeEverywhere(t, s, "ep-long") {
+			if !slices.Equal(got, wantEdges(long)) {
+				t.Fatalf("%s: reader %d: episode of %d edges, want %d", name, i, len(got), long)
+			}
+		}
 	}
 	s.Close()
 }
@@ -317,20 +333,10 @@ func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 func TestViewSnapshotEdgeEmbeddingsMended(t *testing.T) {
 	dir := t.TempDir()
 	s := writeFleet(t, dir, 11, testEntities, 3*benchEdgesPerTxn)
-	edges, _, _ := snapshotView(s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(ViewSnapshotPath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, last := snapEmbeddingsAt(t, b, prefixEdge), snapLastEmbeddingAt(t, b, prefixEdge)
-	b[first] ^= 0x40
-	b[last] ^= 0x01
-	if err := os.WriteFile(ViewSnapshotPath(dir), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	edges := closeAndDamage(t, s, dir, func(b []byte) {
+		b[snapEmbeddingsAt(t, b, prefixEdge)] ^= 0x40
+		b[snapLastEmbeddingAt(t, b, prefixEdge)] ^= 0x01
+	})
 	s, logs := openLogged(t, dir)
 	defer s.Close()
 	if !s.LoadedFromSnapshot() {
@@ -368,6 +374,51 @@ func TestViewSnapshotEdgeEmbeddingsMended(t *testing.T) {
 	if chunks, mended, err := s.WaitEmbeddingsChecked(); err != nil || mended != 0 || chunks < 3 {
 		t.Fatalf("a clean snapshot: checked %d chunks, mended %d (%v)", chunks, mended, err)
 	}
+}
+
+// TestViewSnapshotEmbeddingsCheckedWhenAsked opens a store whose
+// snapshot has a damaged edge embedding with Options.CheckEmbeddingsLater:
+// the damage stays until CheckEmbeddings, which then mends it.
+func TestViewSnapshotEmbeddingsCheckedWhenAsked(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 12, testEntities, benchEdgesPerTxn)
+	edges := closeAndDamage(t, s, dir, func(b []byte) { b[snapEmbeddingsAt(t, b, prefixEdge)] ^= 0x40 })
+	o := DefaultOptions(dir)
+	o.CheckEmbeddingsLater = true
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, _, _ := snapshotView(s); reflect.DeepEqual(got, edges) {
+		t.Fatal("the damaged embedding was mended before CheckEmbeddings")
+	}
+	s.CheckEmbeddings()
+	if _, mended, err := s.WaitEmbeddingsChecked(); err != nil || mended != 1 {
+		t.Fatalf("mended %d chunks (%v), want 1", mended, err)
+	}
+	if got, _, _ := snapshotView(s); !reflect.DeepEqual(got, edges) {
+		t.Fatal("edges differ from the store's after the check")
+	}
+}
+
+// closeAndDamage returns s's edges, closes s (which writes its view
+// snapshot to dir) and has damage change the snapshot file's bytes.
+func closeAndDamage(t *testing.T, s *Store, dir string, damage func([]byte)) map[string]*Edge {
+	t.Helper()
+	edges, _, _ := snapshotView(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(ViewSnapshotPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(b)
+	if err := os.WriteFile(ViewSnapshotPath(dir), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return edges
 }
 
 // snapEmbeddingsAt returns the offset in snapshot file b of the first

@@ -116,6 +116,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so.ValueThreshold = cfg.Storage.ValueThreshold
 	so.MemTableSize = int64(cfg.Storage.MemTableMiB) << 20
 	so.ViewSnapshot = cfg.Storage.ViewSnapshot
+	so.CheckEmbeddingsLater = true // once serving, below
 	so.Logger = log.With("component", "particle")
 	// The graph loads beside the vector snapshot and the keyword index's
 	// files, then the indexer's fill, the keyword index's reconciliation
@@ -189,7 +190,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// which ingest's first batch and the first look-up of an edge by id
 	// would otherwise wait for; and the vector index's splits by agent
 	// and by time (same-agent and windowed searches use the inverted
-	// lists until each is whole).
+	// lists until each is whole); and the check of the edges' embeddings
+	// a load from the view snapshot left in its file.
+	d.store.CheckEmbeddings()
 	d.store.CodeAll()
 	if x, ok := d.index.(*wave.IVF); ok {
 		if cfg.Vectors.SplitByAgent {
