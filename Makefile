@@ -57,16 +57,21 @@ bench-run: build
 
 # The reopen of a real restart: a fresh `serve` on an existing data
 # directory (a stopped daemon's, e.g. one kept with `bench run --data DIR`),
-# timed from process start to its "ctxgraph serving" log line.
+# timed from process start to its "ctxgraph serving" log line. COLD=1
+# first drops the directory's files from the page cache (as after a
+# reboot; dd's nocache, POSIX_FADV_DONTNEED: no privileges needed), and
+# the line then says how much the start read from the disk.
 reopen-time: build
-	@test -d "$(DATA)" || { echo "usage: make reopen-time DATA=<a stopped daemon's data directory>" >&2; exit 2; }
+	@test -d "$(DATA)" || { echo "usage: make reopen-time DATA=<a stopped daemon's data directory> [COLD=1]" >&2; exit 2; }
+	@if [ -n "$(COLD)" ]; then find "$(DATA)" -type f -exec dd if={} iflag=nocache count=0 status=none \; ; fi
 	@log=$$(mktemp); s=$$(date +%s.%N); \
 	./$(BIN) serve --data "$(DATA)" --nats-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --log-level info >$$log 2>&1 & pid=$$!; \
 	until grep -q "ctxgraph serving" $$log; do \
 		kill -0 $$pid 2>/dev/null || { cat $$log; rm -f $$log; exit 1; }; sleep 0.05; \
 	done; \
-	e=$$(date +%s.%N); kill -INT $$pid; wait $$pid; rm -f $$log; \
-	awk -v s=$$s -v e=$$e 'BEGIN { printf "ready after %.2f s\n", e - s }'
+	e=$$(date +%s.%N); rb=$$(awk '/^read_bytes/ {print $$2}' /proc/$$pid/io 2>/dev/null); \
+	kill -INT $$pid; wait $$pid; rm -f $$log; \
+	awk -v s=$$s -v e=$$e -v rb="$$rb" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "\n" }'
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
 # input (step and span JSON, planner request, TFRecord, Example, backup
