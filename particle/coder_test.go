@@ -98,6 +98,12 @@ func TestCodeAllAfterReopen(t *testing.T) {
 			}
 			return true
 		})
+		// The load made every chunk of codes: no reader allocates one.
+		for k := range r.v.codes.chunks {
+			if r.v.codes.chunks[k].Load() == nil {
+				t.Fatalf("reopened: chunk %d of %d of codes not made by the load", k, len(r.v.codes.chunks))
+			}
+		}
 	})
 	s.CodeAll()
 	s.syncCoder()

@@ -119,7 +119,15 @@ func (c *edgeCodes) cover(seq uint64) {
 }
 
 // loaded ends a load: room for a code at every seq of edges, all
-// stale; no chunk is made until a code is.
+// stale, in chunks made now. A chunk made on first use is made by the
+// reader that needs it: after a reopen, the first planner calls made
+// them by the hundred (1.5 MB each at 384 dimensions), while the
+// collection the daemon's start had held off marked its heap, and
+// their allocations were paid for in the collector's work: a 1M-edge
+// store's first expansion took 0.56-0.75 s (BENCHMARKS.md, forty-third
+// round). Made during the load, while the collector rests, they are
+// fresh pages the kernel zeroes when the coder writes them (every code
+// is made soon after a daemon serves: Store.CodeAll).
 func (c *edgeCodes) loaded(edges []*Edge) {
 	for _, e := range edges {
 		if e != nil && len(e.Embedding) > 0 {
@@ -129,6 +137,11 @@ func (c *edgeCodes) loaded(edges []*Edge) {
 	}
 	if len(edges) > 0 {
 		c.cover(uint64(len(edges) - 1))
+	}
+	if c.dim > 0 {
+		for k := range c.chunks {
+			c.chunks[k].Store(&codeChunk{codes: make([]int8, codeChunkSeqs*c.dim)})
+		}
 	}
 }
 

@@ -108,6 +108,12 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 	if e := fromSnap.edges[old[1].ID]; e.Embedding == nil || len(e.Embedding) != 0 {
 		t.Fatalf("empty embedding loaded as %#v", e.Embedding)
 	}
+	// Each load makes its chunks of codes (apart: DeepEqual would compare
+	// their pointers), compared by content, then left out.
+	if !equalCodes(&fromSnap.codes, &fromBadger.codes) {
+		t.Fatal("the codes loaded from the snapshot differ from Badger's")
+	}
+	fromSnap.codes, fromBadger.codes = edgeCodes{}, edgeCodes{}
 	if !reflect.DeepEqual(fromSnap, fromBadger) {
 		t.Fatal("the view loaded from the snapshot differs from Badger's")
 	}
@@ -119,6 +125,32 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 			}
 		}
 	}
+}
+
+// equalCodes reports whether a and b hold codes of one dimension, in
+// chunks made at the same seqs with equal codes and states.
+func equalCodes(a, b *edgeCodes) bool {
+	if a.dim != b.dim || len(a.chunks) != len(b.chunks) || !slices.Equal(a.dirty, b.dirty) {
+		return false
+	}
+	for k := range a.chunks {
+		ca, cb := a.chunks[k].Load(), b.chunks[k].Load()
+		if (ca == nil) != (cb == nil) {
+			return false
+		}
+		if ca == nil {
+			continue
+		}
+		if !slices.Equal(ca.codes, cb.codes) {
+			return false
+		}
+		for i := range ca.state {
+			if ca.state[i].Load() != cb.state[i].Load() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // TestViewSnapshotAcrossReopen closes a store (which writes its
