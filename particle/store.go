@@ -757,8 +757,9 @@ func (c *loadChunk) decoder(p prefix, legacy func()) func(b, vec []byte) error {
 // (nil if none), into c, calling legacy first if it is in format 1. With
 // mapped, b is a record of the view snapshot's mapping: its embedding is
 // emb instead of what b or vec hold (the snapshot keeps embeddings
-// apart), and a binary record's strings alias b (the mapping outlives
-// them and never changes).
+// apart), unit says whether emb has unit length (an edge's facts are
+// made without reading it), and a binary record's strings alias b (the
+// mapping outlives them, and its records never change).
 func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, mapped, unit bool) error {
 	inBinary := isBinary(b)
 	if len(b) > 0 && !inBinary {

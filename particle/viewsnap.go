@@ -59,7 +59,7 @@ import (
 // reading them all at the start, as the checksums would, was most of
 // the start of a store whose files were not in the page cache. Their
 // checksums are checked after the load, in the background
-// (checkEdgeEmbeddings), and a chunk that fails has its embeddings
+// (Store.CheckEmbeddings), and a chunk that fails has its embeddings
 // read again from Badger. The episodes' edge chunks are in the snapshot
 // too (the lists), so that a load reads nothing from Badger's value log:
 // they lie scattered over it, and each read from it read ahead 8 MB.

@@ -16,7 +16,7 @@ import (
 // snapEdgeEmbeddings are the chunks of edges of a loaded view snapshot,
 // whose embeddings the load neither read nor checked (readChunk): the
 // view's edges point at them in the mapping mem. The store checks them
-// after the load, in the background (Store.checkEdgeEmbeddings).
+// after the load, in the background (Store.CheckEmbeddings).
 type snapEdgeEmbeddings struct {
 	mem    []byte
 	chunks []chunkEntry
@@ -70,7 +70,7 @@ func (s *Store) startEmbeddingsCheck(se *snapEdgeEmbeddings) {
 // stopEmbeddingsCheck stops the background check, if any, and waits for
 // it.
 func (s *Store) stopEmbeddingsCheck() {
-	s.CheckEmbeddings() // none starts after this; embCheck is set, if ever, once it returns
+	s.embCheckOnce.Do(func() { s.snapEdges = nil }) // none starts after this
 	if c := s.embCheck; c != nil {
 		select {
 		case <-c.stop:
