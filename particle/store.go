@@ -147,6 +147,9 @@ func Open(o Options) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if !o.InMemory {
+		readTableTails(o.Dir)
+	}
 	db, err := badger.Open(badgerOptions(o))
 	if err != nil {
 		return nil, fmt.Errorf("particle: open badger in %q: %w", o.Dir, err)

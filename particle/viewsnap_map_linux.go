@@ -45,6 +45,10 @@ func willNeed(b []byte) {
 	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, aligned, start-aligned+uintptr(len(b)), unix.MADV_WILLNEED)
 }
 
+// fileRandom tells the kernel that f is read at random: its reads read
+// ahead nothing.
+func fileRandom(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM) }
+
 // diskFree is the space free to unprivileged users in dir's file system.
 func diskFree(dir string) (uint64, bool) {
 	var st syscall.Statfs_t

@@ -20,5 +20,8 @@ func mapSnapshot(f *os.File, size int) (mem []byte, unmap func(), err error) {
 // willNeed does nothing here: the snapshot is in the heap.
 func willNeed([]byte) {}
 
+// fileRandom does nothing here.
+func fileRandom(*os.File) {}
+
 // diskFree is unknown here: the snapshot is kept whatever the disk holds.
 func diskFree(string) (uint64, bool) { return 0, false }
