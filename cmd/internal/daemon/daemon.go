@@ -85,6 +85,9 @@ type Daemon struct {
 	startTook atomic.Int64
 	stopOnce  sync.Once
 	stopErr   error
+	// unlockData releases the data directory (lockData), at the end of
+	// Shutdown.
+	unlockData func()
 }
 
 // Start brings the daemon up. Cancel ctx or call Shutdown to stop it.
@@ -96,13 +99,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		log = slog.New(slog.DiscardHandler)
 	}
 	d = &Daemon{cfg: cfg, log: log, started: time.Now()}
+	// A failed start stops what it started. (Not through d: a failed
+	// start returns nil, which the deferred call would find there.)
+	started := d
 	defer func() {
 		if err != nil {
-			d.Shutdown(context.Background())
+			started.Shutdown(context.Background())
 		}
 	}()
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if d.unlockData, err = lockData(cfg.Data); err != nil {
+		return nil, err
 	}
 	d.metrics = newMetrics()
 	applyMemoryConfig(cfg, log)
@@ -230,6 +239,14 @@ func (d *Daemon) startNATS() error {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// The embedded server only logs a port it cannot listen on, and
+		// the start then waited 10 s for it: ask first.
+		l, err := net.Listen("tcp", net.JoinHostPort(host, portStr))
+		if err != nil {
+			return fmt.Errorf("nats.addr: %w", err)
+		}
+		l.Close()
 	}
 	opts := &server.Options{
 		ServerName: "ctxgraph", Host: host, Port: port,
@@ -454,6 +471,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			}
 		}
 		d.stopErr = errors.Join(errs...)
+		if d.unlockData != nil {
+			d.unlockData()
+		}
 		d.log.Info("ctxgraph stopped")
 	})
 	return d.stopErr

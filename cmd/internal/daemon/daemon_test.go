@@ -590,3 +590,37 @@ func TestHiddenEpisodesAreNotNamed(t *testing.T) {
 		t.Errorf("a guest reads the hidden episode %s in the answer %v, the edge %v, the node %v, the export %v", ep.ID, a, e, n, x)
 	}
 }
+
+// TestStartFailureIsAnError starts a second daemon on a data directory a
+// running one holds, and one on a NATS address another daemon listens
+// on: each start fails at once with an error naming the cause, and
+// leaves the running daemon serving. (The first hung: the keyword
+// index waited for ever on the running daemon's lock; and a failed start
+// panicked, shutting down the nil it was about to return.)
+func TestStartFailureIsAnError(t *testing.T) {
+	first := startDaemon(t, testConfig(t.TempDir()))
+	for name, c := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"data directory in use": {testConfig(first.cfg.Data), "is in use by another process"},
+		"nats address in use": {func() Config {
+			c := testConfig(t.TempDir())
+			c.NATS.Addr = strings.TrimPrefix(first.NATSURL(), "nats://")
+			return c
+		}(), "address already in use"},
+	} {
+		d, err := Start(context.Background(), c.cfg, nil)
+		if err == nil {
+			d.Shutdown(context.Background())
+			t.Fatalf("%s: a second daemon started", name)
+		}
+		if d != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: start returned %v, %q; want nil and an error saying %q", name, d, err, c.want)
+		}
+	}
+	c := connect(t, first)
+	if _, err := c.nc.Request(first.cfg.Prefix()+".planner.context", []byte(`{"query":"cup","k":3}`), 5*time.Second); err != nil {
+		t.Fatalf("the running daemon stopped answering: %v", err)
+	}
+}
