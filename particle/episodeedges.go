@@ -204,16 +204,22 @@ type chunkValue func(fn func([]byte) error) error
 // joinLoadedEdgeChunks joins their chunks to the loaded episodes that
 // have any, in one pass over Badger's chunk table (joinChunkTable).
 func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
+	return joinChunkTable(v, func(yield func(k []byte, value chunkValue) error) error {
+		return eachEdgeChunk(txn, yield)
+	})
+}
+
+// eachEdgeChunk passes the key and value of every stored edge chunk of
+// txn (prefixEpisodeEdges), in key order, to yield.
+func eachEdgeChunk(txn *badger.Txn, yield func(k []byte, value chunkValue) error) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(prefixEpisodeEdges)}, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
-	return joinChunkTable(v, func(yield func(k []byte, value chunkValue) error) error {
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := yield(it.Item().Key(), it.Item().Value); err != nil {
-				return err
-			}
+	for it.Rewind(); it.Valid(); it.Next() {
+		if err := yield(it.Item().Key(), it.Item().Value); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // joinChunkTable joins their chunks to the loaded episodes that have

@@ -111,16 +111,14 @@ func (c *snapChunk) add(b, vec []byte) {
 	if countPlus1, ok := apartCount(b, vec); ok {
 		// Format 3: the record as it is, its vector as the floats.
 		c.rec = binary.AppendUvarint(c.rec, c.tag(countPlus1, vec))
-		c.rec = binary.AppendUvarint(c.rec, uint64(len(b)))
-		c.rec = append(c.rec, b...)
+		c.rec = appendSnapBytes(c.rec, b)
 		c.emb = append(c.emb, vec...)
 		return
 	}
 	rest, floats, countPlus1, ok := splitEmbedding(b)
 	if !ok {
 		c.rec = binary.AppendUvarint(c.rec, 0)
-		c.rec = binary.AppendUvarint(c.rec, uint64(len(b)))
-		c.rec = append(c.rec, b...)
+		c.rec = appendSnapBytes(c.rec, b)
 		return
 	}
 	c.rec = binary.AppendUvarint(c.rec, c.tag(countPlus1, floats))
@@ -384,8 +382,6 @@ func writeViewSnapshot(db *badger.DB, path string) (size int64, err error) {
 // writeEdgeChunkTable writes the episodes' edge chunks of txn to w (the
 // snapshot's lists) and returns the bytes written and their CRC.
 func writeEdgeChunkTable(txn *badger.Txn, w io.Writer) (n uint64, crc uint32, err error) {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(prefixEpisodeEdges)}, PrefetchValues: true, PrefetchSize: 256})
-	defer it.Close()
 	var buf []byte
 	flush := func() error {
 		if _, err := w.Write(buf); err != nil {
@@ -396,24 +392,20 @@ func writeEdgeChunkTable(txn *badger.Txn, w io.Writer) (n uint64, crc uint32, er
 		buf = buf[:0]
 		return nil
 	}
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		buf = binary.AppendUvarint(buf, uint64(len(item.Key())))
-		buf = append(buf, item.Key()...)
-		if err := item.Value(func(v []byte) error {
-			buf = binary.AppendUvarint(buf, uint64(len(v)))
-			buf = append(buf, v...)
-			return nil
-		}); err != nil {
-			return 0, 0, err
+	err = eachEdgeChunk(txn, func(k []byte, value chunkValue) error {
+		buf = appendSnapBytes(buf, k)
+		if err := value(func(v []byte) error { buf = appendSnapBytes(buf, v); return nil }); err != nil {
+			return err
 		}
 		if len(buf) >= 1<<20 {
-			if err := flush(); err != nil {
-				return 0, 0, err
-			}
+			return flush()
 		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
 	}
-	return n, crc, flush()
+	return n, crc, err
 }
 
 // joinSnapshotEdgeChunks joins the episodes' edge chunks of a snapshot's
@@ -437,6 +429,12 @@ func joinSnapshotEdgeChunks(lists []byte, v *view) error {
 		}
 		return nil
 	})
+}
+
+// appendSnapBytes appends s to b as a length-prefixed byte string (read
+// back by snapBytes).
+func appendSnapBytes(b, s []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // snapBytes reads a length-prefixed byte string from b and returns it
@@ -515,7 +513,6 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	if t.listsOff > t.dirOff || t.listsLen > t.dirOff-t.listsOff {
 		return loadCounts{}, nil, errors.New("edge chunks out of bounds")
 	}
-	lists := mem[t.listsOff : t.listsOff+t.listsLen]
 	tail := mem[t.dirOff:size]
 	if crc32.Checksum(tail, crcTable) != t.dirCRC {
 		return loadCounts{}, nil, errors.New("directory checksum mismatch")
@@ -540,6 +537,7 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	if floats != t.floats {
 		return loadCounts{}, nil, fmt.Errorf("chunks hold %d floats, trailer says %d", floats, t.floats)
 	}
+	lists := mem[t.listsOff : t.listsOff+t.listsLen]
 	// What the load reads, asked for ahead of its decoders (the mapping
 	// reads nothing ahead of its own: mapSnapshot).
 	go func() {
@@ -582,6 +580,8 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	if err != nil {
 		return loadCounts{}, nil, err
 	}
+	// (Checked after the load: the mapping reads nothing ahead, and the
+	// lists are read ahead after the chunks.)
 	if crc32.Checksum(lists, crcTable) != t.listsCRC {
 		return loadCounts{}, nil, errors.New("edge chunks' checksum mismatch")
 	}

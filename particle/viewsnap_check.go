@@ -1,16 +1,14 @@
 package particle
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"runtime"
 	"time"
 	"unsafe"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // snapEdgeEmbeddings are the chunks of edges of a loaded view snapshot,
@@ -138,7 +136,7 @@ func (se *snapEdgeEmbeddings) check(stop <-chan struct{}, mend func(mem []byte, 
 // made again.
 func (s *Store) mendEdgeEmbeddings(mem []byte, e chunkEntry) error {
 	var seqs []uint64
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.Snapshot(context.Background(), func(sn *Snapshot) error {
 		return walkChunk(mem, e, func(tag uint64, b []byte, x []float32) error {
 			if tag == 0 || len(x) == 0 {
 				return nil // stored whole, or no embedding: nothing apart
@@ -147,33 +145,16 @@ func (s *Store) mendEdgeEmbeddings(mem []byte, e chunkEntry) error {
 			if err != nil {
 				return err
 			}
-			k := edgeKey(edge.Namespace, edge.ID)
-			item, err := txn.Get(k)
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return nil // deleted since: the view holds it no more
-			}
-			if err != nil {
-				return fmt.Errorf("%w: read edge %s: %v", ErrStorage, edge.ID, err)
-			}
-			val, err := item.ValueCopy(nil)
-			if err != nil {
-				return fmt.Errorf("%w: read edge %s: %v", ErrStorage, edge.ID, err)
-			}
-			var floats []byte
+			stored, err := sn.Edge(edge.Namespace, edge.ID)
 			switch {
-			case len(val) > 0 && val[0] == formatV3:
-				if floats, err = getVector(txn, k); err != nil {
-					return err
-				}
-			default:
-				_, floats, _, _ = splitEmbedding(val)
-			}
-			if len(floats) != 4*len(x) {
+			case errors.Is(err, ErrNotFound):
+				return nil // deleted since: the view holds it no more
+			case err != nil:
+				return err
+			case len(stored.Embedding) != len(x):
 				return nil // its embedding replaced since: the view's edge holds the new one
 			}
-			for i := range x {
-				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(floats[4*i:]))
-			}
+			copy(x, stored.Embedding)
 			seqs = append(seqs, edge.Seq)
 			return nil
 		})
@@ -206,13 +187,11 @@ func walkChunk(mem []byte, e chunkEntry, fn func(tag uint64, b []byte, x []float
 			return fmt.Errorf("%w: record tag", ErrCorrupt)
 		}
 		at += n
-		l, n := binary.Uvarint(buf[at:])
-		if n <= 0 || l > uint64(len(buf)-at-n) {
+		b, n := snapBytes(buf[at:])
+		if n <= 0 {
 			return fmt.Errorf("%w: record length", ErrCorrupt)
 		}
 		at += n
-		b := buf[at : at+int(l)]
-		at += int(l)
 		var x []float32
 		if tag != 0 {
 			countPlus1, _, ok := splitTag(tag)
