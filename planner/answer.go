@@ -99,7 +99,10 @@ type Contradiction struct {
 
 // Timings are per-stage latencies in microseconds.
 type Timings struct {
-	EmbedUS     int64 `json:"embed"`
+	EmbedUS int64 `json:"embed"`
+	// WaitUS is the wait for the graph's read lock, which a writer
+	// holds while it publishes a committed batch to the view.
+	WaitUS      int64 `json:"wait,omitempty"`
 	PrefilterUS int64 `json:"prefilter"`
 	// KeywordUS is the bleve search (keyword and hybrid strategies).
 	KeywordUS int64 `json:"keyword,omitempty"`

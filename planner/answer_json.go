@@ -271,6 +271,10 @@ func (w *jsonWriter) contextState(cs *ContextState) {
 func (w *jsonWriter) timings(t *Timings) {
 	w.raw(`{"embed":`)
 	w.int(t.EmbedUS)
+	if t.WaitUS != 0 {
+		w.raw(`,"wait":`)
+		w.int(t.WaitUS)
+	}
 	w.raw(`,"prefilter":`)
 	w.int(t.PrefilterUS)
 	if t.KeywordUS != 0 {

@@ -62,7 +62,7 @@ func oddAnswer() *Answer {
 		Unknowns:       []Unknown{{Kind: "tool", Name: "<laser>"}},
 		Contradictions: []Contradiction{{Subject: "s", Predicate: "p", EdgeA: "a", EdgeB: "b", ConfidenceA: 0.25, ConfidenceB: 1}},
 		ContextState:   &ContextState{Dim: 3, Norm: 1, Top: []DimWeight{{Dim: 1, Value: 1e-7}}, Vector: []float32{0.1, -3e-9, 1e22}},
-		Timings:        Timings{EmbedUS: 1, KeywordUS: 2, TotalUS: 9},
+		Timings:        Timings{EmbedUS: 1, WaitUS: 3, KeywordUS: 2, TotalUS: 9},
 		Strategy:       "hybrid", StrategyReason: "because", Truncated: true,
 	}
 }
@@ -96,7 +96,7 @@ func TestAnswerJSONKnowsEveryField(t *testing.T) {
 		{Contradiction{}, "subject predicate edge_a edge_b confidence_a confidence_b"},
 		{ContextState{}, "dim norm top vector"},
 		{DimWeight{}, "dim value"},
-		{Timings{}, "embed prefilter keyword,omitempty expand rerank stitch total"},
+		{Timings{}, "embed wait,omitempty prefilter keyword,omitempty expand rerank stitch total"},
 		{particle.Provenance{}, "episode_id,omitempty step_index,omitempty cms_span_id,omitempty agent,omitempty observed_at"},
 		{particle.Scope{}, "time_range location,omitempty audience,omitempty"},
 		{particle.TimeRange{}, "from,omitzero to,omitzero"},

@@ -442,12 +442,18 @@ func (w *msgpackWriter) timings(t *Timings) {
 	if t.KeywordUS != 0 {
 		n++
 	}
+	if t.WaitUS != 0 {
+		n++
+	}
 	w.body = msgp.AppendMapHeader(w.body, n)
 	put := func(k string, v int64) {
 		w.key(k)
 		w.body = msgp.AppendInt64(w.body, v)
 	}
 	put("embed", t.EmbedUS)
+	if t.WaitUS != 0 {
+		put("wait", t.WaitUS)
+	}
 	put("prefilter", t.PrefilterUS)
 	if t.KeywordUS != 0 {
 		put("keyword", t.KeywordUS)
@@ -918,6 +924,8 @@ func (r *msgpackReader) timings(t *Timings) {
 		switch k {
 		case "embed":
 			dst = &t.EmbedUS
+		case "wait":
+			dst = &t.WaitUS
 		case "prefilter":
 			dst = &t.PrefilterUS
 		case "keyword":

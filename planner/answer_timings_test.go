@@ -25,7 +25,7 @@ func timedAnswers(t *testing.T) []*Answer {
 	last.Strategy, last.StrategyReason = "timings_us", "timings_us"
 	answers = append(answers, last)
 	for i, a := range answers {
-		a.Timings = Timings{EmbedUS: int64(i), PrefilterUS: int64(100 + i), KeywordUS: int64(i % 3), ExpandUS: int64(200 + i),
+		a.Timings = Timings{EmbedUS: int64(i), WaitUS: int64(i % 2), PrefilterUS: int64(100 + i), KeywordUS: int64(i % 3), ExpandUS: int64(200 + i),
 			RerankUS: int64(300 + i), StitchUS: int64(400 + i), TotalUS: int64(1000 + i)}
 	}
 	return answers

@@ -175,7 +175,9 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 	}
 
 	t1 := time.Now()
+	var tRead time.Time
 	p.store.Read(func(r particle.Reader) {
+		tRead = time.Now()
 		run.r = r
 		run.ns = r.Namespace(run.ns)
 		run.seedNamed()
@@ -192,7 +194,7 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 		run.stitch(ans)
 		t5 := time.Now()
 		ans.Timings = Timings{
-			PrefilterUS: us(t2.Sub(t1)), KeywordUS: keywordUS, ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
+			WaitUS: us(tRead.Sub(t1)), PrefilterUS: us(t2.Sub(tRead)), KeywordUS: keywordUS, ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
 		}
 	})
 	ans.Search = run.search

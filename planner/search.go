@@ -93,7 +93,9 @@ func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, erro
 	}
 	t1 := time.Now()
 	var spans []int
+	var tRead time.Time
 	p.store.Read(func(r particle.Reader) {
+		tRead = time.Now()
 		run.r = r
 		for _, c := range run.candidates(strategy, kw) {
 			if len(res.Hits) == req.K {
@@ -127,7 +129,7 @@ func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, erro
 			res.Hits = append(res.Hits, h)
 		}
 	})
-	res.Timings.PrefilterUS = us(time.Since(t1))
+	res.Timings.WaitUS, res.Timings.PrefilterUS = us(tRead.Sub(t1)), us(time.Since(tRead))
 	// Span text lives in Badger, not the view: read it outside the lock.
 	for _, i := range spans {
 		if raw, err := p.store.Span(ns, res.Hits[i].ID); err == nil {

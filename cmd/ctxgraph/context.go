@@ -140,8 +140,8 @@ func printAnswer(w io.Writer, req *planner.Request, a *planner.Answer) {
 		fmt.Fprintln(w)
 	}
 	t := a.Timings
-	fmt.Fprintf(w, "Timings (µs): embed %d, prefilter %d, expand %d, rerank %d, stitch %d, total %d\n",
-		t.EmbedUS, t.PrefilterUS, t.ExpandUS, t.RerankUS, t.StitchUS, t.TotalUS)
+	fmt.Fprintf(w, "Timings (µs): embed %d, wait %d, prefilter %d, expand %d, rerank %d, stitch %d, total %d\n",
+		t.EmbedUS, t.WaitUS, t.PrefilterUS, t.ExpandUS, t.RerankUS, t.StitchUS, t.TotalUS)
 }
 
 func lastN[T any](s []T, n int) []T {

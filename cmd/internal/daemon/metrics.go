@@ -29,7 +29,7 @@ type metrics struct {
 // (embed … total), the request's (its decoding and plan), and the
 // reply's (encoding the answer; handing it to NATS).
 type plannerStageObservers struct {
-	embed, prefilter, expand, rerank, stitch, total, request, encode, reply prometheus.Observer
+	embed, wait, prefilter, expand, rerank, stitch, total, request, encode, reply prometheus.Observer
 }
 
 func newMetrics() *metrics {
@@ -45,7 +45,7 @@ func newMetrics() *metrics {
 		Name: "ctxgraph_planner_requests_total", Help: "Planner requests by result (ok, invalid, error).",
 	}, []string{"result"})
 	m.plannerStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage: embed, prefilter, expand, rerank, stitch, total (the plan); request (decoding and plan); encode (the answer in its format); reply (handing it to NATS).",
+		Name: "ctxgraph_planner_stage_seconds", Help: "Planner latency per stage: embed, wait (for the graph's read lock, held by a writer publishing a batch), prefilter, expand, rerank, stitch, total (the plan); request (decoding and plan); encode (the answer in its format); reply (handing it to NATS).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	}, []string{"stage"})
 	m.prefilterLists = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -57,7 +57,7 @@ func newMetrics() *metrics {
 		Buckets: prometheus.ExponentialBuckets(16, 2, 14),
 	})
 	o := m.plannerStage.WithLabelValues
-	m.stage = plannerStageObservers{embed: o("embed"), prefilter: o("prefilter"), expand: o("expand"), rerank: o("rerank"),
+	m.stage = plannerStageObservers{embed: o("embed"), wait: o("wait"), prefilter: o("prefilter"), expand: o("expand"), rerank: o("rerank"),
 		stitch: o("stitch"), total: o("total"), request: o("request"), encode: o("encode"), reply: o("reply")}
 	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage, m.prefilterLists, m.prefilterScored,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -75,7 +75,7 @@ func (m *metrics) observePlan(ans *planner.Answer, request time.Duration) {
 	for _, s := range []struct {
 		o  prometheus.Observer
 		us int64
-	}{{st.embed, t.EmbedUS}, {st.prefilter, t.PrefilterUS}, {st.expand, t.ExpandUS}, {st.rerank, t.RerankUS}, {st.stitch, t.StitchUS}, {st.total, t.TotalUS}} {
+	}{{st.embed, t.EmbedUS}, {st.wait, t.WaitUS}, {st.prefilter, t.PrefilterUS}, {st.expand, t.ExpandUS}, {st.rerank, t.RerankUS}, {st.stitch, t.StitchUS}, {st.total, t.TotalUS}} {
 		s.o.Observe(float64(s.us) / 1e6)
 	}
 	st.request.Observe(request.Seconds())
