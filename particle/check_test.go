@@ -10,7 +10,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-func openScratchStore(t *testing.T, dir string) *Store {
+func openScratchStore(t testing.TB, dir string) *Store {
 	t.Helper()
 	o := DefaultOptions(dir)
 	o.SyncWrites = false

@@ -16,8 +16,13 @@ type Reader struct {
 	pol *ruleSet // the policy compiled when the read began
 }
 
-// Read calls fn with a consistent view of the graph. Writers wait while
-// fn runs, so keep it short (the planner's expansion, a page of a list).
+// Read calls fn with a view of the graph that holds still while fn
+// runs: writers wait, so keep it short (the planner's expansion, a page
+// of a list). It holds committed items only, each whole; a batch being
+// published may be in it in part (nodes first, then edges, then
+// episodes), since a writer publishing a large batch lets waiting
+// readers in every publishHold items rather than stall them for all of
+// it.
 func (s *Store) Read(fn func(r Reader)) {
 	pol := s.policies()
 	s.mu.RLock()

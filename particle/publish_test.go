@@ -1,0 +1,143 @@
+package particle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxgraph/ctxgraph/wave"
+)
+
+// putEdges commits n new edges from one node to n others in one batch
+// and returns their ids.
+func putEdges(tb testing.TB, s *Store, n int, round int) []string {
+	tb.Helper()
+	ids := make([]string, 0, n)
+	_, err := s.Update(context.Background(), func(b *Batch) error {
+		hub, _, err := b.Resolve(DefaultNamespace, NodeEntity, "hub")
+		if err != nil {
+			return err
+		}
+		if err := b.PutNode(hub); err != nil {
+			return err
+		}
+		at := time.Unix(1_800_000_000, 0).UTC()
+		for i := range n {
+			o, _, err := b.Resolve(DefaultNamespace, NodeEntity, fmt.Sprintf("thing %d", i))
+			if err != nil {
+				return err
+			}
+			if err := b.PutNode(o); err != nil {
+				return err
+			}
+			idx := i
+			e, _, err := b.Observe(Observation{
+				Source: hub.ID, Target: o.ID, Type: EdgeAssertion, Predicate: fmt.Sprintf("saw in round %d", round), At: at,
+				Provenance: Provenance{EpisodeID: "ep", StepIndex: &idx},
+				Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
+			})
+			if err != nil {
+				return err
+			}
+			ids = append(ids, e.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ids
+}
+
+// A reader that arrives while a large batch is published gets in
+// before the batch is through, and sees what it sees whole: an edge in
+// the view has its facts and is in its source's adjacency.
+func TestPublishLetsReadersInBetweenHolds(t *testing.T) {
+	s := openScratchStore(t, t.TempDir())
+	putEdges(t, s, 10, 0) // the hub and some nodes exist: the batch below is mostly edges
+	const n = 320         // five holds of 64
+	var seen []int
+	var torn []string
+	betweenHolds = func() {
+		s.Read(func(r Reader) {
+			visible := 0
+			hub := r.Node(EntityID(DefaultNamespace, NodeEntity, "hub"))
+			r.OutNewestFacts(hub.ID, func(seq uint64, f *EdgeFacts, target uint64) bool {
+				e := r.EdgeBySeq(seq)
+				switch {
+				case e == nil:
+					torn = append(torn, fmt.Sprintf("seq %d in the adjacency but not in the view", seq))
+				case r.EdgeFactsBySeq(seq) == nil:
+					torn = append(torn, e.ID+" without facts")
+				case r.Edge(e.ID) != e:
+					torn = append(torn, e.ID+" not found by its id")
+				case e.Predicate() == "saw in round 1":
+					visible++
+				}
+				return true
+			})
+			seen = append(seen, visible)
+		})
+	}
+	defer func() { betweenHolds = nil }()
+	want := putEdges(t, s, n, 1)
+	betweenHolds = nil
+	if len(torn) > 0 {
+		t.Fatalf("readers between holds saw torn items: %v", torn[:min(5, len(torn))])
+	}
+	if len(seen) == 0 {
+		t.Fatalf("a batch of %d edges (and their nodes) let no reader in while it was published", n)
+	}
+	if !slices.IsSorted(seen) || seen[0] == 0 && seen[len(seen)-1] == 0 {
+		t.Fatalf("edges seen at each hold %v: want a growing part of the batch", seen)
+	}
+	if last := seen[len(seen)-1]; last >= n {
+		t.Fatalf("a reader between holds saw all %d edges: the batch was not published in parts (%v)", n, seen)
+	}
+	s.Read(func(r Reader) {
+		for _, id := range want {
+			if r.Edge(id) == nil {
+				t.Fatalf("edge %s missing once the batch is published", id)
+			}
+		}
+	})
+}
+
+// BenchmarkReadWaitWhilePublishing times how long a reader waits for
+// the view while a writer publishes batches of 2,048 edges back to
+// back (a bulk ingest's batch size), and reports the wait's p50, p99
+// and max.
+//
+//	go test ./particle -run '^$' -bench ReadWaitWhilePublishing -benchtime 2000x
+func BenchmarkReadWaitWhilePublishing(b *testing.B) {
+	s := openScratchStore(b, b.TempDir())
+	putEdges(b, s, 16, 0)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for round := 1; !stop.Load(); round++ {
+			putEdges(b, s, 2048, round)
+		}
+	}()
+	waits := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		s.Read(func(Reader) { waits = append(waits, time.Since(t0)) })
+		time.Sleep(200 * time.Microsecond) // a planner's pace, not a spin on the lock
+	}
+	b.StopTimer()
+	stop.Store(true)
+	wg.Wait()
+	slices.Sort(waits)
+	at := func(p float64) float64 { return float64(waits[int(float64(len(waits)-1)*p)].Microseconds()) }
+	b.ReportMetric(at(0.5), "wait-p50-µs")
+	b.ReportMetric(at(0.99), "wait-p99-µs")
+	b.ReportMetric(at(1), "wait-max-µs")
+}
