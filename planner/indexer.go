@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
@@ -22,8 +23,10 @@ type Indexer struct {
 	done  chan struct{}
 
 	sendMu sync.RWMutex // held to send on queue; Close takes it to close queue
-	mu     sync.Mutex
-	cond   *sync.Cond
+	// priority is what apply yields to between items (GiveWayTo).
+	priority atomic.Pointer[Priority]
+	mu       sync.Mutex
+	cond     *sync.Cond
 	// queued numbers the batches queued so far, indexed those applied
 	// (queued − indexed are pending): the queue is first in, first out,
 	// so batch n (a Queued reading taken after its commit) is in the
@@ -158,6 +161,13 @@ func (f *fill) flush() error {
 	return nil
 }
 
+// yieldEvery is how many items the indexer adds between yields to the
+// planner (about 0.1 ms of inserts).
+const yieldEvery = 16
+
+// GiveWayTo has the indexer yield to p's planner calls between items.
+func (ix *Indexer) GiveWayTo(p *Priority) { ix.priority.Store(p) }
+
 func (ix *Indexer) enqueue(ch particle.Changes) {
 	ix.sendMu.RLock()
 	defer ix.sendMu.RUnlock()
@@ -187,10 +197,17 @@ func (ix *Indexer) run() {
 // apply adds and removes the vectors of one batch. Vectors were
 // validated before the commit; one the index refuses is skipped.
 func (ix *Indexer) apply(ch particle.Changes) {
-	for _, n := range ch.Nodes {
+	pri := ix.priority.Load()
+	for i, n := range ch.Nodes {
+		if i%yieldEvery == 0 {
+			pri.Yield()
+		}
 		_ = ix.add(n.Seq, n.Embedding, NodeMeta(n))
 	}
 	for i, e := range ch.Edges {
+		if i%yieldEvery == 0 {
+			pri.Yield()
+		}
 		var m wave.Meta
 		if len(ch.EdgeFacts) == len(ch.Edges) {
 			m = edgeMetaOf(e, &ch.EdgeFacts[i]) // the facts the store published

@@ -52,6 +52,9 @@ type Options struct {
 	Logger  *slog.Logger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// Priority, when set, has the background work that yields to it
+	// give way while a plan runs (the daemon's ingest).
+	Priority *Priority
 }
 
 func (o *Options) ensureDefaults() {
@@ -131,6 +134,17 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 // lists of every answer (about 60 KB for 256 items). On an error ans is
 // left unspecified.
 func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error {
+	// Background work gives way until the read of the graph is done
+	// (not through a session's save, which waits for the store's
+	// writer).
+	pri := p.opts.Priority
+	pri.Enter()
+	ended := false
+	defer func() {
+		if !ended {
+			pri.Leave()
+		}
+	}()
 	t0 := p.begin()
 	if err := req.normalize(p.index.Dim()); err != nil {
 		return err
@@ -197,6 +211,8 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 			WaitUS: us(tRead.Sub(t1)), PrefilterUS: us(t2.Sub(tRead)), KeywordUS: keywordUS, ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
 		}
 	})
+	pri.Leave()
+	ended = true
 	ans.Search = run.search
 	ans.Strategy, ans.StrategyReason = strategy, reason
 	ans.ContextState, err = p.contextState(ctx, run, ans, seeds)

@@ -66,6 +66,10 @@ type Config struct {
 		AckWait time.Duration `yaml:"ack_wait"`
 		// SyncWrites fsyncs each Badger commit before the ack.
 		SyncWrites bool `yaml:"sync_writes"`
+		// YieldToPlanner is the longest ingest's decoding, applying and
+		// vector indexing pause at a time while planner calls run (at
+		// most half the time); 0 turns it off.
+		YieldToPlanner time.Duration `yaml:"yield_to_planner"`
 	} `yaml:"ingest"`
 	Storage struct {
 		// GCInterval is how often Badger's value log is garbage
@@ -188,6 +192,7 @@ func DefaultConfig() Config {
 	c.Ingest.MaxBackoff = 30 * time.Second
 	c.Ingest.AckWait = 30 * time.Second
 	c.Ingest.SyncWrites = true
+	c.Ingest.YieldToPlanner = 5 * time.Millisecond
 	c.Storage.GCInterval = 10 * time.Minute
 	c.Storage.GCDiscardRatio = 0.5
 	c.Storage.ValueThreshold = particle.DefaultValueThreshold
@@ -270,6 +275,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Ingest.AckWait < time.Second {
 		errs = append(errs, fmt.Errorf("ingest.ack_wait %v must be ≥ 1s", c.Ingest.AckWait))
+	}
+	if c.Ingest.YieldToPlanner < 0 || c.Ingest.YieldToPlanner > time.Second {
+		errs = append(errs, fmt.Errorf("ingest.yield_to_planner %v outside 0..1s", c.Ingest.YieldToPlanner))
 	}
 	if c.Storage.GCInterval < 0 || !(c.Storage.GCDiscardRatio > 0 && c.Storage.GCDiscardRatio < 1) {
 		errs = append(errs, fmt.Errorf("storage: gc_interval %v must be ≥ 0 and gc_discard_ratio %v in (0, 1)", c.Storage.GCInterval, c.Storage.GCDiscardRatio))

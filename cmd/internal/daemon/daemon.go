@@ -51,12 +51,15 @@ type Daemon struct {
 	cfg Config
 	log *slog.Logger
 
-	ns       *server.Server
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	store    *particle.Store
-	index    wave.Index
-	indexer  *planner.Indexer
+	ns      *server.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	store   *particle.Store
+	index   wave.Index
+	indexer *planner.Indexer
+	// priority is what ingest's decoding, applying and indexing give
+	// way to while planner calls run (nil: ingest.yield_to_planner 0).
+	priority *planner.Priority
 	keyword  *keyword.Index
 	embedder embed.Embedder
 	planner  *planner.Planner
@@ -164,9 +167,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, err
 	}
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
+	d.priority = planner.NewPriority(cfg.Ingest.YieldToPlanner)
+	d.indexer.GiveWayTo(d.priority)
 	d.planner = planner.New(d.store, d.index, d.embedder, sessionSeeds{d.sessions}, planner.Options{
 		HypothesisBelow: cfg.Planner.HypothesisBelow, PerNodeFanout: cfg.Planner.PerNodeFanout,
-		Keyword: d.keyword, Logger: log.With("component", "planner"),
+		Keyword: d.keyword, Logger: log.With("component", "planner"), Priority: d.priority,
 	})
 	d.rldsApplier = &rlds.Applier{Embedder: d.embedder, Decay: cfg.Salience.Decay, HalfLife: cfg.Salience.HalfLife,
 		Reinforce: cfg.Salience.Reinforce, Stream: StreamRLDS}

@@ -195,6 +195,7 @@ type decodeResult struct {
 func (c *consumer) decodeAll(msgs []jetstream.Msg) []decodeResult {
 	out := make([]decodeResult, len(msgs))
 	one := func(i int) {
+		c.d.priority.Yield()
 		m := msgs[i]
 		if len(m.Data()) > c.d.cfg.Ingest.MaxMessageBytes {
 			out[i].err = fmt.Errorf("message of %d bytes exceeds ingest.max_message_bytes %d", len(m.Data()), c.d.cfg.Ingest.MaxMessageBytes)
@@ -237,6 +238,7 @@ func msgsOf(ds []*decoded) []jetstream.Msg {
 func (c *consumer) commit(ctx context.Context, ready []*decoded) error {
 	_, err := c.d.store.Update(ctx, func(b *particle.Batch) (err error) {
 		for i, dm := range ready {
+			c.d.priority.Yield()
 			if err := safeApply(ctx, b, dm); err != nil {
 				return &batchError{i: i, err: err}
 			}

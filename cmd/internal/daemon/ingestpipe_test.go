@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
 )
 
 // fakeMsg is a pulled message with a body; nothing else of it is used.
@@ -109,4 +113,57 @@ func TestCollectGrowsTheWaitingBatch(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// Decoding and applying give way to a running planner call: neither
+// starts on a message until the call leaves.
+func TestIngestGivesWayToThePlanner(t *testing.T) {
+	o := particle.DefaultOptions(t.TempDir())
+	o.SyncWrites = false
+	store, err := particle.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c := &consumer{d: &Daemon{cfg: DefaultConfig(), store: store}}
+	var decodedN, appliedN atomic.Int32
+	c.decode = func(m jetstream.Msg) (*decoded, error) {
+		decodedN.Add(1)
+		return &decoded{msg: m, apply: func(context.Context, *particle.Batch) error { appliedN.Add(1); return nil }}, nil
+	}
+	// waitFor runs fn while a planner call runs, checks it has done
+	// nothing 50 ms on, lets the call leave and waits for fn. Each has
+	// a Priority of its own: one window right after another would not
+	// open (the background keeps half the time).
+	waitFor := func(what string, fn func(), n *atomic.Int32) {
+		t.Helper()
+		pri := planner.NewPriority(time.Hour)
+		c.d.priority = pri
+		pri.Enter()
+		done := make(chan struct{})
+		go func() { fn(); close(done) }()
+		time.Sleep(50 * time.Millisecond)
+		if got := n.Load(); got != 0 {
+			pri.Leave()
+			t.Fatalf("%s %d message(s) while a planner call ran", what, got)
+		}
+		pri.Leave()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s nothing once the call left", what)
+		}
+	}
+	var results []decodeResult
+	waitFor("decoded", func() {
+		results = c.decodeAll([]jetstream.Msg{&fakeMsg{body: []byte("m0")}, &fakeMsg{body: []byte("m1")}})
+	}, &decodedN)
+	if decodedN.Load() != 2 || results[0].err != nil || results[1].err != nil {
+		t.Fatalf("decoded %d messages (%+v), want 2", decodedN.Load(), results)
+	}
+	var commitErr error
+	waitFor("applied", func() { commitErr = c.commit(context.Background(), []*decoded{results[0].dm, results[1].dm}) }, &appliedN)
+	if commitErr != nil || appliedN.Load() != 2 {
+		t.Fatalf("applied %d messages (err %v), want 2", appliedN.Load(), commitErr)
+	}
 }

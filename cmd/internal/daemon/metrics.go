@@ -143,6 +143,12 @@ func (m *metrics) registerStore(d *Daemon) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ctxgraph_store_updates_total", Help: "Batches the graph store committed.",
 	}, func() float64 { return float64(d.store.UpdateTimes().Batches) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ctxgraph_ingest_yields_total", Help: "Times ingest's decoding, applying or vector indexing paused for running planner calls (ingest.yield_to_planner).",
+	}, func() float64 { n, _ := d.priority.Waited(); return float64(n) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ctxgraph_ingest_yield_seconds_total", Help: "Time ingest's decoding, applying and vector indexing spent paused for running planner calls, summed over the goroutines that paused.",
+	}, func() float64 { _, t := d.priority.Waited(); return t.Seconds() }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_store_view_from_snapshot", Help: "1 when the start loaded the graph's view from its view snapshot, 0 when from Badger.",
 	}, func() float64 {
