@@ -263,6 +263,13 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("figure %s missing", k)
 		}
 	}
+	// The mixed phase asked the planner while steps streamed in, and
+	// beforehand on the same graph with nothing ingested.
+	if f["planner.beside_ingest.calls"] < 1 || f["planner.beside_ingest.p99_us"] < f["planner.beside_ingest.p50_us"] ||
+		f["planner.beside_ingest.p50_us"] <= 0 || f["planner.beside_ingest.idle_p50_us"] <= 0 || f["ingest.mixed_steps_per_s"] <= 0 {
+		t.Errorf("mixed phase: %v calls, p50 %v, p99 %v µs, idle p50 %v µs, %v steps/s", f["planner.beside_ingest.calls"],
+			f["planner.beside_ingest.p50_us"], f["planner.beside_ingest.p99_us"], f["planner.beside_ingest.idle_p50_us"], f["ingest.mixed_steps_per_s"])
+	}
 	// Each query's faster call of two passes is at most its call in the
 	// first, so every percentile of those is at most the pass's.
 	for _, prefix := range []string{"planner.in_process.", "planner.in_process.hops2."} {

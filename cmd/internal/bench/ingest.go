@@ -359,8 +359,14 @@ func (p *probes) drain() {
 }
 
 // bulkCut is how many of the workload's messages the bulk phase sends;
-// the paced phase sends the rest.
+// the mixed phase and then the paced one send the rest.
 func (r *runner) bulkCut() int {
+	return int(float64(len(r.w.msgs)) * (1 - r.o.VisibilityShare - max(r.o.MixedShare, 0)))
+}
+
+// pacedCut is where the paced phase's messages start (the mixed phase's
+// lie between bulkCut and it).
+func (r *runner) pacedCut() int {
 	return int(float64(len(r.w.msgs)) * (1 - r.o.VisibilityShare))
 }
 
@@ -370,20 +376,26 @@ func (r *runner) bulkCut() int {
 // the episodes they consolidate once those are applied (they name them).
 func (r *runner) ingest(ctx context.Context) error {
 	w := r.w
-	cut := r.bulkCut()
-	bulk, paced := w.msgs[:cut], w.msgs[cut:]
+	cut, pacedCut := r.bulkCut(), r.pacedCut()
+	bulk, mixed, paced := w.msgs[:cut], w.msgs[cut:pacedCut], w.msgs[pacedCut:]
 	endedIn := map[string]int{} // episode -> phase its end was sent in
 	for i, m := range w.msgs {
 		if m.end {
-			endedIn[m.ep] = map[bool]int{true: 0, false: 1}[i < cut]
+			endedIn[m.ep] = 0
+			if i >= cut {
+				endedIn[m.ep] = 1
+			}
+			if i >= pacedCut {
+				endedIn[m.ep] = 2
+			}
 		}
 	}
-	var spans [3][]pubMsg // after bulk, after paced, last (level 1)
+	var spans [4][]pubMsg // after bulk, after mixed, after paced, last (level 1)
 	for _, s := range w.spans {
 		if ph, ok := endedIn[s.ep]; ok && s.ep != "" {
 			spans[ph] = append(spans[ph], s)
 		} else {
-			spans[2] = append(spans[2], s)
+			spans[3] = append(spans[3], s)
 		}
 	}
 
@@ -476,11 +488,19 @@ func (r *runner) ingest(ctx context.Context) error {
 		return err
 	}
 
-	// Paced: every step timed, below capacity.
+	// Mixed: the fleet streams while the planner is asked.
 	rate := r.o.VisibilityRate
 	if rate <= 0 {
 		rate = min(20000, r.fig["ingest.steps_per_s"]/2)
 	}
+	if err := r.mixed(ctx, mixed, rate, bulkSteps+countSteps(mixed)); err != nil {
+		return err
+	}
+	if err := r.sendSpans(ctx, spans[1], "after the mixed phase"); err != nil {
+		return err
+	}
+
+	// Paced: every step timed, below capacity.
 	pacedSteps := countSteps(paced)
 	w0, u0 = written(), updates()
 	msgRate := rate * float64(len(paced)) / float64(max(pacedSteps, 1))
@@ -551,7 +571,7 @@ func (r *runner) ingest(ctx context.Context) error {
 			100*r.fig["ingest.paced_writer_busy"], f("apply"), f("encode"), f("commit"), f("publish"), r.fig["ingest.paced_steps_per_batch"])
 	}
 
-	if err := r.sendSpans(ctx, append(spans[1], spans[2]...), "at the end"); err != nil {
+	if err := r.sendSpans(ctx, append(spans[2], spans[3]...), "at the end"); err != nil {
 		return err
 	}
 	if err := client.WaitApplied(ctx, r.js, 5*time.Minute, map[string]string{

@@ -69,6 +69,11 @@ type RunOptions struct {
 	// (default DefaultVisibilityShare; a larger share measures a longer
 	// stretch of steady ingest, with more garbage collections in it).
 	VisibilityShare float64
+	// MixedShare is the share of the steps sent in the mixed phase,
+	// between the bulk and the paced ones, with the planner asked
+	// beside them (in process; default DefaultMixedShare, negative: no
+	// mixed phase).
+	MixedShare float64
 	// Phases are the phases run after the load, of "planner" and
 	// "reopen" (default both; ingest always runs).
 	Phases []string
@@ -99,6 +104,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if o.VisibilityShare == 0 {
 		o.VisibilityShare = DefaultVisibilityShare
+	}
+	if o.MixedShare == 0 {
+		o.MixedShare = DefaultMixedShare
 	}
 	if o.ExactQueries == 0 {
 		o.ExactQueries = 50
@@ -138,6 +146,9 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	o.ensureDefaults()
 	if o.VisibilityShare < 0 || o.VisibilityShare >= 1 {
 		return nil, fmt.Errorf("bench: the paced phase's share of the steps is %g, want more than 0 and less than 1", o.VisibilityShare)
+	}
+	if o.VisibilityShare+max(o.MixedShare, 0) >= 1 {
+		return nil, fmt.Errorf("bench: the paced and mixed phases' shares of the steps (%g + %g) leave none for the bulk phase", o.VisibilityShare, o.MixedShare)
 	}
 	if o.MemoryLimit > 0 {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.MemoryLimit))

@@ -395,6 +395,10 @@ func (d *Daemon) Store() *particle.Store { return d.store }
 // Planner is the daemon's planner.
 func (d *Daemon) Planner() *planner.Planner { return d.planner }
 
+// IngestYields reports how many times ingest paused for running planner
+// calls (ingest.yield_to_planner) and for how long in all.
+func (d *Daemon) IngestYields() (int64, time.Duration) { return d.priority.Waited() }
+
 // WaitIndexed waits until every committed batch is in the vector index.
 func (d *Daemon) WaitIndexed(ctx context.Context) error { return d.indexer.Sync(ctx) }
 
