@@ -7,9 +7,10 @@ import (
 )
 
 // Priority lets background work (decoding, applying and indexing what
-// ingest brings) give way to planner calls. On two cores a plan that
-// shares the CPU with ingest took twice as long at the p99 (the soak at
-// 2,000 steps/s: 26-30 ms against 9-14 with the background giving way).
+// ingest brings) give way to planner calls. On two cores a plan shares
+// the CPU with ingest: in the soak at 2,000 steps/s the planner's own
+// p99 was 27-35 ms, and 8-21 ms with ingest giving way (BENCHMARKS.md,
+// forty-fourth round).
 //
 // A planner call opens a window, unless one is open; the window closes
 // when no call is running, or maxWait after it opened. While it is open,
