@@ -33,6 +33,12 @@ type Answer struct {
 	// the daemon's metrics and the bench read it. The answer's formats
 	// leave it out.
 	Search wave.SearchStats `json:"-"`
+
+	// Storage a reused answer keeps (Reset leaves it): the context
+	// state's (ContextState points at state when the planner made it
+	// here) and the query vector's, so that a plan allocates neither.
+	state ContextState
+	query []float32
 }
 
 // Reset empties a for reuse by [Planner.PlanInto]: its lists keep their
@@ -41,7 +47,8 @@ func (a *Answer) Reset() {
 	clear(a.Nodes[:cap(a.Nodes)])
 	clear(a.Edges[:cap(a.Edges)])
 	clear(a.Hypotheses[:cap(a.Hypotheses)])
-	*a = Answer{Nodes: a.Nodes[:0], Edges: a.Edges[:0], Hypotheses: a.Hypotheses[:0]}
+	*a = Answer{Nodes: a.Nodes[:0], Edges: a.Edges[:0], Hypotheses: a.Hypotheses[:0],
+		state: ContextState{Vector: a.state.Vector[:0], Top: a.state.Top[:0]}, query: a.query[:0]}
 }
 
 // NodeOut is a node of an answer with why it is there.
@@ -128,11 +135,19 @@ type DimWeight struct {
 }
 
 func newContextState(v []float32) *ContextState {
-	cs := &ContextState{Dim: len(v), Vector: v}
+	cs := &ContextState{}
+	summarise(cs, v, make([]DimWeight, 0, 5))
+	return cs
+}
+
+// summarise makes cs the context state v, with its norm and its five
+// strongest dimensions (in top, which has room for five).
+func summarise(cs *ContextState, v []float32, top []DimWeight) {
+	cs.Dim, cs.Vector = len(v), v
 	var ss float64
 	// The five strongest dimensions by one pass with a small sorted list
 	// (not a sort of every dimension: this runs on every answer).
-	top := make([]DimWeight, 0, 5)
+	top = top[:0]
 	for i, x := range v {
 		ss += float64(x) * float64(x)
 		a := math.Abs(float64(x))
@@ -153,5 +168,4 @@ func newContextState(v []float32) *ContextState {
 	}
 	cs.Norm = math.Sqrt(ss)
 	cs.Top = top
-	return cs
 }

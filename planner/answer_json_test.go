@@ -104,7 +104,7 @@ func TestAnswerJSONKnowsEveryField(t *testing.T) {
 		rt := reflect.TypeOf(c.v)
 		var tags []string
 		for f := range rt.Fields() {
-			if tag := f.Tag.Get("json"); tag != "-" { // not in the formats
+			if tag := f.Tag.Get("json"); tag != "-" && f.IsExported() { // not in the formats
 				tags = append(tags, tag)
 			}
 		}

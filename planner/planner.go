@@ -134,9 +134,8 @@ func (p *Planner) Plan(ctx context.Context, req *Request) (*Answer, error) {
 // lists of every answer (about 60 KB for 256 items). On an error ans is
 // left unspecified.
 func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error {
-	// Background work gives way until the read of the graph is done
-	// (not through a session's save, which waits for the store's
-	// writer).
+	// Background work gives way while the call runs (until its read of
+	// the graph is done when it saves a session's state).
 	pri := p.opts.Priority
 	pri.Enter()
 	ended := false
@@ -162,7 +161,7 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 		seeds = s
 		mergeSession(req, s)
 	}
-	q, err := p.queryVector(ctx, req, seeds)
+	q, err := p.queryVector(ctx, req, seeds, ans)
 	if err != nil {
 		return err
 	}
@@ -211,8 +210,12 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 			WaitUS: us(tRead.Sub(t1)), PrefilterUS: us(t2.Sub(tRead)), KeywordUS: keywordUS, ExpandUS: us(t3.Sub(t2)), RerankUS: us(t4.Sub(t3)), StitchUS: us(t5.Sub(t4)),
 		}
 	})
-	pri.Leave()
-	ended = true
+	if req.SessionID != "" {
+		// A session's state is saved through the store's writer, which
+		// may be giving way to this very call: leave first.
+		pri.Leave()
+		ended = true
+	}
 	ans.Search = run.search
 	ans.Strategy, ans.StrategyReason = strategy, reason
 	ans.ContextState, err = p.contextState(ctx, run, ans, seeds)
@@ -267,11 +270,13 @@ func appendNew(list []string, more ...string) []string {
 	return list
 }
 
-// queryVector is the request's vector, the embedding of its text (query,
-// goals, tools, entities), or the session's state vector.
-func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds) ([]float32, error) {
+// queryVector is the request's vector (copied into ans's storage), the
+// embedding of its text (query, goals, tools, entities), or the
+// session's state vector.
+func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds, ans *Answer) ([]float32, error) {
 	if len(req.Vector) > 0 {
-		v := slices.Clone(req.Vector)
+		v := append(ans.query[:0], req.Vector...) // the answer's storage: no allocation
+		ans.query = v
 		if !wave.Normalize(v) {
 			return nil, fmt.Errorf("%w: vector is all zeros", ErrInvalid)
 		}
@@ -341,16 +346,15 @@ func (run *run) allow(id uint64) bool {
 // contextState blends what the answer touched into the session's state
 // vector (or, without a session, into a fresh one seeded by the query).
 func (p *Planner) contextState(ctx context.Context, run *run, ans *Answer, s Seeds) (*ContextState, error) {
-	var vecs [][]float32
-	var weights []float64
-	vecs = append(vecs, run.q)
-	weights = append(weights, 1)
-	for _, rn := range run.topNodes(8) {
-		if len(rn.n.Embedding) == len(run.q) {
+	st := run.state()
+	vecs, weights := append(st.stateVecs[:0], run.q), append(st.stateWeights[:0], 1)
+	for _, i := range st.ranked[:min(8, len(st.ranked))] {
+		if rn := &st.nodes[i]; len(rn.n.Embedding) == len(run.q) {
 			vecs = append(vecs, rn.n.Embedding)
 			weights = append(weights, math.Max(rn.score, 1e-3))
 		}
 	}
+	st.stateVecs, st.stateWeights = vecs, weights
 	if run.req.SessionID != "" {
 		v, err := p.sessions.Blend(ctx, run.ns, run.req.SessionID, vecs, weights)
 		if err != nil {
@@ -358,9 +362,15 @@ func (p *Planner) contextState(ctx context.Context, run *run, ans *Answer, s See
 		}
 		return newContextState(v), nil
 	}
-	sv := wave.NewStateVector(len(run.q))
-	if err := sv.Blend(vecs, weights, 1, run.now); err != nil {
+	// A fresh state blended once: into the answer's own storage, so
+	// that the call allocates nothing here (an allocation during a
+	// collection's mark phase pays for marking, and beside ingest this
+	// step's p99 was 1-2 ms; BENCHMARKS.md, forty-fourth round).
+	cs := &ans.state
+	v := slices.Grow(cs.Vector[:0], len(run.q))[:len(run.q)]
+	if _, err := wave.UnitMean(v, vecs, weights); err != nil {
 		return nil, fmt.Errorf("context state: %w", err)
 	}
-	return newContextState(sv.Vec), nil
+	summarise(cs, v, slices.Grow(cs.Top[:0], 5))
+	return cs, nil
 }

@@ -727,17 +727,6 @@ func (run *run) scoreNode(n *particle.Node) float64 {
 
 func cos01(c float32) float64 { return (float64(c) + 1) / 2 }
 
-// topNodes returns the n best-scored nodes of the run, as stitch
-// ranked them.
-func (run *run) topNodes(n int) []runNode {
-	st := run.state()
-	out := make([]runNode, 0, min(n, len(st.ranked)))
-	for _, i := range st.ranked[:min(n, len(st.ranked))] {
-		out = append(out, st.nodes[i])
-	}
-	return out
-}
-
 // stitch orders the kept nodes and edges by score and fills the answer,
 // every edge with its provenance and confidence.
 func (run *run) stitch(ans *Answer) {
@@ -747,7 +736,7 @@ func (run *run) stitch(ans *Answer) {
 		hyps = []string{}
 	}
 	*ans = Answer{Nodes: slices.Grow(ans.Nodes[:0], len(st.nodes)), Edges: slices.Grow(ans.Edges[:0], len(st.edges)), Unknowns: run.unknowns,
-		Hypotheses: hyps, Contradictions: []Contradiction{}, Truncated: run.truncated}
+		Hypotheses: hyps, Contradictions: []Contradiction{}, Truncated: run.truncated, state: ans.state, query: ans.query}
 	if ans.Unknowns == nil {
 		ans.Unknowns = []Unknown{}
 	}

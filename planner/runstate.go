@@ -118,6 +118,10 @@ type runState struct {
 	groups         []decayGroup
 	groupS, groupA []float64
 	edgeOrder      []int32
+	// contextState's blend: the query and the best nodes' embeddings,
+	// and their weights.
+	stateVecs    [][]float32
+	stateWeights []float64
 }
 
 // maxPooledItems keeps a run state that grew for a huge request (a
@@ -137,6 +141,7 @@ func putRunState(st *runState) {
 		return
 	}
 	clear(st.nodes[:cap(st.nodes)]) // drop pointers into the graph
+	clear(st.stateVecs[:cap(st.stateVecs)])
 	clear(st.edges[:cap(st.edges)])
 	clear(st.cands[:cap(st.cands)])
 	runStates.Put(st)

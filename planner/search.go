@@ -85,7 +85,7 @@ func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, erro
 	}
 	run := &run{p: p, req: req, ns: ns, now: p.opts.Now().UTC(), principal: req.principal()}
 	if strategy != StrategyKeyword {
-		q, err := p.queryVector(ctx, req, Seeds{})
+		q, err := p.queryVector(ctx, req, Seeds{}, new(Answer))
 		if err != nil {
 			return nil, err
 		}

@@ -53,17 +53,54 @@ func (s *StateVector) Blend(vecs [][]float32, weights []float64, alpha float64, 
 	if !(alpha > 0 && alpha <= 1) {
 		return fmt.Errorf("wave: blend rate alpha must be in (0, 1], got %v", alpha)
 	}
-	if weights != nil && len(weights) != len(vecs) {
-		return fmt.Errorf("wave: blend got %d vectors but %d weights", len(vecs), len(weights))
-	}
 	dim := len(s.Vec)
+	m := blas32.Vector{N: dim, Inc: 1, Data: make([]float32, dim)}
+	if ok, err := weightedMean(m, vecs, weights); !ok || err != nil {
+		return err
+	}
+	// m = alpha·m + (1-alpha)·state.
+	blas32.Scal(float32(alpha), m)
+	if alpha < 1 && nonFiniteAt(s.Vec) < 0 {
+		blas32.Axpy(float32(1-alpha), blas32.Vector{N: dim, Inc: 1, Data: s.Vec}, m)
+	}
+	if ok, err := normalise(m); !ok || err != nil {
+		return err
+	}
+	copy(s.Vec, m.Data)
+	s.Updates++
+	s.UpdatedAt = at
+	return nil
+}
+
+// UnitMean sets dst to the weighted mean of vecs scaled to unit length:
+// what Blend with alpha 1 makes of a state. It allocates nothing, and
+// checks vecs and weights as Blend does; ok is false, with dst zero,
+// where Blend would leave the state as it was (nothing to blend, or a
+// zero mean).
+func UnitMean(dst []float32, vecs [][]float32, weights []float64) (ok bool, err error) {
+	clear(dst)
+	m := blas32.Vector{N: len(dst), Inc: 1, Data: dst}
+	if ok, err := weightedMean(m, vecs, weights); !ok || err != nil {
+		return false, err
+	}
+	return normalise(m)
+}
+
+// weightedMean sets m (zero) to Σ (wᵢ/Σw)·vᵢ after checking every
+// vector and weight; ok is false when the weights sum to 0 (nothing to
+// blend).
+func weightedMean(m blas32.Vector, vecs [][]float32, weights []float64) (ok bool, err error) {
+	if weights != nil && len(weights) != len(vecs) {
+		return false, fmt.Errorf("wave: blend got %d vectors but %d weights", len(vecs), len(weights))
+	}
+	dim := m.N
 	var wsum float64
 	for i, v := range vecs {
 		if len(v) != dim {
-			return fmt.Errorf("%w: blend vector %d has %d dimensions, want %d", ErrDimension, i, len(v), dim)
+			return false, fmt.Errorf("%w: blend vector %d has %d dimensions, want %d", ErrDimension, i, len(v), dim)
 		}
 		if j := nonFiniteAt(v); j >= 0 {
-			return fmt.Errorf("%w: blend vector %d component %d is %v", ErrNonFinite, i, j, v[j])
+			return false, fmt.Errorf("%w: blend vector %d component %d is %v", ErrNonFinite, i, j, v[j])
 		}
 		w := 1.0
 		if weights != nil {
@@ -71,21 +108,18 @@ func (s *StateVector) Blend(vecs [][]float32, weights []float64, alpha float64, 
 		}
 		switch {
 		case math.IsNaN(w) || math.IsInf(w, 0):
-			return fmt.Errorf("%w: blend weight %d is %v", ErrNonFinite, i, w)
+			return false, fmt.Errorf("%w: blend weight %d is %v", ErrNonFinite, i, w)
 		case w < 0:
-			return fmt.Errorf("wave: blend weight %d is negative (%v)", i, w)
+			return false, fmt.Errorf("wave: blend weight %d is negative (%v)", i, w)
 		}
 		wsum += w
 	}
 	switch {
 	case wsum == 0:
-		return nil
+		return false, nil
 	case math.IsInf(wsum, 0):
-		return fmt.Errorf("%w: blend weights sum to %v", ErrNonFinite, wsum)
+		return false, fmt.Errorf("%w: blend weights sum to %v", ErrNonFinite, wsum)
 	}
-
-	// m = Σ (wᵢ/Σw)·vᵢ, then m = alpha·m + (1-alpha)·state.
-	m := blas32.Vector{N: dim, Inc: 1, Data: make([]float32, dim)}
 	for i, v := range vecs {
 		w := 1.0
 		if weights != nil {
@@ -96,22 +130,20 @@ func (s *StateVector) Blend(vecs [][]float32, weights []float64, alpha float64, 
 		}
 		blas32.Axpy(float32(w/wsum), blas32.Vector{N: dim, Inc: 1, Data: v}, m)
 	}
-	blas32.Scal(float32(alpha), m)
-	if alpha < 1 && nonFiniteAt(s.Vec) < 0 {
-		blas32.Axpy(float32(1-alpha), blas32.Vector{N: dim, Inc: 1, Data: s.Vec}, m)
-	}
+	return true, nil
+}
+
+// normalise scales m to unit length; ok is false when m is zero.
+func normalise(m blas32.Vector) (ok bool, err error) {
 	nrm := float64(blas32.Nrm2(m))
 	switch {
 	case nrm == 0:
-		return nil
+		return false, nil
 	case math.IsNaN(nrm) || math.IsInf(nrm, 0):
-		return fmt.Errorf("%w: blend overflowed float32", ErrNonFinite)
+		return false, fmt.Errorf("%w: blend overflowed float32", ErrNonFinite)
 	}
 	blas32.Scal(float32(1/nrm), m)
-	copy(s.Vec, m.Data)
-	s.Updates++
-	s.UpdatedAt = at
-	return nil
+	return true, nil
 }
 
 // nonFiniteAt is the index of the first NaN or ±Inf in v, or -1.

@@ -256,3 +256,48 @@ func BenchmarkStateBlend(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(vecs)*dim)/(float64(b.Elapsed().Nanoseconds())/float64(s.Updates)), "components/ns")
 }
+
+// UnitMean is what Blend with alpha 1 makes of a fresh state, errors
+// and no-ops included, and allocates nothing.
+func TestUnitMeanIsAFreshBlend(t *testing.T) {
+	a, b := []float32{3, 0, 4}, []float32{0, 2, 0}
+	for _, tc := range []struct {
+		vecs    [][]float32
+		weights []float64
+	}{
+		{[][]float32{a, b}, []float64{1, 0.5}},
+		{[][]float32{a, b}, nil},
+		{[][]float32{a}, []float64{0}},                                       // nothing to blend
+		{[][]float32{a, {-3, 0, -4}}, nil},                                   // a zero mean
+		{[][]float32{a, {1, 2}}, nil},                                        // a wrong length
+		{[][]float32{a, {float32(math.NaN()), 0, 0}}, nil},                   // non-finite
+		{[][]float32{a, b}, []float64{1, -1}},                                // a negative weight
+		{[][]float32{a, b}, []float64{1}},                                    // weights short
+		{[][]float32{{math.MaxFloat32, math.MaxFloat32, 0}}, []float64{1e30}}, // overflow
+	} {
+		sv := NewStateVector(3)
+		blendErr := sv.Blend(tc.vecs, tc.weights, 1, time.Now())
+		dst := []float32{9, 9, 9}
+		ok, err := UnitMean(dst, tc.vecs, tc.weights)
+		if (err == nil) != (blendErr == nil) {
+			t.Errorf("%v %v: UnitMean error %v, Blend error %v", tc.vecs, tc.weights, err, blendErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if ok != (sv.Updates == 1) {
+			t.Errorf("%v %v: UnitMean ok %v, Blend updated %d times", tc.vecs, tc.weights, ok, sv.Updates)
+		}
+		for i := range dst {
+			if math.Abs(float64(dst[i]-sv.Vec[i])) > 1e-6 {
+				t.Errorf("%v %v: UnitMean %v, Blend %v", tc.vecs, tc.weights, dst, sv.Vec)
+				break
+			}
+		}
+	}
+	dst := make([]float32, 3)
+	if n := testing.AllocsPerRun(100, func() { _, _ = UnitMean(dst, [][]float32{a, b}, []float64{1, 2}) }); n != 0 {
+		t.Errorf("UnitMean allocates %v times a call", n)
+	}
+}

@@ -25,30 +25,46 @@ const mixedIdle = 2 * time.Second
 // keeps half the time; a control loop asks between its ticks.)
 const mixedEvery = 4 * time.Millisecond
 
+// loopCalls are the mixed phase's timed calls: each one's latency and
+// its answer's stage times.
+type loopCalls struct {
+	lat                                   []time.Duration
+	wait, prefilter, expand, stitch, rest []time.Duration
+}
+
+func (c *loopCalls) add(lat time.Duration, t planner.Timings) {
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	c.lat = append(c.lat, lat)
+	c.wait = append(c.wait, us(t.WaitUS))
+	c.prefilter = append(c.prefilter, us(t.PrefilterUS))
+	c.expand = append(c.expand, us(t.ExpandUS))
+	c.stitch = append(c.stitch, us(t.RerankUS+t.StitchUS))
+	c.rest = append(c.rest, lat-us(t.EmbedUS+t.WaitUS+t.PrefilterUS+t.ExpandUS+t.RerankUS+t.StitchUS))
+}
+
 // plannerLoop asks the daemon's planner the workload's 1-hop queries in
-// turn on one thread, one every mixedEvery, until stop is closed, and
-// returns each call's latency and its wait for the graph's read lock.
-func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (lat, wait []time.Duration, err error) {
+// turn on one thread, one every mixedEvery, until stop is closed.
+func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (*loopCalls, error) {
 	reqs := r.requests(1)
 	ans := new(planner.Answer)
 	tick := time.NewTicker(mixedEvery)
 	defer tick.Stop()
+	calls := &loopCalls{}
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
-			return lat, wait, nil
+			return calls, nil
 		case <-ctx.Done():
-			return lat, wait, ctx.Err()
+			return calls, ctx.Err()
 		case <-tick.C:
 		}
 		req := reqs[i%len(reqs)]
 		t := time.Now()
 		ans.Reset()
 		if err := r.d.Planner().PlanInto(ctx, &req, ans); err != nil {
-			return lat, wait, fmt.Errorf("query %d: %w", i%len(reqs), err)
+			return calls, fmt.Errorf("query %d: %w", i%len(reqs), err)
 		}
-		lat = append(lat, time.Since(t))
-		wait = append(wait, time.Duration(ans.Timings.WaitUS)*time.Microsecond)
+		calls.add(time.Since(t), ans.Timings)
 	}
 }
 
@@ -65,12 +81,9 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 		// Against a daemon elsewhere the messages are only sent.
 		return r.sendPaced(ctx, msgs, rate, stepsThrough)
 	}
-	idle := func() (lat, wait []time.Duration, err error) {
-		stop := make(chan struct{})
-		time.AfterFunc(mixedIdle, func() { close(stop) })
-		return r.plannerLoop(ctx, stop)
-	}
-	idleLat, _, err := idle()
+	stopIdle := make(chan struct{})
+	time.AfterFunc(mixedIdle, func() { close(stopIdle) })
+	idle, err := r.plannerLoop(ctx, stopIdle)
 	if err != nil {
 		return err
 	}
@@ -79,14 +92,13 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 	r.say("ingest: mixed phase, %d messages (%d steps) at %.0f steps/s with the planner asked beside them", len(msgs), steps, rate)
 	yields0, yielded0 := r.d.IngestYields()
 	stop := make(chan struct{})
-	var busyLat, busyWait []time.Duration
+	var busy *loopCalls
 	var loopErr atomic.Value
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l, w, err := r.plannerLoop(ctx, stop)
-		busyLat, busyWait = l, w
-		if err != nil {
+		var err error
+		if busy, err = r.plannerLoop(ctx, stop); err != nil {
 			loopErr.Store(err)
 		}
 	}()
@@ -113,17 +125,27 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 	f["ingest.mixed_asked_steps_per_s"] = rate
 	f["ingest.mixed_yields"] = float64(yields - yields0)
 	f["ingest.mixed_yield_s"] = (yielded - yielded0).Seconds()
-	f["planner.beside_ingest.idle_p50_us"] = pct(idleLat, 50)
-	f["planner.beside_ingest.idle_p99_us"] = pct(idleLat, 99)
-	f["planner.beside_ingest.calls"] = float64(len(busyLat))
-	if len(busyLat) > 0 {
-		f["planner.beside_ingest.p50_us"] = pct(busyLat, 50)
-		f["planner.beside_ingest.p99_us"] = pct(busyLat, 99)
-		f["planner.beside_ingest.wait_p99_us"] = pct(busyWait, 99)
+	f["planner.beside_ingest.calls"] = float64(len(busy.lat))
+	for _, c := range []struct {
+		name  string
+		calls *loopCalls
+	}{{"", busy}, {"idle_", idle}} {
+		if len(c.calls.lat) == 0 {
+			continue
+		}
+		pre := "planner.beside_ingest." + c.name
+		f[pre+"p50_us"] = pct(c.calls.lat, 50)
+		f[pre+"p99_us"] = pct(c.calls.lat, 99)
+		f[pre+"wait_p99_us"] = pct(c.calls.wait, 99)
+		f[pre+"prefilter_p99_us"] = pct(c.calls.prefilter, 99)
+		f[pre+"expand_p99_us"] = pct(c.calls.expand, 99)
+		f[pre+"stitch_p99_us"] = pct(c.calls.stitch, 99)
+		f[pre+"rest_p99_us"] = pct(c.calls.rest, 99)
 	}
-	r.say("ingest: mixed phase at %.0f steps/s (of %.0f asked); the planner, 1 hop, 1 thread at 250 calls/s: p50 %.0f µs, p99 %.0f µs in %d calls (its wait for the graph's read lock p99 %.0f µs), against p50 %.0f, p99 %.0f µs with nothing ingested; ingest paused %d times for it, %.2f s in all",
-		f["ingest.mixed_steps_per_s"], rate, f["planner.beside_ingest.p50_us"], f["planner.beside_ingest.p99_us"], len(busyLat),
-		f["planner.beside_ingest.wait_p99_us"], f["planner.beside_ingest.idle_p50_us"], f["planner.beside_ingest.idle_p99_us"],
+	g := func(k string) float64 { return f["planner.beside_ingest."+k] }
+	r.say("ingest: mixed phase at %.0f steps/s (of %.0f asked); the planner, 1 hop, 1 thread at 250 calls/s: p50 %.0f µs, p99 %.0f µs in %d calls (p99s: waiting for the graph's read lock %.0f, prefilter %.0f, expansion %.0f, re-rank and stitch %.0f, the rest %.0f µs), against p50 %.0f, p99 %.0f µs with nothing ingested (%.0f, %.0f, %.0f, %.0f, %.0f); ingest paused %d times for it, %.2f s in all",
+		f["ingest.mixed_steps_per_s"], rate, g("p50_us"), g("p99_us"), len(busy.lat), g("wait_p99_us"), g("prefilter_p99_us"), g("expand_p99_us"), g("stitch_p99_us"), g("rest_p99_us"),
+		g("idle_p50_us"), g("idle_p99_us"), g("idle_wait_p99_us"), g("idle_prefilter_p99_us"), g("idle_expand_p99_us"), g("idle_stitch_p99_us"), g("idle_rest_p99_us"),
 		yields-yields0, (yielded - yielded0).Seconds())
 	return nil
 }
