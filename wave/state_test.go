@@ -267,12 +267,12 @@ func TestUnitMeanIsAFreshBlend(t *testing.T) {
 	}{
 		{[][]float32{a, b}, []float64{1, 0.5}},
 		{[][]float32{a, b}, nil},
-		{[][]float32{a}, []float64{0}},                                       // nothing to blend
-		{[][]float32{a, {-3, 0, -4}}, nil},                                   // a zero mean
-		{[][]float32{a, {1, 2}}, nil},                                        // a wrong length
-		{[][]float32{a, {float32(math.NaN()), 0, 0}}, nil},                   // non-finite
-		{[][]float32{a, b}, []float64{1, -1}},                                // a negative weight
-		{[][]float32{a, b}, []float64{1}},                                    // weights short
+		{[][]float32{a}, []float64{0}},                                        // nothing to blend
+		{[][]float32{a, {-3, 0, -4}}, nil},                                    // a zero mean
+		{[][]float32{a, {1, 2}}, nil},                                         // a wrong length
+		{[][]float32{a, {float32(math.NaN()), 0, 0}}, nil},                    // non-finite
+		{[][]float32{a, b}, []float64{1, -1}},                                 // a negative weight
+		{[][]float32{a, b}, []float64{1}},                                     // weights short
 		{[][]float32{{math.MaxFloat32, math.MaxFloat32, 0}}, []float64{1e30}}, // overflow
 	} {
 		sv := NewStateVector(3)
