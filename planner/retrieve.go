@@ -19,13 +19,16 @@ const rrfK = 60
 // an edge with its endpoints, an episode's node or the nodes a CMS span
 // touched. Every candidate has passed the request's constraints.
 type candidate struct {
-	key   string // the same item from two rankings fuses
-	kind  string // node, edge, episode or span
-	id    string
-	via   []string // the rankings that found it: semantic, keyword
-	score float64
-	edge  *particle.Edge
-	nodes []*particle.Node
+	// keyKind and keyID name the item for fusing two rankings (fuseKey):
+	// the same item found both ways fuses.
+	keyKind byte
+	keyID   string
+	kind    string // node, edge, episode or span
+	id      string
+	via     []string // the rankings that found it: semantic, keyword
+	score   float64
+	edge    *particle.Edge
+	nodes   []*particle.Node
 	// endpointScale scales the score for an edge's endpoints.
 	endpointScale float64
 }
@@ -135,20 +138,56 @@ const (
 	viaKeyword  = "keyword"
 )
 
-func nodeCandidate(n *particle.Node, s float64, via string) candidate {
-	return candidate{key: "n:" + n.ID, kind: "node", id: n.ID, via: []string{via}, score: s, nodes: []*particle.Node{n}}
+// fuseKey names the candidate's item for fuse.
+func (c *candidate) fuseKey() string { return string(c.keyKind) + ":" + c.keyID }
+
+// The rankings' names as candidates' via lists, shared: a candidate's
+// list is only ever replaced (fuse appends to a clipped copy), so one
+// found one way costs no list of its own.
+var (
+	viaSemanticOnly = []string{viaSemantic}
+	viaKeywordOnly  = []string{viaKeyword}
+)
+
+func viaOnly(via string) []string {
+	switch via {
+	case viaSemantic:
+		return viaSemanticOnly
+	case viaKeyword:
+		return viaKeywordOnly
+	}
+	return []string{via}
 }
 
-func edgeCandidate(r particle.Reader, e *particle.Edge, s float64, via string) candidate {
-	src, dst := r.EdgeEnds(e)
-	return candidate{key: "e:" + e.ID, kind: "edge", id: e.ID, via: []string{via}, score: s, edge: e, endpointScale: 0.9,
-		nodes: []*particle.Node{src, dst}}
+// The candidates' nodes lie in the run's storage (candNodes), so that
+// seeding a plan allocates nothing per candidate: an allocation while
+// the collector marks pays for marking.
+
+func (run *run) nodeCandidate(n *particle.Node, s float64, via string) candidate {
+	return candidate{keyKind: 'n', keyID: n.ID, kind: "node", id: n.ID, via: viaOnly(via), score: s, nodes: run.candNodes(n, nil)}
+}
+
+func (run *run) edgeCandidate(e *particle.Edge, s float64, via string) candidate {
+	src, dst := run.r.EdgeEnds(e)
+	return candidate{keyKind: 'e', keyID: e.ID, kind: "edge", id: e.ID, via: viaOnly(via), score: s, edge: e, endpointScale: 0.9,
+		nodes: run.candNodes(src, dst)}
 }
 
 // episodeCandidate is an episode standing for its node (the same item
 // as that node found another way).
-func episodeCandidate(r particle.Reader, ep *particle.Episode, s float64, via string) candidate {
-	return candidate{key: "n:" + ep.NodeID, kind: "episode", id: ep.ID, via: []string{via}, score: s, nodes: []*particle.Node{r.Node(ep.NodeID)}}
+func (run *run) episodeCandidate(ep *particle.Episode, s float64, via string) candidate {
+	return candidate{keyKind: 'n', keyID: ep.NodeID, kind: "episode", id: ep.ID, via: viaOnly(via), score: s, nodes: run.candNodes(run.r.Node(ep.NodeID), nil)}
+}
+
+// candNodes returns a and, unless nil, b, in the run's storage.
+func (run *run) candNodes(a, b *particle.Node) []*particle.Node {
+	st := run.state()
+	i := len(st.candNodes)
+	st.candNodes = append(st.candNodes, a)
+	if b != nil {
+		st.candNodes = append(st.candNodes, b)
+	}
+	return st.candNodes[i:len(st.candNodes):len(st.candNodes)]
 }
 
 // candidates ranks what a seeding strategy retrieves (the vector
@@ -169,17 +208,19 @@ func (run *run) candidates(seedBy string, kw []keyword.Hit) []candidate {
 // prefilter's constraints).
 func (run *run) fromVector(hits []wave.Hit) []candidate {
 	r := run.r
-	out := make([]candidate, 0, len(hits))
+	st := run.state()
+	out := slices.Grow(st.seeds[:0], len(hits))
 	for _, h := range hits {
 		s := cos01(h.Score)
 		if n := r.NodeBySeq(h.ID); n != nil {
-			out = append(out, nodeCandidate(n, s, viaSemantic))
+			out = append(out, run.nodeCandidate(n, s, viaSemantic))
 		} else if e := r.EdgeBySeq(h.ID); e != nil {
-			out = append(out, edgeCandidate(r, e, s, viaSemantic))
+			out = append(out, run.edgeCandidate(e, s, viaSemantic))
 		} else if ep := r.EpisodeBySeq(h.ID); ep != nil {
-			out = append(out, episodeCandidate(r, ep, s, viaSemantic))
+			out = append(out, run.episodeCandidate(ep, s, viaSemantic))
 		}
 	}
+	st.seeds = out[:0] // its storage, for the next run
 	return out
 }
 
@@ -201,15 +242,15 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 		switch h.Kind {
 		case keyword.KindNode:
 			if n := r.Node(h.ID); n != nil && n.Namespace == run.ns {
-				out = append(out, nodeCandidate(n, s, viaKeyword))
+				out = append(out, run.nodeCandidate(n, s, viaKeyword))
 			}
 		case keyword.KindEdge:
 			if e := r.Edge(h.ID); e != nil && e.Namespace == run.ns && run.admitsAt(e, r.EdgeFactsBySeq(e.Seq)) {
-				out = append(out, edgeCandidate(r, e, s, viaKeyword))
+				out = append(out, run.edgeCandidate(e, s, viaKeyword))
 			}
 		case keyword.KindEpisode:
 			if ep := r.Episode(run.ns, h.ID); ep != nil && run.episodeAdmits(ep) {
-				out = append(out, episodeCandidate(r, ep, s, viaKeyword))
+				out = append(out, run.episodeCandidate(ep, s, viaKeyword))
 			}
 		case keyword.KindSpan:
 			var nodes []*particle.Node
@@ -219,7 +260,7 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 				}
 			}
 			if len(nodes) > 0 {
-				out = append(out, candidate{key: "s:" + h.ID, kind: "span", id: h.ID, via: []string{viaKeyword}, score: s, nodes: nodes})
+				out = append(out, candidate{keyKind: 's', keyID: h.ID, kind: "span", id: h.ID, via: viaKeywordOnly, score: s, nodes: nodes})
 			}
 		}
 	}
@@ -235,16 +276,17 @@ func fuse(rankings ...[]candidate) []candidate {
 	var order []string
 	for _, list := range rankings {
 		for rank, c := range list {
-			fused[c.key] += 1 / float64(rrfK+rank+1)
-			old, ok := byKey[c.key]
+			key := c.fuseKey()
+			fused[key] += 1 / float64(rrfK+rank+1)
+			old, ok := byKey[key]
 			if !ok {
-				byKey[c.key] = c
-				order = append(order, c.key)
+				byKey[key] = c
+				order = append(order, key)
 				continue
 			}
 			old.score = max(old.score, c.score)
 			old.via = append(slices.Clip(old.via), c.via...)
-			byKey[c.key] = old
+			byKey[key] = old
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return fused[order[i]] > fused[order[j]] })

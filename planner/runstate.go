@@ -122,6 +122,9 @@ type runState struct {
 	// and their weights.
 	stateVecs    [][]float32
 	stateWeights []float64
+	// the seeding's candidates and their nodes (fromVector)
+	seeds     []candidate
+	candNodes []*particle.Node
 }
 
 // maxPooledItems keeps a run state that grew for a huge request (a
@@ -142,6 +145,8 @@ func putRunState(st *runState) {
 	}
 	clear(st.nodes[:cap(st.nodes)]) // drop pointers into the graph
 	clear(st.stateVecs[:cap(st.stateVecs)])
+	clear(st.seeds[:cap(st.seeds)])
+	clear(st.candNodes[:cap(st.candNodes)])
 	clear(st.edges[:cap(st.edges)])
 	clear(st.cands[:cap(st.cands)])
 	runStates.Put(st)
@@ -149,6 +154,7 @@ func putRunState(st *runState) {
 
 func (st *runState) reset() {
 	st.nodes, st.edges, st.ranked = st.nodes[:0], st.edges[:0], st.ranked[:0]
+	st.candNodes = st.candNodes[:0]
 	st.nodeAt.reset()
 	st.edgeAt.reset()
 }

@@ -84,6 +84,7 @@ func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, erro
 		res.Timings.KeywordUS = us(time.Since(tk))
 	}
 	run := &run{p: p, req: req, ns: ns, now: p.opts.Now().UTC(), principal: req.principal()}
+	defer run.release()
 	if strategy != StrategyKeyword {
 		q, err := p.queryVector(ctx, req, Seeds{}, new(Answer))
 		if err != nil {

@@ -132,12 +132,12 @@ func TestHybridFindsWhatEitherAloneMisses(t *testing.T) {
 }
 
 func TestFuseIsReciprocalRank(t *testing.T) {
-	a := []candidate{{key: "x", score: 0.9}, {key: "y", score: 0.8}, {key: "z", score: 0.7}}
-	b := []candidate{{key: "z", score: 1}, {key: "w", score: 0.5}}
+	a := []candidate{{keyKind: 'n', keyID: "x", score: 0.9}, {keyKind: 'n', keyID: "y", score: 0.8}, {keyKind: 'n', keyID: "z", score: 0.7}}
+	b := []candidate{{keyKind: 'n', keyID: "z", score: 1}, {keyKind: 'n', keyID: "w", score: 0.5}}
 	got := fuse(a, b)
 	var keys []string
 	for _, c := range got {
-		keys = append(keys, c.key)
+		keys = append(keys, c.keyID)
 	}
 	// z: 1/63 + 1/61 beats x: 1/61; y (1/62) and w (1/62) tie, in order met.
 	if strings.Join(keys, ",") != "z,x,y,w" {
