@@ -9,8 +9,9 @@ import (
 // Priority lets background work (decoding, applying and indexing what
 // ingest brings) give way to planner calls. On two cores a plan shares
 // the CPU with ingest: in the soak at 2,000 steps/s the planner's own
-// p99 was 27-35 ms, and 8-21 ms with ingest giving way (BENCHMARKS.md,
-// forty-fourth round).
+// p99 had a median of 26 ms over eight runs, and of 21 ms over nine with
+// ingest giving way, the spreads overlapping (BENCHMARKS.md, forty-fourth
+// round).
 //
 // A planner call opens a window, unless one is open; the window closes
 // when no call is running, or maxWait after it opened. While it is open,
