@@ -34,9 +34,14 @@ type Answer struct {
 	// leave it out.
 	Search wave.SearchStats `json:"-"`
 
-	// Storage a reused answer keeps (Reset leaves it): the context
-	// state's (ContextState points at state when the planner made it
-	// here) and the query vector's, so that a plan allocates neither.
+	// keep is storage a reused answer keeps (Reset and stitch leave it).
+	keep answerStorage
+}
+
+// answerStorage is what a plan writes into a reused answer instead of
+// allocating: the context state (ContextState points at state when the
+// planner made it here) and the copy of the query vector.
+type answerStorage struct {
 	state ContextState
 	query []float32
 }
@@ -47,8 +52,7 @@ func (a *Answer) Reset() {
 	clear(a.Nodes[:cap(a.Nodes)])
 	clear(a.Edges[:cap(a.Edges)])
 	clear(a.Hypotheses[:cap(a.Hypotheses)])
-	*a = Answer{Nodes: a.Nodes[:0], Edges: a.Edges[:0], Hypotheses: a.Hypotheses[:0],
-		state: ContextState{Vector: a.state.Vector[:0], Top: a.state.Top[:0]}, query: a.query[:0]}
+	*a = Answer{Nodes: a.Nodes[:0], Edges: a.Edges[:0], Hypotheses: a.Hypotheses[:0], keep: a.keep}
 }
 
 // NodeOut is a node of an answer with why it is there.

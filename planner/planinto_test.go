@@ -191,9 +191,9 @@ func TestPlanIntoReusesTheContextState(t *testing.T) {
 		if !reflect.DeepEqual(reused.ContextState, want) {
 			t.Fatalf("round %d: context state %+v, Plan gives %+v", round, reused.ContextState, want)
 		}
-		if round > 0 && (reused.ContextState != cs || &reused.ContextState.Vector[0] != state || &reused.query[0] != query) {
+		if round > 0 && (reused.ContextState != cs || &reused.ContextState.Vector[0] != state || &reused.keep.query[0] != query) {
 			t.Fatalf("round %d: the context state or the query vector is in new storage", round)
 		}
-		cs, state, query = reused.ContextState, &reused.ContextState.Vector[0], &reused.query[0]
+		cs, state, query = reused.ContextState, &reused.ContextState.Vector[0], &reused.keep.query[0]
 	}
 }

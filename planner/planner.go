@@ -161,7 +161,7 @@ func (p *Planner) PlanInto(ctx context.Context, req *Request, ans *Answer) error
 		seeds = s
 		mergeSession(req, s)
 	}
-	q, err := p.queryVector(ctx, req, seeds, ans)
+	q, err := p.queryVector(ctx, req, seeds, &ans.keep.query)
 	if err != nil {
 		return err
 	}
@@ -270,13 +270,19 @@ func appendNew(list []string, more ...string) []string {
 	return list
 }
 
-// queryVector is the request's vector (copied into ans's storage), the
-// embedding of its text (query, goals, tools, entities), or the
-// session's state vector.
-func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds, ans *Answer) ([]float32, error) {
+// queryVector is the request's vector (copied into *buf, when buf is
+// not nil, so that a reused answer's storage serves), the embedding of
+// its text (query, goals, tools, entities), or the session's state
+// vector.
+func (p *Planner) queryVector(ctx context.Context, req *Request, s Seeds, buf *[]float32) ([]float32, error) {
 	if len(req.Vector) > 0 {
-		v := append(ans.query[:0], req.Vector...) // the answer's storage: no allocation
-		ans.query = v
+		var v []float32
+		if buf != nil {
+			v = append((*buf)[:0], req.Vector...)
+			*buf = v
+		} else {
+			v = slices.Clone(req.Vector)
+		}
 		if !wave.Normalize(v) {
 			return nil, fmt.Errorf("%w: vector is all zeros", ErrInvalid)
 		}
@@ -366,7 +372,7 @@ func (p *Planner) contextState(ctx context.Context, run *run, ans *Answer, s See
 	// that the call allocates nothing here (an allocation during a
 	// collection's mark phase pays for marking, and beside ingest this
 	// step's p99 was 1-2 ms; BENCHMARKS.md, forty-fourth round).
-	cs := &ans.state
+	cs := &ans.keep.state
 	v := slices.Grow(cs.Vector[:0], len(run.q))[:len(run.q)]
 	if _, err := wave.UnitMean(v, vecs, weights); err != nil {
 		return nil, fmt.Errorf("context state: %w", err)

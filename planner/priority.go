@@ -23,10 +23,10 @@ import (
 // A nil *Priority gives no priority: its methods do nothing.
 type Priority struct {
 	maxWait time.Duration
-	running atomic.Int32 // planner calls running
-	open    atomic.Bool  // a window is open (read without mu by Yield)
+	open    atomic.Bool // a window is open (read without mu by Yield)
 
 	mu       sync.Mutex
+	running  int           // planner calls running
 	free     chan struct{} // closed when the open window closes
 	opened   time.Time     // when the open window opened
 	nextOpen time.Time     // no window opens before this
@@ -54,7 +54,7 @@ func (p *Priority) Enter() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running.Add(1) != 1 || p.open.Load() {
+	if p.running++; p.running != 1 || p.open.Load() {
 		return
 	}
 	now := p.now()
@@ -75,7 +75,7 @@ func (p *Priority) Leave() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running.Add(-1) == 0 {
+	if p.running--; p.running == 0 {
 		p.closeLocked()
 	}
 }

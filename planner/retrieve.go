@@ -149,37 +149,25 @@ var (
 	viaKeywordOnly  = []string{viaKeyword}
 )
 
-func viaOnly(via string) []string {
-	switch via {
-	case viaSemantic:
-		return viaSemanticOnly
-	case viaKeyword:
-		return viaKeywordOnly
-	}
-	return []string{via}
+func (run *run) nodeCandidate(n *particle.Node, s float64, via []string) candidate {
+	return candidate{keyKind: 'n', keyID: n.ID, kind: "node", id: n.ID, via: via, score: s, nodes: run.candNodes(n, nil)}
 }
 
-// The candidates' nodes lie in the run's storage (candNodes), so that
-// seeding a plan allocates nothing per candidate: an allocation while
-// the collector marks pays for marking.
-
-func (run *run) nodeCandidate(n *particle.Node, s float64, via string) candidate {
-	return candidate{keyKind: 'n', keyID: n.ID, kind: "node", id: n.ID, via: viaOnly(via), score: s, nodes: run.candNodes(n, nil)}
-}
-
-func (run *run) edgeCandidate(e *particle.Edge, s float64, via string) candidate {
+func (run *run) edgeCandidate(e *particle.Edge, s float64, via []string) candidate {
 	src, dst := run.r.EdgeEnds(e)
-	return candidate{keyKind: 'e', keyID: e.ID, kind: "edge", id: e.ID, via: viaOnly(via), score: s, edge: e, endpointScale: 0.9,
+	return candidate{keyKind: 'e', keyID: e.ID, kind: "edge", id: e.ID, via: via, score: s, edge: e, endpointScale: 0.9,
 		nodes: run.candNodes(src, dst)}
 }
 
 // episodeCandidate is an episode standing for its node (the same item
 // as that node found another way).
-func (run *run) episodeCandidate(ep *particle.Episode, s float64, via string) candidate {
-	return candidate{keyKind: 'n', keyID: ep.NodeID, kind: "episode", id: ep.ID, via: viaOnly(via), score: s, nodes: run.candNodes(run.r.Node(ep.NodeID), nil)}
+func (run *run) episodeCandidate(ep *particle.Episode, s float64, via []string) candidate {
+	return candidate{keyKind: 'n', keyID: ep.NodeID, kind: "episode", id: ep.ID, via: via, score: s, nodes: run.candNodes(run.r.Node(ep.NodeID), nil)}
 }
 
-// candNodes returns a and, unless nil, b, in the run's storage.
+// candNodes returns a and, unless nil, b, as a candidate's nodes in the
+// run's storage, so that seeding a plan allocates nothing per candidate
+// (an allocation while the collector marks pays for marking).
 func (run *run) candNodes(a, b *particle.Node) []*particle.Node {
 	st := run.state()
 	i := len(st.candNodes)
@@ -213,11 +201,11 @@ func (run *run) fromVector(hits []wave.Hit) []candidate {
 	for _, h := range hits {
 		s := cos01(h.Score)
 		if n := r.NodeBySeq(h.ID); n != nil {
-			out = append(out, run.nodeCandidate(n, s, viaSemantic))
+			out = append(out, run.nodeCandidate(n, s, viaSemanticOnly))
 		} else if e := r.EdgeBySeq(h.ID); e != nil {
-			out = append(out, run.edgeCandidate(e, s, viaSemantic))
+			out = append(out, run.edgeCandidate(e, s, viaSemanticOnly))
 		} else if ep := r.EpisodeBySeq(h.ID); ep != nil {
-			out = append(out, run.episodeCandidate(ep, s, viaSemantic))
+			out = append(out, run.episodeCandidate(ep, s, viaSemanticOnly))
 		}
 	}
 	st.seeds = out[:0] // its storage, for the next run
@@ -242,15 +230,15 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 		switch h.Kind {
 		case keyword.KindNode:
 			if n := r.Node(h.ID); n != nil && n.Namespace == run.ns {
-				out = append(out, run.nodeCandidate(n, s, viaKeyword))
+				out = append(out, run.nodeCandidate(n, s, viaKeywordOnly))
 			}
 		case keyword.KindEdge:
 			if e := r.Edge(h.ID); e != nil && e.Namespace == run.ns && run.admitsAt(e, r.EdgeFactsBySeq(e.Seq)) {
-				out = append(out, run.edgeCandidate(e, s, viaKeyword))
+				out = append(out, run.edgeCandidate(e, s, viaKeywordOnly))
 			}
 		case keyword.KindEpisode:
 			if ep := r.Episode(run.ns, h.ID); ep != nil && run.episodeAdmits(ep) {
-				out = append(out, run.episodeCandidate(ep, s, viaKeyword))
+				out = append(out, run.episodeCandidate(ep, s, viaKeywordOnly))
 			}
 		case keyword.KindSpan:
 			var nodes []*particle.Node

@@ -736,7 +736,7 @@ func (run *run) stitch(ans *Answer) {
 		hyps = []string{}
 	}
 	*ans = Answer{Nodes: slices.Grow(ans.Nodes[:0], len(st.nodes)), Edges: slices.Grow(ans.Edges[:0], len(st.edges)), Unknowns: run.unknowns,
-		Hypotheses: hyps, Contradictions: []Contradiction{}, Truncated: run.truncated, state: ans.state, query: ans.query}
+		Hypotheses: hyps, Contradictions: []Contradiction{}, Truncated: run.truncated, keep: ans.keep}
 	if ans.Unknowns == nil {
 		ans.Unknowns = []Unknown{}
 	}

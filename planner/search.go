@@ -86,7 +86,7 @@ func (p *Planner) Search(ctx context.Context, req *Request) (*SearchResult, erro
 	run := &run{p: p, req: req, ns: ns, now: p.opts.Now().UTC(), principal: req.principal()}
 	defer run.release()
 	if strategy != StrategyKeyword {
-		q, err := p.queryVector(ctx, req, Seeds{}, new(Answer))
+		q, err := p.queryVector(ctx, req, Seeds{}, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
@@ -25,21 +23,20 @@ const mixedIdle = 2 * time.Second
 // keeps half the time; a control loop asks between its ticks.)
 const mixedEvery = 4 * time.Millisecond
 
-// loopCalls are the mixed phase's timed calls: each one's latency and
-// its answer's stage times.
+// loopCalls are the mixed phase's timed calls, in µs: each one's
+// latency and its answer's stage times.
 type loopCalls struct {
-	lat                                   []time.Duration
-	wait, prefilter, expand, stitch, rest []time.Duration
+	lat, wait, prefilter, expand, stitch, rest dist
 }
 
 func (c *loopCalls) add(lat time.Duration, t planner.Timings) {
-	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-	c.lat = append(c.lat, lat)
-	c.wait = append(c.wait, us(t.WaitUS))
-	c.prefilter = append(c.prefilter, us(t.PrefilterUS))
-	c.expand = append(c.expand, us(t.ExpandUS))
-	c.stitch = append(c.stitch, us(t.RerankUS+t.StitchUS))
-	c.rest = append(c.rest, lat-us(t.EmbedUS+t.WaitUS+t.PrefilterUS+t.ExpandUS+t.RerankUS+t.StitchUS))
+	latUS := float64(lat) / float64(time.Microsecond)
+	c.lat.add(latUS)
+	c.wait.add(float64(t.WaitUS))
+	c.prefilter.add(float64(t.PrefilterUS))
+	c.expand.add(float64(t.ExpandUS))
+	c.stitch.add(float64(t.RerankUS + t.StitchUS))
+	c.rest.add(latUS - float64(t.EmbedUS+t.WaitUS+t.PrefilterUS+t.ExpandUS+t.RerankUS+t.StitchUS))
 }
 
 // plannerLoop asks the daemon's planner the workload's 1-hop queries in
@@ -93,14 +90,11 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 	yields0, yielded0 := r.d.IngestYields()
 	stop := make(chan struct{})
 	var busy *loopCalls
-	var loopErr atomic.Value
+	var loopErr error // both read once done is closed
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var err error
-		if busy, err = r.plannerLoop(ctx, stop); err != nil {
-			loopErr.Store(err)
-		}
+		busy, loopErr = r.plannerLoop(ctx, stop)
 	}()
 	t0 := time.Now()
 	sendErr := r.sendPaced(ctx, msgs, rate, stepsThrough)
@@ -110,41 +104,37 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 	if sendErr != nil {
 		return sendErr
 	}
-	if err, ok := loopErr.Load().(error); ok {
-		return err
+	if loopErr != nil {
+		return loopErr
 	}
 	yields, yielded := r.d.IngestYields()
 
-	pct := func(ds []time.Duration, p float64) float64 {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return float64(s[int(float64(len(s)-1)*p/100)].Microseconds())
-	}
 	f := r.fig
 	f["ingest.mixed_steps_per_s"] = float64(steps) / took.Seconds()
 	f["ingest.mixed_asked_steps_per_s"] = rate
 	f["ingest.mixed_yields"] = float64(yields - yields0)
 	f["ingest.mixed_yield_s"] = (yielded - yielded0).Seconds()
-	f["planner.beside_ingest.calls"] = float64(len(busy.lat))
+	f["planner.beside_ingest.calls"] = float64(busy.lat.n())
 	for _, c := range []struct {
 		name  string
 		calls *loopCalls
 	}{{"", busy}, {"idle_", idle}} {
-		if len(c.calls.lat) == 0 {
+		if c.calls.lat.n() == 0 {
 			continue
 		}
 		pre := "planner.beside_ingest." + c.name
-		f[pre+"p50_us"] = pct(c.calls.lat, 50)
-		f[pre+"p99_us"] = pct(c.calls.lat, 99)
-		f[pre+"wait_p99_us"] = pct(c.calls.wait, 99)
-		f[pre+"prefilter_p99_us"] = pct(c.calls.prefilter, 99)
-		f[pre+"expand_p99_us"] = pct(c.calls.expand, 99)
-		f[pre+"stitch_p99_us"] = pct(c.calls.stitch, 99)
-		f[pre+"rest_p99_us"] = pct(c.calls.rest, 99)
+		f[pre+"p50_us"] = c.calls.lat.pct(50)
+		f[pre+"p99_us"] = c.calls.lat.pct(99)
+		for _, st := range []struct {
+			name string
+			d    *dist
+		}{{"wait", &c.calls.wait}, {"prefilter", &c.calls.prefilter}, {"expand", &c.calls.expand}, {"stitch", &c.calls.stitch}, {"rest", &c.calls.rest}} {
+			f[pre+st.name+"_p99_us"] = st.d.pct(99)
+		}
 	}
 	g := func(k string) float64 { return f["planner.beside_ingest."+k] }
-	r.say("ingest: mixed phase at %.0f steps/s (of %.0f asked); the planner, 1 hop, 1 thread at 250 calls/s: p50 %.0f µs, p99 %.0f µs in %d calls (p99s: waiting for the graph's read lock %.0f, prefilter %.0f, expansion %.0f, re-rank and stitch %.0f, the rest %.0f µs), against p50 %.0f, p99 %.0f µs with nothing ingested (%.0f, %.0f, %.0f, %.0f, %.0f); ingest paused %d times for it, %.2f s in all",
-		f["ingest.mixed_steps_per_s"], rate, g("p50_us"), g("p99_us"), len(busy.lat), g("wait_p99_us"), g("prefilter_p99_us"), g("expand_p99_us"), g("stitch_p99_us"), g("rest_p99_us"),
+	r.say("ingest: mixed phase at %.0f steps/s (of %.0f asked); the planner, 1 hop, 1 thread at 250 calls/s: p50 %.0f µs, p99 %.0f µs in %.0f calls (p99s: waiting for the graph's read lock %.0f, prefilter %.0f, expansion %.0f, re-rank and stitch %.0f, the rest %.0f µs), against p50 %.0f, p99 %.0f µs with nothing ingested (%.0f, %.0f, %.0f, %.0f, %.0f); ingest paused %d times for it, %.2f s in all",
+		f["ingest.mixed_steps_per_s"], rate, g("p50_us"), g("p99_us"), g("calls"), g("wait_p99_us"), g("prefilter_p99_us"), g("expand_p99_us"), g("stitch_p99_us"), g("rest_p99_us"),
 		g("idle_p50_us"), g("idle_p99_us"), g("idle_wait_p99_us"), g("idle_prefilter_p99_us"), g("idle_expand_p99_us"), g("idle_stitch_p99_us"), g("idle_rest_p99_us"),
 		yields-yields0, (yielded - yielded0).Seconds())
 	return nil
