@@ -10,7 +10,7 @@ import (
 type IVFOptions struct {
 	// NProbe is the number of nearest lists a search probes (default
 	// 32) unless the lists left cannot hold a better item than its k-th
-	// best, which it checks from half of them on; a filtered search
+	// best, which it checks from an eighth of them on; a filtered search
 	// probes more until it has seen enough items the filter admits.
 	NProbe int
 	// TrainAt is the number of vectors at which the coarse quantiser is
@@ -81,7 +81,7 @@ const (
 // # Search
 //
 // A search ranks the lists by their centroid's similarity to the query
-// and scans the nearest NProbe (or from half of them on, stops as soon
+// and scans the nearest NProbe (or from an eighth of them on, stops as soon
 // as the lists left cannot hold a better item than its k-th best),
 // checking the cheap Meta fields of the filter inline before scoring and
 // asking [Filter.Allow] only about an item that would enter the result
@@ -180,7 +180,7 @@ func (x *IVF) Lists() int { return len(x.st.Load().lists) }
 
 // SetNProbe sets the number of lists an unfiltered search probes at
 // most, unless the bound rules out a better item than its k-th best
-// sooner (from half of them on; IVFOptions.NProbe).
+// sooner (from an eighth of them on; IVFOptions.NProbe).
 func (x *IVF) SetNProbe(n int) { x.nprobe.Store(int32(max(1, n))) }
 
 // NProbe returns the number of lists an unfiltered search probes at

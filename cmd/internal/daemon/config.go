@@ -132,7 +132,7 @@ type Config struct {
 		// hnsw (graph) or flat (exact).
 		Index string `yaml:"index"`
 		// NProbe is the number of IVF lists an unfiltered search probes
-		// at most; from half of them on it stops once the lists left
+		// at most; from an eighth of them on it stops once the lists left
 		// cannot hold a better item (wave.IVFOptions.NProbe).
 		NProbe int `yaml:"nprobe"`
 		// SplitByAgent keeps the IVF's items a second time apart by

@@ -49,7 +49,7 @@ func newMetrics() *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	}, []string{"stage"})
 	m.prefilterLists = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "ctxgraph_planner_prefilter_lists", Help: "Inverted lists the IVF index scanned per planner prefilter (half of vectors.nprobe at least, vectors.nprobe unless the rest cannot hold a better item; more under a selective filter).",
+		Name: "ctxgraph_planner_prefilter_lists", Help: "Inverted lists the IVF index scanned per planner prefilter (an eighth of vectors.nprobe at least, vectors.nprobe unless the rest cannot hold a better item; more under a selective filter).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 	})
 	m.prefilterScored = prometheus.NewHistogram(prometheus.HistogramOpts{
