@@ -410,9 +410,10 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe int,
 // stop on the bound: past nprobe/boundFrom lists. A broad search finds
 // its k best in its first two or three lists. On the medium bench's
 // store, from an eighth of nprobe on (4 of 32 lists) rather than from
-// half, the planner's prefilters scored 57% fewer items at the median
-// and took 14% less time at p50 and 10% less on average, at the same
-// recall@10 (0.985 and 0.986 against 0.984 and 0.985, two stores). On
+// half, the planner's prefilters scored 55% fewer items at the median
+// and took 14–24% less time at p50 and 10–20% less on average (the
+// broad queries' 29–36% less at p50: they scan 4 lists, not 16), at the
+// same recall@10 (0.984–0.986 against 0.982–0.985; three stores). On
 // BenchmarkIVFSearch's clustered 200k set an unfiltered search takes
 // 103–125 µs at p50 against 153–158, recall@10 0.988 against 0.997.
 // From the first list on, a search may stop before its sample of
