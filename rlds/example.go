@@ -84,61 +84,35 @@ func ParseExample(b []byte) (Example, error) {
 }
 
 func parseExampleInto(ex Example, b []byte) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return corruptf("example: %v", protowire.ParseError(n))
-		}
-		b = b[n:]
-		if num == exampleFeatures {
-			if typ != protowire.BytesType {
-				return corruptf("example: field features has wire type %d, want %d", typ, protowire.BytesType)
-			}
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return corruptf("example: features: %v", protowire.ParseError(n))
-			}
-			b = b[n:]
-			if err := parseFeatures(ex, v); err != nil {
-				return err
-			}
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return corruptf("example: field %d: %v", num, protowire.ParseError(n))
-		}
-		b = b[n:]
-	}
-	return nil
+	return eachMessage(message{b: b, what: "example"}, exampleFeatures, "example: field features", "example: features", ex, parseFeatures)
 }
 
 func parseFeatures(ex Example, b []byte) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return corruptf("example features: %v", protowire.ParseError(n))
+	return eachMessage(message{b: b, what: "example features"}, featuresFeature, "example features: map entry", "example features: map entry", ex, parseMapEntry)
+}
+
+// eachMessage calls parse with ex for each value of m's field num, a
+// message (length-delimited), passing over the other fields. field and
+// value name the field in errors (message.bytes).
+func eachMessage(m message, num protowire.Number, field, value string, ex Example, parse func(Example, []byte) error) error {
+	for m.more() {
+		n, typ, err := m.tag()
+		if err != nil {
+			return err
 		}
-		b = b[n:]
-		if num == featuresFeature {
-			if typ != protowire.BytesType {
-				return corruptf("example features: map entry has wire type %d, want %d", typ, protowire.BytesType)
-			}
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return corruptf("example features: map entry: %v", protowire.ParseError(n))
-			}
-			b = b[n:]
-			if err := parseMapEntry(ex, v); err != nil {
+		if n != num {
+			if err := m.skip(n, typ); err != nil {
 				return err
 			}
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return corruptf("example features: field %d: %v", num, protowire.ParseError(n))
+		v, err := m.bytes(typ, field, value)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
+		if err := parse(ex, v); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -147,24 +121,25 @@ func parseMapEntry(ex Example, b []byte) error {
 	var key string
 	var val []byte
 	var haveVal bool
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return corruptf("example feature entry: %v", protowire.ParseError(n))
+	m := message{b: b, what: "example feature entry"}
+	for m.more() {
+		num, typ, err := m.tag()
+		if err != nil {
+			return err
 		}
-		b = b[n:]
 		switch {
 		case num == mapKey && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return corruptf("example feature key: %v", protowire.ParseError(n))
+			v, err := m.bytes(typ, "", "example feature key")
+			if err != nil {
+				return err
 			}
-			key, b = string(v), b[n:]
+			key = string(v)
 		case num == mapValue && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := protowire.ConsumeBytes(m.b)
 			if n < 0 {
 				return corruptf("example feature %q: %v", key, protowire.ParseError(n))
 			}
+			m.b = m.b[n:]
 			// A map entry's value message may in principle come in parts;
 			// they merge, so keep the last and fold earlier ones below.
 			if haveVal {
@@ -172,15 +147,13 @@ func parseMapEntry(ex Example, b []byte) error {
 			} else {
 				val = v
 			}
-			haveVal, b = true, b[n:]
+			haveVal = true
 		case num == mapKey || num == mapValue:
 			return corruptf("example feature entry: field %d has wire type %d, want %d", num, typ, protowire.BytesType)
 		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return corruptf("example feature entry: field %d: %v", num, protowire.ParseError(n))
+			if err := m.skip(num, typ); err != nil {
+				return err
 			}
-			b = b[n:]
 		}
 	}
 	if _, dup := ex[key]; !dup && len(ex) >= maxExampleFeatures {
@@ -211,12 +184,12 @@ func unwrapCorrupt(err error) string {
 }
 
 func parseFeature(f *Feature, b []byte) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return corruptf("%v", protowire.ParseError(n))
+	m := message{b: b}
+	for m.more() {
+		num, typ, err := m.tag()
+		if err != nil {
+			return err
 		}
-		b = b[n:]
 		var kind FeatureKind
 		switch num {
 		case featureBytesList:
@@ -226,26 +199,19 @@ func parseFeature(f *Feature, b []byte) error {
 		case featureInt64List:
 			kind = FeatureInt64
 		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return corruptf("field %d: %v", num, protowire.ParseError(n))
+			if err := m.skip(num, typ); err != nil {
+				return err
 			}
-			b = b[n:]
 			continue
 		}
-		if typ != protowire.BytesType {
-			return corruptf("%s has wire type %d, want %d", kind, typ, protowire.BytesType)
+		v, err := m.bytes(typ, kind.String(), kind.String())
+		if err != nil {
+			return err
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return corruptf("%s: %v", kind, protowire.ParseError(n))
-		}
-		b = b[n:]
 		if f.Kind != kind {
 			// A oneof keeps the member set last.
 			*f = Feature{Kind: kind}
 		}
-		var err error
 		switch kind {
 		case FeatureBytes:
 			f.Bytes, err = parseBytesList(f.Bytes, v)
@@ -262,127 +228,169 @@ func parseFeature(f *Feature, b []byte) error {
 }
 
 func parseBytesList(out [][]byte, b []byte) ([][]byte, error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, corruptf("bytes_list: %v", protowire.ParseError(n))
+	m := message{b: b, what: "bytes_list"}
+	for m.more() {
+		num, typ, err := m.tag()
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
 		if num != listValue {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, corruptf("bytes_list: field %d: %v", num, protowire.ParseError(n))
+			if err := m.skip(num, typ); err != nil {
+				return nil, err
 			}
-			b = b[n:]
 			continue
 		}
-		if typ != protowire.BytesType {
-			return nil, corruptf("bytes_list value has wire type %d, want %d", typ, protowire.BytesType)
+		v, err := m.bytes(typ, "bytes_list value", "bytes_list value")
+		if err != nil {
+			return nil, err
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, corruptf("bytes_list value: %v", protowire.ParseError(n))
-		}
-		b = b[n:]
 		out = append(out, v[:len(v):len(v)])
 	}
 	return out, nil
 }
 
 func parseFloatList(out []float32, b []byte) ([]float32, error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, corruptf("float_list: %v", protowire.ParseError(n))
+	return parseNumbers(out, b, "float_list", protowire.Fixed32Type, appendPackedFloats, consumeFloat)
+}
+
+func parseInt64List(out []int64, b []byte) ([]int64, error) {
+	return parseNumbers(out, b, "int64_list", protowire.VarintType, appendPackedInts, consumeInt)
+}
+
+// parseNumbers reads a FloatList or an Int64List (what) into out: its
+// values packed (a length-delimited run, appendPacked) or one at a time
+// (of wire type scalar, consume), in any mix.
+func parseNumbers[T any](out []T, b []byte, what string, scalar protowire.Type,
+	appendPacked func([]T, []byte) ([]T, error), consume func([]byte) (T, int)) ([]T, error) {
+	m := message{b: b, what: what}
+	for m.more() {
+		num, typ, err := m.tag()
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
 		if num != listValue {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, corruptf("float_list: field %d: %v", num, protowire.ParseError(n))
+			if err := m.skip(num, typ); err != nil {
+				return nil, err
 			}
-			b = b[n:]
 			continue
 		}
 		switch typ {
 		case protowire.BytesType: // packed
-			v, n := protowire.ConsumeBytes(b)
+			v, n := protowire.ConsumeBytes(m.b)
 			if n < 0 {
-				return nil, corruptf("float_list packed value: %v", protowire.ParseError(n))
+				return nil, corruptf("%s packed value: %v", what, protowire.ParseError(n))
 			}
-			b = b[n:]
-			if len(v)%4 != 0 {
-				return nil, corruptf("float_list packed value is %d bytes, not a multiple of 4", len(v))
+			m.b = m.b[n:]
+			if out, err = appendPacked(out, v); err != nil {
+				return nil, err
 			}
-			out = growFloats(out, len(v)/4)
-			for i := 0; i < len(v); i += 4 {
-				u := uint32(v[i]) | uint32(v[i+1])<<8 | uint32(v[i+2])<<16 | uint32(v[i+3])<<24
-				out = append(out, math.Float32frombits(u))
-			}
-		case protowire.Fixed32Type: // unpacked
-			u, n := protowire.ConsumeFixed32(b)
+		case scalar: // unpacked
+			x, n := consume(m.b)
 			if n < 0 {
-				return nil, corruptf("float_list value: %v", protowire.ParseError(n))
+				return nil, corruptf("%s value: %v", what, protowire.ParseError(n))
 			}
-			b = b[n:]
-			out = append(out, math.Float32frombits(u))
+			m.b = m.b[n:]
+			out = append(out, x)
 		default:
-			return nil, corruptf("float_list value has wire type %d, want %d or %d", typ, protowire.Fixed32Type, protowire.BytesType)
+			return nil, corruptf("%s value has wire type %d, want %d or %d", what, typ, scalar, protowire.BytesType)
 		}
 	}
 	return out, nil
 }
 
-func parseInt64List(out []int64, b []byte) ([]int64, error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, corruptf("int64_list: %v", protowire.ParseError(n))
-		}
-		b = b[n:]
-		if num != listValue {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, corruptf("int64_list: field %d: %v", num, protowire.ParseError(n))
-			}
-			b = b[n:]
-			continue
-		}
-		switch typ {
-		case protowire.BytesType: // packed
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil, corruptf("int64_list packed value: %v", protowire.ParseError(n))
-			}
-			b = b[n:]
-			// Each varint ends in exactly one byte below 0x80.
-			count := 0
-			for _, c := range v {
-				if c < 0x80 {
-					count++
-				}
-			}
-			out = growInts(out, count)
-			for len(v) > 0 {
-				x, n := protowire.ConsumeVarint(v)
-				if n < 0 {
-					return nil, corruptf("int64_list packed value: %v", protowire.ParseError(n))
-				}
-				v = v[n:]
-				out = append(out, int64(x))
-			}
-		case protowire.VarintType: // unpacked
-			x, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return nil, corruptf("int64_list value: %v", protowire.ParseError(n))
-			}
-			b = b[n:]
-			out = append(out, int64(x))
-		default:
-			return nil, corruptf("int64_list value has wire type %d, want %d or %d", typ, protowire.VarintType, protowire.BytesType)
-		}
+func appendPackedFloats(out []float32, v []byte) ([]float32, error) {
+	if len(v)%4 != 0 {
+		return nil, corruptf("float_list packed value is %d bytes, not a multiple of 4", len(v))
+	}
+	out = growFloats(out, len(v)/4)
+	for i := 0; i < len(v); i += 4 {
+		u := uint32(v[i]) | uint32(v[i+1])<<8 | uint32(v[i+2])<<16 | uint32(v[i+3])<<24
+		out = append(out, math.Float32frombits(u))
 	}
 	return out, nil
+}
+
+func consumeFloat(b []byte) (float32, int) {
+	u, n := protowire.ConsumeFixed32(b)
+	return math.Float32frombits(u), n
+}
+
+func appendPackedInts(out []int64, v []byte) ([]int64, error) {
+	// Each varint ends in exactly one byte below 0x80.
+	count := 0
+	for _, c := range v {
+		if c < 0x80 {
+			count++
+		}
+	}
+	out = growInts(out, count)
+	for len(v) > 0 {
+		x, n := protowire.ConsumeVarint(v)
+		if n < 0 {
+			return nil, corruptf("int64_list packed value: %v", protowire.ParseError(n))
+		}
+		v = v[n:]
+		out = append(out, int64(x))
+	}
+	return out, nil
+}
+
+func consumeInt(b []byte) (int64, int) {
+	x, n := protowire.ConsumeVarint(b)
+	return int64(x), n
+}
+
+// message reads the fields of a protobuf message in order: more, then
+// tag, then the field's value (bytes) or past it (skip). what names the
+// message in errors ("" for none).
+type message struct {
+	b    []byte
+	what string
+}
+
+func (m *message) more() bool { return len(m.b) > 0 }
+
+// tag reads the next field's number and wire type.
+func (m *message) tag() (protowire.Number, protowire.Type, error) {
+	num, typ, n := protowire.ConsumeTag(m.b)
+	if n < 0 {
+		return 0, 0, corruptf("%s%v", m.prefix(), protowire.ParseError(n))
+	}
+	m.b = m.b[n:]
+	return num, typ, nil
+}
+
+// skip passes over the value of a field the reader does not read, as
+// protobuf requires of unknown fields.
+func (m *message) skip(num protowire.Number, typ protowire.Type) error {
+	n := protowire.ConsumeFieldValue(num, typ, m.b)
+	if n < 0 {
+		return corruptf("%sfield %d: %v", m.prefix(), num, protowire.ParseError(n))
+	}
+	m.b = m.b[n:]
+	return nil
+}
+
+// bytes reads a length-delimited value, that of a field of wire type
+// typ: another wire type is an error naming the field (field), a value
+// cut short one naming it too (value).
+func (m *message) bytes(typ protowire.Type, field, value string) ([]byte, error) {
+	if typ != protowire.BytesType {
+		return nil, corruptf("%s has wire type %d, want %d", field, typ, protowire.BytesType)
+	}
+	v, n := protowire.ConsumeBytes(m.b)
+	if n < 0 {
+		return nil, corruptf("%s: %v", value, protowire.ParseError(n))
+	}
+	m.b = m.b[n:]
+	return v, nil
+}
+
+func (m *message) prefix() string {
+	if m.what == "" {
+		return ""
+	}
+	return m.what + ": "
 }
 
 func growFloats(s []float32, n int) []float32 {

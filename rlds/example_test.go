@@ -293,3 +293,15 @@ func TestParseExampleMalformed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkParseExample decodes the first episode of the bridge_dataset
+// sample (a real TFDS record: images, actions, instructions).
+func BenchmarkParseExample(b *testing.B) {
+	rec := firstRecord(b, bridgeTrain)
+	b.SetBytes(int64(len(rec)))
+	for b.Loop() {
+		if _, err := ParseExample(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
