@@ -54,10 +54,7 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 func (h *HNSW) WriteTo(w io.Writer) (int64, error) {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
-	e := &encoder{w: bufio.NewWriterSize(w, 1<<20), buf: make([]byte, 0, snapChunk)}
-	e.w.WriteString(snapMagic)
-	e.w.Write([]byte{snapVersion, 0})
-	e.n = int64(len(snapMagic) + 2)
+	e := newEncoder(w, snapMagic, snapVersion)
 
 	n := int(h.nslots.Load())
 	e.u32(uint32(h.dim))
@@ -231,23 +228,45 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 }
 
+// newEncoder starts a snapshot to w with its header: magic, then the
+// format version and a flags byte of 0.
+func newEncoder(w io.Writer, magic string, version byte) *encoder {
+	e := &encoder{w: bufio.NewWriterSize(w, 1<<20), buf: make([]byte, 0, snapChunk)}
+	e.w.WriteString(magic)
+	e.w.Write([]byte{version, 0})
+	e.n = int64(len(magic) + 2)
+	return e
+}
+
+// header reads a snapshot's header (newEncoder) and returns its version,
+// refusing another magic, a version outside 1..latest or a flag set
+// (named in the error as what: "version", "IVF version"). The checksum
+// starts after it.
+func (d *decoder) header(magic string, latest byte, what string) (byte, error) {
+	hdr := d.read(len(magic) + 2)
+	if d.err != nil {
+		return 0, d.err
+	}
+	if string(hdr[:len(magic)]) != magic {
+		return 0, corrupt("bad magic %q", hdr[:len(magic)])
+	}
+	v, fl := hdr[len(magic)], hdr[len(magic)+1]
+	if v < 1 || v > latest || fl != 0 {
+		return 0, corrupt("unsupported %s %d flags %d", what, v, fl)
+	}
+	d.crc = 0
+	return v, nil
+}
+
 // ReadHNSW reads a snapshot written by [HNSW.WriteTo]. It reads exactly
 // the snapshot's bytes from r. A damaged or truncated snapshot gives an
 // error wrapping [ErrCorrupt].
 func ReadHNSW(r io.Reader) (*HNSW, error) {
 	d := &decoder{r: r}
-	hdr := d.read(len(snapMagic) + 2)
-	if d.err != nil {
-		return nil, d.err
+	version, err := d.header(snapMagic, snapVersion, "version")
+	if err != nil {
+		return nil, err
 	}
-	if string(hdr[:len(snapMagic)]) != snapMagic {
-		return nil, corrupt("bad magic %q", hdr[:len(snapMagic)])
-	}
-	version := hdr[len(snapMagic)]
-	if version < 1 || version > snapVersion || hdr[len(snapMagic)+1] != 0 {
-		return nil, corrupt("unsupported version %d flags %d", version, hdr[len(snapMagic)+1])
-	}
-	d.crc = 0
 	dim, m, efC, efS := d.u32(), d.u32(), d.u32(), d.u32()
 	seed := d.u64()
 	n64, top := d.u32(), d.u64()

@@ -1,7 +1,6 @@
 package wave
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/binary"
 	"io"
@@ -95,10 +94,7 @@ func (x *IVF) writeVersion(w io.Writer, version byte) (int64, error) {
 		x.mu.Unlock()
 	}
 	defer x.mu.Unlock()
-	e := &encoder{w: bufio.NewWriterSize(w, 1<<20), buf: make([]byte, 0, snapChunk)}
-	e.w.WriteString(ivfMagic)
-	e.w.Write([]byte{version, 0})
-	e.n = int64(len(ivfMagic) + 2)
+	e := newEncoder(w, ivfMagic, version)
 
 	st := x.st.Load()
 	e.u32(uint32(x.dim))
@@ -198,22 +194,14 @@ func (d *decoder) f32s(n int) []float32 {
 // float vectors are attached again ([IVF.Attach]).
 func ReadIVF(r io.Reader) (*IVF, error) {
 	d := &decoder{r: r}
-	hdr := d.read(len(ivfMagic) + 2)
-	if d.err != nil {
-		return nil, d.err
-	}
-	if string(hdr[:len(ivfMagic)]) != ivfMagic {
-		return nil, corrupt("bad magic %q", hdr[:len(ivfMagic)])
-	}
-	v, fl := hdr[len(ivfMagic)], hdr[len(ivfMagic)+1]
-	if v < 1 || v > ivfVersion || fl != 0 {
-		return nil, corrupt("unsupported IVF version %d flags %d", v, fl)
+	v, err := d.header(ivfMagic, ivfVersion, "IVF version")
+	if err != nil {
+		return nil, err
 	}
 	msize := metaSize
 	if v == 1 {
 		msize = metaSizeV1
 	}
-	d.crc = 0
 	dim, nprobe, trainAt, factor, listSize := d.u32(), d.u32(), d.u32(), d.u32(), d.u32()
 	seed, trained, total := d.u64(), d.u64(), d.u64()
 	k1, nlist := d.u32(), d.u32()
