@@ -19,16 +19,15 @@ const rrfK = 60
 // an edge with its endpoints, an episode's node or the nodes a CMS span
 // touched. Every candidate has passed the request's constraints.
 type candidate struct {
-	// keyKind and keyID name the item for fusing two rankings (fuseKey):
-	// the same item found both ways fuses.
-	keyKind byte
-	keyID   string
-	kind    string // node, edge, episode or span
-	id      string
-	via     []string // the rankings that found it: semantic, keyword
-	score   float64
-	edge    *particle.Edge
-	nodes   []*particle.Node
+	kind string // node, edge, episode or span
+	id   string
+	// keyID is the id the item fuses on (fuseKey): its id, or an
+	// episode's node's (an episode stands for its node).
+	keyID string
+	via   []string // the rankings that found it: semantic, keyword
+	score float64
+	edge  *particle.Edge
+	nodes []*particle.Node
 	// endpointScale scales the score for an edge's endpoints.
 	endpointScale float64
 }
@@ -138,8 +137,17 @@ const (
 	viaKeyword  = "keyword"
 )
 
-// fuseKey names the candidate's item for fuse.
-func (c *candidate) fuseKey() string { return string(c.keyKind) + ":" + c.keyID }
+// fuseKey names the candidate's item for fuse: the same item found both
+// ways fuses (an episode as its node).
+func (c *candidate) fuseKey() string {
+	switch c.kind {
+	case "edge":
+		return "e:" + c.keyID
+	case "span":
+		return "s:" + c.keyID
+	}
+	return "n:" + c.keyID
+}
 
 // The rankings' names as candidates' via lists, shared: a candidate's
 // list is only ever replaced (fuse appends to a clipped copy), so one
@@ -150,19 +158,19 @@ var (
 )
 
 func (run *run) nodeCandidate(n *particle.Node, s float64, via []string) candidate {
-	return candidate{keyKind: 'n', keyID: n.ID, kind: "node", id: n.ID, via: via, score: s, nodes: run.candNodes(n, nil)}
+	return candidate{keyID: n.ID, kind: "node", id: n.ID, via: via, score: s, nodes: run.candNodes(n, nil)}
 }
 
 func (run *run) edgeCandidate(e *particle.Edge, s float64, via []string) candidate {
 	src, dst := run.r.EdgeEnds(e)
-	return candidate{keyKind: 'e', keyID: e.ID, kind: "edge", id: e.ID, via: via, score: s, edge: e, endpointScale: 0.9,
+	return candidate{keyID: e.ID, kind: "edge", id: e.ID, via: via, score: s, edge: e, endpointScale: 0.9,
 		nodes: run.candNodes(src, dst)}
 }
 
 // episodeCandidate is an episode standing for its node (the same item
 // as that node found another way).
 func (run *run) episodeCandidate(ep *particle.Episode, s float64, via []string) candidate {
-	return candidate{keyKind: 'n', keyID: ep.NodeID, kind: "episode", id: ep.ID, via: via, score: s, nodes: run.candNodes(run.r.Node(ep.NodeID), nil)}
+	return candidate{keyID: ep.NodeID, kind: "episode", id: ep.ID, via: via, score: s, nodes: run.candNodes(run.r.Node(ep.NodeID), nil)}
 }
 
 // candNodes returns a and, unless nil, b, as a candidate's nodes in the
@@ -248,7 +256,7 @@ func (run *run) fromKeyword(hits []keyword.Hit) []candidate {
 				}
 			}
 			if len(nodes) > 0 {
-				out = append(out, candidate{keyKind: 's', keyID: h.ID, kind: "span", id: h.ID, via: viaKeywordOnly, score: s, nodes: nodes})
+				out = append(out, candidate{keyID: h.ID, kind: "span", id: h.ID, via: viaKeywordOnly, score: s, nodes: nodes})
 			}
 		}
 	}

@@ -132,8 +132,8 @@ func TestHybridFindsWhatEitherAloneMisses(t *testing.T) {
 }
 
 func TestFuseIsReciprocalRank(t *testing.T) {
-	a := []candidate{{keyKind: 'n', keyID: "x", score: 0.9}, {keyKind: 'n', keyID: "y", score: 0.8}, {keyKind: 'n', keyID: "z", score: 0.7}}
-	b := []candidate{{keyKind: 'n', keyID: "z", score: 1}, {keyKind: 'n', keyID: "w", score: 0.5}}
+	a := []candidate{{keyID: "x", score: 0.9}, {keyID: "y", score: 0.8}, {keyID: "z", score: 0.7}}
+	b := []candidate{{keyID: "z", score: 1}, {keyID: "w", score: 0.5}}
 	got := fuse(a, b)
 	var keys []string
 	for _, c := range got {
