@@ -513,34 +513,52 @@ func (b *Batch) storeVector(k []byte, emb, stored []float32) {
 	}
 }
 
-// publishHold is how many nodes, edges and episodes publish puts into
-// the view under one hold of its write lock. A bulk batch of 1,700
-// steps took 25-35 ms to publish (on the medium bench), and a planner
-// call that arrived meanwhile waited for all of it; between holds the
-// readers waiting get in. A hold of 64 items is about 0.3 ms.
-const publishHold = 64
+// publishHold and publishHoldTime bound one hold of the view's write
+// lock while publish puts a batch's nodes, edges and episodes into it:
+// at most 64 items, and at most 0.1 ms (the clock is read every
+// holdClockEvery items). Between holds the readers waiting get in.
+//
+// A bulk batch of 1,700 steps takes 25-35 ms to publish on the medium
+// bench. Before holds, a planner call that arrived meanwhile waited for
+// all of it. Bounded by count alone, a hold of 64 items took 0.2 ms at
+// the median, but 2 ms at the p99 and 6 ms at the p999: the writer
+// shares two cores with Badger's goroutines and the collector. A
+// reader's wait p99 in BenchmarkReadWaitWhilePublishing was 0.8-1.1 ms;
+// bounded by time as well, it was 0.45-0.55 ms in three of four
+// interleaved pairs (BENCHMARKS.md, forty-sixth round).
+//
+// publishHoldTime is a variable for tests.
+const (
+	publishHold    = 64
+	holdClockEvery = 4
+)
+
+var publishHoldTime = 100 * time.Microsecond
 
 // betweenHolds, when set (by tests), runs each time publish lets
 // readers in, with the view's lock released.
 var betweenHolds func()
 
 // publish applies the committed batch to the view: its nodes, then its
-// edges, then its episodes, in holds of publishHold items (a reader
-// sees each item whole, and a large batch possibly in part; all of it
-// is committed), then the rest at once.
+// edges, then its episodes, in holds of at most publishHold items and
+// publishHoldTime (a reader sees each item whole, and a large batch
+// possibly in part; all of it is committed), then the rest at once.
 func (b *Batch) publish() Changes {
 	var ch Changes
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held := 0
+	held, since := 0, time.Now()
 	hold := func() {
-		if held++; held%publishHold == 0 {
+		held++
+		if held%publishHold == 0 || held%holdClockEvery == 0 && time.Since(since) >= publishHoldTime {
+			held = 0
 			s.mu.Unlock() // the readers waiting get in; the next Lock waits for them
 			if betweenHolds != nil {
 				betweenHolds()
 			}
 			s.mu.Lock()
+			since = time.Now()
 		}
 	}
 	for _, n := range b.nodes {

@@ -107,6 +107,23 @@ func TestPublishLetsReadersInBetweenHolds(t *testing.T) {
 	})
 }
 
+// A hold ends on time as well as on its count: with no time allowed, a
+// batch of fewer than publishHold items still lets readers in every
+// holdClockEvery items.
+func TestPublishHoldEndsOnTime(t *testing.T) {
+	s := openScratchStore(t, t.TempDir())
+	putEdges(t, s, 40, 0) // the nodes exist: the batch below is its 40 edges and the hub
+	saved := publishHoldTime
+	publishHoldTime = 0
+	gaps := 0
+	betweenHolds = func() { gaps++ }
+	defer func() { publishHoldTime, betweenHolds = saved, nil }()
+	putEdges(t, s, 40, 1)
+	if want := 40 / holdClockEvery; gaps < want {
+		t.Fatalf("a batch of 40 edges let readers in %d times with no hold time allowed, want at least %d", gaps, want)
+	}
+}
+
 // BenchmarkReadWaitWhilePublishing times how long a reader waits for
 // the view while a writer publishes batches of 2,048 edges back to
 // back (a bulk ingest's batch size), and reports the wait's p50, p99

@@ -21,8 +21,8 @@ type Reader struct {
 // of a list). It holds committed items only, each whole; a batch being
 // published may be in it in part (nodes first, then edges, then
 // episodes), since a writer publishing a large batch lets waiting
-// readers in every publishHold items rather than stall them for all of
-// it.
+// readers in every publishHold items or publishHoldTime, whichever comes
+// first, rather than stall them for all of it.
 func (s *Store) Read(fn func(r Reader)) {
 	pol := s.policies()
 	s.mu.RLock()
