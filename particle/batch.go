@@ -546,8 +546,10 @@ var betweenHolds func()
 func (b *Batch) publish() Changes {
 	var ch Changes
 	s := b.s
+	room := s.v.reserveSeqs(b.maxSeqs()) // without the lock (seqroom.go)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.v.useSeqRoom(room)
 	held, since := 0, time.Now()
 	hold := func() {
 		held++

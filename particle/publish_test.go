@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/wave"
 )
@@ -121,6 +122,40 @@ func TestPublishHoldEndsOnTime(t *testing.T) {
 	putEdges(t, s, 40, 1)
 	if want := 40 / holdClockEvery; gaps < want {
 		t.Fatalf("a batch of 40 edges let readers in %d times with no hold time allowed, want at least %d", gaps, want)
+	}
+}
+
+// A batch whose seqs pass the end of the view's arrays by seq has them
+// grown before its first hold of the lock (seqroom.go): between its
+// holds they are the arrays it began with.
+func TestPublishGrowsArraysBeforeItsHolds(t *testing.T) {
+	s := openScratchStore(t, t.TempDir())
+	putEdges(t, s, 8, 0)
+	saved := publishHoldTime
+	publishHoldTime = 0 // a hold every holdClockEvery items
+	type arrays struct{ facts, ends, edges uintptr }
+	now := func() arrays {
+		v := s.v
+		return arrays{uintptr(unsafe.Pointer(unsafe.SliceData(v.edgeFacts))), uintptr(unsafe.Pointer(unsafe.SliceData(v.ends))), uintptr(unsafe.Pointer(unsafe.SliceData(v.edgeSeq)))}
+	}
+	var seen []arrays
+	betweenHolds = func() { seen = append(seen, now()) }
+	defer func() { publishHoldTime, betweenHolds = saved, nil }()
+	before := cap(s.v.edgeFacts)
+	putEdges(t, s, 4*before, 1) // far past the arrays' room
+	if cap(s.v.edgeFacts) <= before {
+		t.Fatalf("the facts' capacity %d did not grow past %d", cap(s.v.edgeFacts), before)
+	}
+	if len(seen) < 2 {
+		t.Fatalf("the batch let readers in %d times, want many", len(seen))
+	}
+	for i, a := range seen {
+		if a != seen[0] {
+			t.Fatalf("the arrays by seq moved between holds %d and %d of the publish: %+v, then %+v", 0, i, seen[0], a)
+		}
+	}
+	if got := now(); got != seen[0] {
+		t.Fatalf("the arrays by seq moved after the last hold: %+v, then %+v", seen[0], got)
 	}
 }
 

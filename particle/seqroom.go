@@ -1,0 +1,87 @@
+package particle
+
+import "slices"
+
+// A batch's new items take seqs past the end of the view's arrays by
+// seq (nodes, edges and episodes by seq, the edges' facts, salience,
+// agents and ends). Growing one copies it: a medium store's facts are
+// about 16 MB, and a copy that size, its zeroing and its page faults
+// made some of the longest holds of the view's write lock, 1.5 to 78 ms
+// where a hold is 0.2 ms at the median (BenchmarkReadWaitWhilePublishing;
+// BENCHMARKS.md, forty-sixth round). So publish makes that room before
+// it takes the lock (reserveSeqs) and only puts the larger arrays in
+// place under it (useSeqRoom).
+//
+// The copies hold what the originals hold: only the writer changes
+// those arrays, in publish, and it is the one copying them; the
+// readers reading the originals meanwhile only read.
+
+// seqRoom is the view's arrays by seq, each with room for a batch's
+// items: the same array where it had room, else a larger copy.
+type seqRoom struct {
+	nodeSeq    []*Node
+	edgeSeq    []*Edge
+	episodeSeq []*Episode
+	edgeFacts  []EdgeFacts
+	edgeSal    []EdgeSalience
+	edgeAgents []agentSet
+	ends       []edgeEnds
+}
+
+// roomFor returns s with room for index seq (its length unchanged): a
+// larger copy, grown as setDense would grow it, if it has none.
+func roomFor[T any](s []T, seq uint64) []T {
+	if seq < uint64(cap(s)) {
+		return s
+	}
+	return slices.Grow(s, int(seq)+1-len(s))
+}
+
+// reserveSeqs returns v's arrays by seq with room for the nodes, edges
+// and episodes up to the seqs given (0: none). The edges' agents get
+// room only once some edge has them. The writer calls it without the
+// view's lock.
+func (v *view) reserveSeqs(nodes, edges, episodes uint64) seqRoom {
+	r := seqRoom{
+		nodeSeq: v.nodeSeq, edgeSeq: v.edgeSeq, episodeSeq: v.episodeSeq,
+		edgeFacts: v.edgeFacts, edgeSal: v.edgeSal, edgeAgents: v.edgeAgents, ends: v.ends,
+	}
+	if nodes > 0 {
+		r.nodeSeq = roomFor(r.nodeSeq, nodes)
+	}
+	if edges > 0 {
+		r.edgeSeq = roomFor(r.edgeSeq, edges)
+		r.edgeFacts = roomFor(r.edgeFacts, edges)
+		r.edgeSal = roomFor(r.edgeSal, edges)
+		r.ends = roomFor(r.ends, edges)
+		if len(r.edgeAgents) > 0 {
+			r.edgeAgents = roomFor(r.edgeAgents, edges)
+		}
+	}
+	if episodes > 0 {
+		r.episodeSeq = roomFor(r.episodeSeq, episodes)
+	}
+	return r
+}
+
+// useSeqRoom puts r's arrays in place; the writer calls it under the
+// view's write lock, with nothing changed in them since reserveSeqs.
+func (v *view) useSeqRoom(r seqRoom) {
+	v.nodeSeq, v.edgeSeq, v.episodeSeq = r.nodeSeq, r.edgeSeq, r.episodeSeq
+	v.edgeFacts, v.edgeSal, v.edgeAgents, v.ends = r.edgeFacts, r.edgeSal, r.edgeAgents, r.ends
+}
+
+// maxSeqs returns the highest seq among b's nodes, edges and episodes
+// (0 where none has one).
+func (b *Batch) maxSeqs() (nodes, edges, episodes uint64) {
+	for _, n := range b.nodes {
+		nodes = max(nodes, n.Seq)
+	}
+	for _, e := range b.edges {
+		edges = max(edges, e.Seq)
+	}
+	for _, e := range b.episodes {
+		episodes = max(episodes, e.Seq)
+	}
+	return nodes, edges, episodes
+}
