@@ -6,7 +6,7 @@ import "slices"
 // seq (nodes, edges and episodes by seq, the edges' facts, salience,
 // agents and ends). Growing one copies it: a medium store's facts are
 // about 16 MB, and a copy that size, its zeroing and its page faults
-// made some of the longest holds of the view's write lock, 1.5 to 78 ms
+// made some of the longest holds of the view's write lock, 1.4 to 78 ms
 // where a hold is 0.2 ms at the median (BenchmarkReadWaitWhilePublishing;
 // BENCHMARKS.md, forty-sixth round). So publish makes that room before
 // it takes the lock (reserveSeqs) and only puts the larger arrays in
