@@ -546,7 +546,7 @@ var betweenHolds func()
 func (b *Batch) publish() Changes {
 	var ch Changes
 	s := b.s
-	room := s.v.reserveSeqs(b.maxSeqs()) // without the lock (seqroom.go)
+	room := s.v.reserveRoom(b) // without the lock (seqroom.go)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.v.useSeqRoom(room)

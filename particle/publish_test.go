@@ -125,18 +125,22 @@ func TestPublishHoldEndsOnTime(t *testing.T) {
 	}
 }
 
-// A batch whose seqs pass the end of the view's arrays by seq has them
-// grown before its first hold of the lock (seqroom.go): between its
-// holds they are the arrays it began with.
-func TestPublishGrowsArraysBeforeItsHolds(t *testing.T) {
+// A batch whose seqs pass the end of the view's arrays by seq, and
+// whose new edges outgrow a hub's adjacency list, has them grown before
+// its first hold of the lock (seqroom.go): between its holds they are
+// the arrays it began with.
+func TestPublishGrowsArraysAndListsBeforeItsHolds(t *testing.T) {
 	s := openScratchStore(t, t.TempDir())
 	putEdges(t, s, 8, 0)
 	saved := publishHoldTime
 	publishHoldTime = 0 // a hold every holdClockEvery items
-	type arrays struct{ facts, ends, edges uintptr }
+	hub := EntityID(DefaultNamespace, NodeEntity, "hub")
+	type arrays struct{ facts, ends, edges, hubOut uintptr }
+	at := func(p unsafe.Pointer) uintptr { return uintptr(p) }
 	now := func() arrays {
 		v := s.v
-		return arrays{uintptr(unsafe.Pointer(unsafe.SliceData(v.edgeFacts))), uintptr(unsafe.Pointer(unsafe.SliceData(v.ends))), uintptr(unsafe.Pointer(unsafe.SliceData(v.edgeSeq)))}
+		return arrays{at(unsafe.Pointer(unsafe.SliceData(v.edgeFacts))), at(unsafe.Pointer(unsafe.SliceData(v.ends))),
+			at(unsafe.Pointer(unsafe.SliceData(v.edgeSeq))), at(unsafe.Pointer(unsafe.SliceData(v.out[hub])))}
 	}
 	var seen []arrays
 	betweenHolds = func() { seen = append(seen, now()) }
@@ -146,16 +150,19 @@ func TestPublishGrowsArraysBeforeItsHolds(t *testing.T) {
 	if cap(s.v.edgeFacts) <= before {
 		t.Fatalf("the facts' capacity %d did not grow past %d", cap(s.v.edgeFacts), before)
 	}
+	if n := len(s.v.out[hub]); n < 4*before {
+		t.Fatalf("the hub's out list holds %d edges, want at least %d", n, 4*before)
+	}
 	if len(seen) < 2 {
 		t.Fatalf("the batch let readers in %d times, want many", len(seen))
 	}
 	for i, a := range seen {
 		if a != seen[0] {
-			t.Fatalf("the arrays by seq moved between holds %d and %d of the publish: %+v, then %+v", 0, i, seen[0], a)
+			t.Fatalf("the arrays by seq or the hub's list moved between holds %d and %d of the publish: %+v, then %+v", 0, i, seen[0], a)
 		}
 	}
 	if got := now(); got != seen[0] {
-		t.Fatalf("the arrays by seq moved after the last hold: %+v, then %+v", seen[0], got)
+		t.Fatalf("the arrays by seq or the hub's list moved after the last hold: %+v, then %+v", seen[0], got)
 	}
 }
 
