@@ -553,7 +553,7 @@ func (b *Batch) publish() Changes {
 	held, since := 0, time.Now()
 	hold := func() {
 		held++
-		if held%publishHold == 0 || held%holdClockEvery == 0 && time.Since(since) >= publishHoldTime {
+		if held == publishHold || held%holdClockEvery == 0 && time.Since(since) >= publishHoldTime {
 			held = 0
 			s.mu.Unlock() // the readers waiting get in; the next Lock waits for them
 			if betweenHolds != nil {

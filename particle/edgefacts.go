@@ -2,7 +2,6 @@ package particle
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/wave"
@@ -249,11 +248,11 @@ func (v *view) setFacts(e *Edge, f EdgeFacts, keepCode bool) EdgeFacts {
 	return f
 }
 
-// setDense stores x at index seq of s, growing s as needed.
+// setDense stores x at index seq of s, growing s as needed (roomFor).
 func setDense[T any](s []T, seq uint64, x T) []T {
-	if need := int(seq) + 1 - len(s); need > 0 {
+	if seq >= uint64(len(s)) {
 		// Past len the backing array is zero: the view never shrinks.
-		s = slices.Grow(s, need)[:int(seq)+1]
+		s = roomFor(s, seq)[:seq+1]
 	}
 	s[seq] = x
 	return s

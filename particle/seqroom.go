@@ -23,7 +23,8 @@ import "slices"
 // the readers reading the originals meanwhile only read.
 
 // seqRoom is the view's arrays by seq, each with room for a batch's
-// items: the same array where it had room, else a larger copy.
+// items (the same array where it had room, else a larger copy), and the
+// adjacency lists the batch's new edges would outgrow, grown.
 type seqRoom struct {
 	nodeSeq    []*Node
 	edgeSeq    []*Edge
@@ -37,7 +38,8 @@ type seqRoom struct {
 }
 
 // roomFor returns s with room for index seq (its length unchanged): a
-// larger copy, grown as setDense would grow it, if it has none.
+// larger copy, grown as append grows a slice, if it has none. setDense
+// grows by it too.
 func roomFor[T any](s []T, seq uint64) []T {
 	if seq < uint64(cap(s)) {
 		return s
@@ -50,13 +52,10 @@ func roomFor[T any](s []T, seq uint64) []T {
 // grown. The writer calls it without the view's lock.
 func (v *view) reserveRoom(b *Batch) seqRoom {
 	r := v.reserveSeqs(b.maxSeqs())
-	var outs, ins map[string]int // node id -> new edges to add
+	outs, ins := map[string]int{}, map[string]int{} // node id -> new edges to add
 	for _, e := range b.edges {
 		if _, isNew := b.newEdges[e.ID]; !isNew || e.Seq == 0 {
 			continue
-		}
-		if outs == nil {
-			outs, ins = map[string]int{}, map[string]int{}
 		}
 		outs[e.Source]++
 		ins[e.Target]++
@@ -110,8 +109,9 @@ func (v *view) reserveSeqs(nodes, edges, episodes uint64) seqRoom {
 	return r
 }
 
-// useSeqRoom puts r's arrays in place; the writer calls it under the
-// view's write lock, with nothing changed in them since reserveSeqs.
+// useSeqRoom puts r's arrays and lists in place; the writer calls it
+// under the view's write lock, with nothing changed in them since
+// reserveRoom.
 func (v *view) useSeqRoom(r seqRoom) {
 	v.nodeSeq, v.edgeSeq, v.episodeSeq = r.nodeSeq, r.edgeSeq, r.episodeSeq
 	v.edgeFacts, v.edgeSal, v.edgeAgents, v.ends = r.edgeFacts, r.edgeSal, r.edgeAgents, r.ends
