@@ -539,11 +539,9 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	}
 	lists := mem[t.listsOff : t.listsOff+t.listsLen]
 	// What the load reads, asked for ahead of its decoders (the mapping
-	// reads nothing ahead of its own: mapSnapshot).
-	go func() {
-		willNeedChunks(mem, dir, tables)
-		willNeed(lists)
-	}()
+	// reads nothing ahead of its own: mapSnapshot). A failed load stops
+	// it and waits for it: the caller then unmaps mem.
+	ahead := startReadAhead(mem, dir, tables, lists)
 	var next atomic.Int64
 	put := newChunkPutter(v, int(t.parts))
 	err := drainChunks(n, func(done chan<- *loadChunk, quit <-chan struct{}) error {
@@ -577,13 +575,14 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	if err == nil {
 		err = finished
 	}
-	if err != nil {
-		return loadCounts{}, nil, err
+	// (The lists are checked after the load: the mapping reads nothing
+	// ahead, and the lists are read ahead after the chunks.)
+	if err == nil && crc32.Checksum(lists, crcTable) != t.listsCRC {
+		err = errors.New("edge chunks' checksum mismatch")
 	}
-	// (Checked after the load: the mapping reads nothing ahead, and the
-	// lists are read ahead after the chunks.)
-	if crc32.Checksum(lists, crcTable) != t.listsCRC {
-		return loadCounts{}, nil, errors.New("edge chunks' checksum mismatch")
+	if err != nil {
+		ahead.stop()
+		return loadCounts{}, nil, err
 	}
 	left := &snapLeft{lists: lists, edges: &snapEdgeEmbeddings{mem: mem}}
 	for _, e := range dir {
@@ -594,17 +593,50 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 	return counts, left, nil
 }
 
-// willNeedChunks asks the kernel to read ahead, in load order, what the
-// load reads of the snapshot in mem: every chunk's records, and the
-// embeddings of the chunks of tables other than edges.
-func willNeedChunks(mem []byte, dir []chunkEntry, tables []byte) {
-	for _, e := range dir {
-		end := e.off + e.recLen
-		if loadTables[tables[e.part]].p != prefixEdge {
-			end = e.off + align4(e.recLen) + 4*e.floats
+// readAhead is the goroutine that asks the kernel to read ahead, in
+// load order, what a load reads of the snapshot in mem: every chunk's
+// records, the embeddings of the chunks of tables other than edges, then
+// the episodes' edge lists.
+type readAhead struct {
+	quit atomic.Bool
+	done chan struct{}
+}
+
+// beforeReadAhead, when set (by tests), runs before the read-ahead asks
+// for each chunk.
+var beforeReadAhead func()
+
+// startReadAhead starts the read-ahead of a load of the snapshot in mem
+// whose directory is dir.
+func startReadAhead(mem []byte, dir []chunkEntry, tables, lists []byte) *readAhead {
+	ra := &readAhead{done: make(chan struct{})}
+	go func() {
+		defer close(ra.done)
+		for _, e := range dir {
+			if beforeReadAhead != nil {
+				beforeReadAhead()
+			}
+			if ra.quit.Load() {
+				return
+			}
+			end := e.off + e.recLen
+			if loadTables[tables[e.part]].p != prefixEdge {
+				end = e.off + align4(e.recLen) + 4*e.floats
+			}
+			willNeed(mem[e.off:end])
 		}
-		willNeed(mem[e.off:end])
-	}
+		willNeed(lists)
+	}()
+	return ra
+}
+
+// stop ends the read-ahead and waits for it to end. A failed load calls
+// it before its caller unmaps the snapshot: the read-ahead reads the
+// mapping (the chunks' tables), and a read of it once unmapped is a
+// fault that kills the process.
+func (ra *readAhead) stop() {
+	ra.quit.Store(true)
+	<-ra.done
 }
 
 // readChunk checks chunk e of the snapshot in mem and decodes its values

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -353,6 +355,50 @@ func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 				t.Fatalf("%s: reader %d: episode of %d edges, want %d", name, i, len(got), long)
 			}
 		}
+	}
+	s.Close()
+}
+
+// A load of a damaged snapshot returns only once its read-ahead has
+// stopped: the caller unmaps the snapshot next, and a read-ahead still
+// reading the mapping then faulted and killed the process (the CI run of
+// d8e2f14). The read-ahead here is slowed to outlast the failed load.
+func TestViewSnapshotFailedLoadStopsItsReadAhead(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 11, testEntities, 3*benchEdgesPerTxn)
+	path := ViewSnapshotPath(t.TempDir())
+	if _, err := writeViewSnapshot(s.db, path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[40] ^= 0x10 // the first chunk's records: its checksum fails
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var returned, late atomic.Bool
+	var asked atomic.Int32
+	beforeReadAhead = func() {
+		asked.Add(1)
+		time.Sleep(2 * time.Millisecond)
+		if returned.Load() {
+			late.Store(true)
+		}
+	}
+	defer func() { beforeReadAhead = nil }()
+	_, _, err = readViewSnapshot(path, s.db.MaxVersion(), 2, newView(), func() {})
+	returned.Store(true)
+	if err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("a snapshot with a damaged record loaded, or failed otherwise: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond) // a read-ahead left running would go on meanwhile
+	if late.Load() {
+		t.Fatal("the read-ahead went on reading the snapshot after the failed load returned")
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the load started no read-ahead")
 	}
 	s.Close()
 }
