@@ -516,7 +516,9 @@ func (b *Batch) storeVector(k []byte, emb, stored []float32) {
 // publishHold and publishHoldTime bound one hold of the view's write
 // lock while publish puts a batch's nodes, edges and episodes into it:
 // at most 64 items, and at most 0.1 ms (the clock is read every
-// holdClockEvery items). Between holds the readers waiting get in.
+// holdClockEvery items). A hold ends sooner, at its next item, once a
+// reader waits (Store.readLock). Between holds the readers waiting get
+// in.
 //
 // A bulk batch of 1,700 steps takes 25-35 ms to publish on the medium
 // bench. Before holds, a planner call that arrived meanwhile waited for
@@ -536,8 +538,9 @@ const (
 var publishHoldTime = 100 * time.Microsecond
 
 // betweenHolds, when set (by tests), runs each time publish lets
-// readers in, with the view's lock released.
-var betweenHolds func()
+// readers in, with the view's lock released; inHold runs before each
+// item, with the lock held.
+var betweenHolds, inHold func()
 
 // publish applies the committed batch to the view: its nodes, then its
 // edges, then its episodes, in holds of at most publishHold items and
@@ -553,7 +556,10 @@ func (b *Batch) publish() Changes {
 	held, since := 0, time.Now()
 	hold := func() {
 		held++
-		if held == publishHold || held%holdClockEvery == 0 && time.Since(since) >= publishHoldTime {
+		if inHold != nil {
+			inHold()
+		}
+		if held == publishHold || s.readersWaiting.Load() > 0 || held%holdClockEvery == 0 && time.Since(since) >= publishHoldTime {
 			held = 0
 			s.mu.Unlock() // the readers waiting get in; the next Lock waits for them
 			if betweenHolds != nil {

@@ -3,6 +3,7 @@ package particle
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,46 @@ func TestPublishHoldEndsOnTime(t *testing.T) {
 	putEdges(t, s, 40, 1)
 	if want := 40 / holdClockEvery; gaps < want {
 		t.Fatalf("a batch of 40 edges let readers in %d times with no hold time allowed, want at least %d", gaps, want)
+	}
+}
+
+// A reader that starts waiting in the middle of a hold gets in at the
+// writer's next item, not at the hold's end: with no time bound on a
+// hold, it sees exactly what the batch had published when it began to
+// wait.
+func TestPublishLetsAWaitingReaderInAtTheNextItem(t *testing.T) {
+	s := openScratchStore(t, t.TempDir())
+	putEdges(t, s, 10, 0)   // the hub's first 10 edges; the batch below adds 200
+	s.Read(func(Reader) {}) // the policies loaded (under the read lock) before the hook below waits for a reader
+	saved := publishHoldTime
+	publishHoldTime = time.Hour // a hold ends on its count, or on a reader
+	hub := EntityID(DefaultNamespace, NodeEntity, "hub")
+	want, got := -1, -1
+	read := make(chan struct{})
+	inHold = func() {
+		// The writer's goroutine, holding the write lock: it may read
+		// the view as it is.
+		if want >= 0 || len(s.v.out[hub]) != 40 {
+			return
+		}
+		want = len(s.v.out[hub])
+		go func() {
+			defer close(read)
+			s.Read(func(r Reader) { got = len(r.v.out[hub]) })
+		}()
+		for s.readersWaiting.Load() == 0 {
+			runtime.Gosched() // until the reader waits for the lock
+		}
+	}
+	defer func() { publishHoldTime, inHold = saved, nil }()
+	putEdges(t, s, 200, 1)
+	inHold = nil
+	<-read
+	if want < 0 {
+		t.Fatal("the hub's list never held 40 edges during the publish")
+	}
+	if got != want {
+		t.Fatalf("a reader that began waiting with %d of the hub's edges published got in with %d: the hold went on past it", want, got)
 	}
 }
 

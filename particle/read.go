@@ -20,14 +20,25 @@ type Reader struct {
 // runs: writers wait, so keep it short (the planner's expansion, a page
 // of a list). It holds committed items only, each whole; a batch being
 // published may be in it in part (nodes first, then edges, then
-// episodes), since a writer publishing a large batch lets waiting
-// readers in every publishHold items or publishHoldTime, whichever comes
-// first, rather than stall them for all of it.
+// episodes), since a writer publishing a large batch lets a reader in
+// at its next item once one waits, rather than stall it for all of it.
 func (s *Store) Read(fn func(r Reader)) {
 	pol := s.policies()
-	s.mu.RLock()
+	s.readLock()
 	defer s.mu.RUnlock()
 	fn(Reader{v: s.v, pol: pol})
+}
+
+// readLock takes the view's read lock for Read. A reader that finds it
+// held counts itself in readersWaiting while it waits, and a publish
+// holding the write lock lets it in at its next item.
+func (s *Store) readLock() {
+	if s.mu.TryRLock() {
+		return
+	}
+	s.readersWaiting.Add(1)
+	s.mu.RLock()
+	s.readersWaiting.Add(-1)
 }
 
 // Node returns the node id, or nil.

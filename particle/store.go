@@ -116,10 +116,14 @@ type Store struct {
 	written writtenCounter
 	updates updateTimer
 
-	mu     sync.RWMutex // guards v and counts
-	v      *view
-	counts Counts
-	closed bool
+	mu sync.RWMutex // guards v and counts
+	// readersWaiting counts the readers (Read) waiting for mu: publish
+	// ends its hold of the write lock at its next item when there are
+	// any (batch.go).
+	readersWaiting atomic.Int32
+	v              *view
+	counts         Counts
+	closed         bool
 	// fromSnapshot: the view was loaded from the view snapshot.
 	fromSnapshot bool
 	// snapEdges are the edges' embeddings a load from the view snapshot
