@@ -325,7 +325,16 @@ func (s *Store) load(version uint64) error {
 	loaded := false
 	switch {
 	case s.snapshots():
-		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
+		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); loaded {
+			// A snapshot whose edge chunks cannot be joined (written
+			// wrong, whatever its checksums say) is refused like a
+			// damaged one: the start loads from Badger.
+			if err := joinSnapshotEdgeChunks(left.lists, v); err != nil {
+				s.log.Warn("view snapshot unreadable; loading from the store", "err", err)
+				loaded, left = false, nil
+			}
+		}
+		if !loaded {
 			v = fresh()
 		}
 	case !s.opts.InMemory:
@@ -338,12 +347,10 @@ func (s *Store) load(version uint64) error {
 				return err
 			}
 		}
-		if loaded {
-			if err := joinSnapshotEdgeChunks(left.lists, v); err != nil {
+		if !loaded {
+			if err := joinLoadedEdgeChunks(txn, v); err != nil {
 				return err
 			}
-		} else if err := joinLoadedEdgeChunks(txn, v); err != nil {
-			return err
 		}
 		v.linkLoaded()
 		item, err := txn.Get(metaKey("counts"))

@@ -359,6 +359,44 @@ func TestViewSnapshotDamagedIsNotLoaded(t *testing.T) {
 	s.Close()
 }
 
+// A snapshot whose episodes' edge chunks pass their checksum but cannot
+// be joined (a snapshot written wrong) is refused like a damaged one:
+// Open loads from Badger instead of failing, and the episode is whole.
+func TestViewSnapshotUnjoinableEdgeChunksLoadFromTheStore(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 12, testEntities, benchEdgesPerTxn)
+	const long = 3*episodeEdgeChunk + 5
+	growEpisode(t, s, "ep-long", 0, long, 40)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(ViewSnapshotPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := readSnapTrailer(b[len(b)-trailerSize:])
+	if err != nil || tr.listsLen == 0 {
+		t.Fatalf("no episode edge chunks in the snapshot (%v)", err)
+	}
+	// The first chunk's key length, past the end of the lists; the
+	// checksums made to match.
+	b[tr.listsOff], b[tr.listsOff+1] = 0xff, 0x7f
+	b = resealSnapshot(b)
+	if err := os.WriteFile(ViewSnapshotPath(dir), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := openLogged(t, dir)
+	defer s.Close()
+	if !strings.Contains(logs.String(), "view snapshot unreadable") || s.LoadedFromSnapshot() {
+		t.Fatalf("an unjoinable snapshot was taken, or not reported; logs:\n%s", logs)
+	}
+	for i, got := range episodeEverywhere(t, s, "ep-long") {
+		if !slices.Equal(got, wantEdges(long)) {
+			t.Fatalf("reader %d: episode of %d edges, want %d", i, len(got), long)
+		}
+	}
+}
+
 // A load of a damaged snapshot returns only once its read-ahead has
 // stopped: the caller unmaps the snapshot next, and a read-ahead still
 // reading the mapping then faulted and killed the process (the CI run of
