@@ -328,7 +328,9 @@ func (s *Store) load(version uint64) error {
 		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); loaded {
 			// A snapshot whose edge chunks cannot be joined (written
 			// wrong, whatever its checksums say) is refused like a
-			// damaged one: the start loads from Badger.
+			// damaged one: the start loads from Badger. (Its mapping,
+			// which the discarded view points into, stays until the
+			// process exits, like a loaded snapshot's.)
 			if err := joinSnapshotEdgeChunks(left.lists, v); err != nil {
 				s.log.Warn("view snapshot unreadable; loading from the store", "err", err)
 				loaded, left = false, nil
