@@ -321,22 +321,11 @@ func (s *Store) load(version uint64) error {
 	}
 	v := fresh()
 	var kinds loadCounts
-	var left *snapLeft
+	var left *snapEdgeEmbeddings
 	loaded := false
 	switch {
 	case s.snapshots():
-		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); loaded {
-			// A snapshot whose edge chunks cannot be joined (written
-			// wrong, whatever its checksums say) is refused like a
-			// damaged one: the start loads from Badger. (Its mapping,
-			// which the discarded view points into, stays until the
-			// process exits, like a loaded snapshot's.)
-			if err := joinSnapshotEdgeChunks(left.lists, v); err != nil {
-				s.log.Warn("view snapshot unreadable; loading from the store", "err", err)
-				loaded, left = false, nil
-			}
-		}
-		if !loaded {
+		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
 			v = fresh()
 		}
 	case !s.opts.InMemory:
@@ -386,7 +375,7 @@ func (s *Store) load(version uint64) error {
 	s.v = v
 	s.fromSnapshot = loaded
 	if loaded {
-		s.snapEdges = left.edges // checked once the store is open
+		s.snapEdges = left // checked once the store is open
 	}
 	return nil
 }

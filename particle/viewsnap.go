@@ -277,9 +277,16 @@ func readSnapTrailer(b []byte) (snapTrailer, error) {
 	case le.Uint32(b[8:]) != viewSnapshotVersion:
 		return snapTrailer{}, fmt.Errorf("snapshot format %d, want %d", le.Uint32(b[8:]), viewSnapshotVersion)
 	}
+	return snapTrailerFields(b), nil
+}
+
+// snapTrailerFields decodes the fields of trailer b (trailerSize bytes)
+// without checking its magic, format or checksum.
+func snapTrailerFields(b []byte) snapTrailer {
+	le := binary.LittleEndian
 	return snapTrailer{parts: le.Uint32(b[12:]), chunks: le.Uint64(b[16:]), version: le.Uint64(b[24:]),
 		floats: le.Uint64(b[32:]), dirOff: le.Uint64(b[40:]), dirCRC: le.Uint32(b[48:]),
-		listsOff: le.Uint64(b[52:]), listsLen: le.Uint64(b[60:]), listsCRC: le.Uint32(b[68:])}, nil
+		listsOff: le.Uint64(b[52:]), listsLen: le.Uint64(b[60:]), listsCRC: le.Uint32(b[68:])}
 }
 
 // writeViewSnapshot writes the node, edge and episode tables of db to
@@ -452,9 +459,10 @@ func snapBytes(b []byte) (s []byte, n int) {
 var errSnapshotStale = errors.New("the store was written after the snapshot")
 
 // readViewSnapshot loads the snapshot at path into v with n decoders,
-// if it was taken at Badger version version, and returns what the load
-// leaves to do (snapLeft). The caller discards v after an error.
-func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapLeft, error) {
+// if it was taken at Badger version version, and returns the edges'
+// embeddings the load left to check. The caller discards v after an
+// error.
+func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
 	if !littleEndian {
 		return loadCounts{}, nil, errors.New("big-endian host")
 	}
@@ -494,17 +502,9 @@ func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()
 	return counts, left, nil
 }
 
-// snapLeft is what a load from the view snapshot leaves to do: join the
-// episodes' edge chunks, the snapshot's lists (joinSnapshotEdgeChunks),
-// and check the edges' embeddings (snapEdgeEmbeddings.check).
-type snapLeft struct {
-	lists []byte
-	edges *snapEdgeEmbeddings
-}
-
 // loadMapped loads the snapshot in mem, whose trailer is t, into v, and
 // returns what is left to do.
-func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, *snapLeft, error) {
+func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
 	size := uint64(len(mem)) - trailerSize
 	dirLen := t.chunks*chunkEntrySize + uint64(t.parts)
 	if t.chunks > size/chunkEntrySize || t.dirOff > size || dirLen != size-t.dirOff {
@@ -576,18 +576,23 @@ func loadMapped(mem []byte, t snapTrailer, n int, v *view, legacy func()) (loadC
 		err = finished
 	}
 	// (The lists are checked after the load: the mapping reads nothing
-	// ahead, and the lists are read ahead after the chunks.)
+	// ahead, and the lists are read ahead after the chunks.) Lists that
+	// pass their checksum but cannot be joined (a snapshot written
+	// wrong) fail the load like a damaged snapshot.
 	if err == nil && crc32.Checksum(lists, crcTable) != t.listsCRC {
 		err = errors.New("edge chunks' checksum mismatch")
+	}
+	if err == nil {
+		err = joinSnapshotEdgeChunks(lists, v)
 	}
 	if err != nil {
 		ahead.stop()
 		return loadCounts{}, nil, err
 	}
-	left := &snapLeft{lists: lists, edges: &snapEdgeEmbeddings{mem: mem}}
+	left := &snapEdgeEmbeddings{mem: mem}
 	for _, e := range dir {
 		if loadTables[tables[e.part]].p == prefixEdge && e.floats > 0 {
-			left.edges.chunks = append(left.edges.chunks, e)
+			left.chunks = append(left.chunks, e)
 		}
 	}
 	return counts, left, nil
@@ -703,7 +708,7 @@ func (s *Store) dropViewSnapshot() {
 // loadViewSnapshot loads the view snapshot into v if there is one
 // taken at Badger version version, and removes it. It reports whether
 // v holds the store's view; if not, v is to be discarded.
-func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, *snapLeft, bool) {
+func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, *snapEdgeEmbeddings, bool) {
 	t := time.Now()
 	counts, left, err := readViewSnapshot(ViewSnapshotPath(s.opts.Dir), version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
 	s.dropViewSnapshot() // and a temporary file a dead shutdown left, if any

@@ -2,7 +2,6 @@ package particle
 
 import (
 	"context"
-	"encoding/binary"
 	"hash/crc32"
 	"os"
 	"testing"
@@ -13,10 +12,10 @@ import (
 // match again (resealSnapshot; the checksums alone would refuse nearly
 // every change before a decoder saw it: with them resealed, 86% of
 // single-bit changes to the larger seed load, and the rest are refused
-// by the decoders). A load, and what Open does with a loaded view after
-// it (joining the episodes' edge chunks, linking the adjacency,
-// indexing the edges, checking the edges' embeddings), must refuse it
-// or take it, never panic or fault.
+// by the decoders). A load (which joins the episodes' edge chunks too),
+// and what Open does with a loaded view after it (linking the
+// adjacency, indexing the edges, checking the edges' embeddings), must
+// refuse it or take it, never panic or fault.
 //
 //	go test ./particle -run '^$' -fuzz FuzzViewSnapshotLoad -fuzztime 60s
 func FuzzViewSnapshotLoad(f *testing.F) {
@@ -40,14 +39,11 @@ func FuzzViewSnapshotLoad(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := joinSnapshotEdgeChunks(left.lists, v); err != nil {
-			return
-		}
 		v.linkLoaded()
 		v.awaitLinks()
 		v.indexLoaded()
 		stop := make(chan struct{})
-		_, _, _ = left.edges.check(stop, func([]byte, chunkEntry) error { return nil })
+		_, _, _ = left.check(stop, func([]byte, chunkEntry) error { return nil })
 	})
 }
 
@@ -104,11 +100,8 @@ func resealSnapshot(b []byte) []byte {
 		return b
 	}
 	b = append([]byte(nil), b...)
-	le := binary.LittleEndian
 	tb := b[len(b)-trailerSize:]
-	t := snapTrailer{parts: le.Uint32(tb[12:]), chunks: le.Uint64(tb[16:]), version: le.Uint64(tb[24:]),
-		floats: le.Uint64(tb[32:]), dirOff: le.Uint64(tb[40:]), dirCRC: le.Uint32(tb[48:]),
-		listsOff: le.Uint64(tb[52:]), listsLen: le.Uint64(tb[60:]), listsCRC: le.Uint32(tb[68:])}
+	t := snapTrailerFields(tb)
 	size := uint64(len(b)) - trailerSize
 	if t.listsOff <= size && t.listsLen <= size-t.listsOff {
 		t.listsCRC = crc32.Checksum(b[t.listsOff:t.listsOff+t.listsLen], crcTable)

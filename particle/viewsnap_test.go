@@ -96,8 +96,12 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 	fromSnap.indexLoaded()
 	fromBadger := newView()
 	if err := s.db.View(func(txn *badger.Txn) error {
-		_, err := loadValues(s.db, txn, fromBadger, func() {})
-		return err
+		// As Open loads from Badger: the values, then the episodes'
+		// edge chunks (a snapshot's load joins its own).
+		if _, err := loadValues(s.db, txn, fromBadger, func() {}); err != nil {
+			return err
+		}
+		return joinLoadedEdgeChunks(txn, fromBadger)
 	}); err != nil {
 		t.Fatal(err)
 	}
