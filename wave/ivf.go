@@ -266,14 +266,25 @@ func (c *coder) residual(vec, centre []float32) ([]byte, float32, float32) {
 		c.res = make([]float32, len(vec))
 		c.code = make([]byte, nibbleBytes(len(vec)))
 	}
-	r := vec
-	if centre != nil {
-		r = c.res
-		for i, v := range vec {
-			r[i] = v - centre[i]
+	if centre == nil || len(vec) == 0 {
+		lo, step := quantize4(vec, c.code)
+		return c.code, lo, step
+	}
+	// The residual and its range in one pass.
+	r, centre := c.res[:len(vec)], centre[:len(vec)]
+	lo := vec[0] - centre[0]
+	hi := lo
+	for i, v := range vec {
+		x := v - centre[i]
+		r[i] = x
+		if x < lo {
+			lo = x
+		}
+		if x > hi {
+			hi = x
 		}
 	}
-	lo, step := quantize4(r, c.code)
+	lo, step := pack4(r, c.code, lo, hi)
 	return c.code, lo, step
 }
 

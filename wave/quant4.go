@@ -23,28 +23,51 @@ func nibbleBytes(dim int) int { return (dim + 63) / 64 * 32 }
 // quantize4 writes the 4-bit code of v to c (nibbleBytes(len(v)) bytes)
 // and returns lo and step: v[i] ≈ lo + step·u[i].
 func quantize4(v []float32, c []byte) (lo, step float32) {
-	c = c[:nibbleBytes(len(v))]
-	clear(c)
 	if len(v) == 0 {
 		return 0, 0
 	}
 	lo, hi := v[0], v[0]
 	for _, x := range v[1:] {
-		lo = min(lo, x)
-		hi = max(hi, x)
+		if x < lo {
+			lo = x
+		}
+		if x > hi {
+			hi = x
+		}
 	}
+	return pack4(v, c, lo, hi)
+}
+
+// pack4 writes the 4-bit code of v, whose least and greatest values are
+// lo and hi, to c (nibbleBytes(len(v)) bytes, overwritten whole) and
+// returns lo and step. A whole chunk of 64 dimensions is written a byte
+// at a time, both of its nibbles at once.
+func pack4(v []float32, c []byte, lo, hi float32) (float32, float32) {
+	c = c[:nibbleBytes(len(v))]
 	if hi <= lo {
+		clear(c)
 		return lo, 0
 	}
-	step = (hi - lo) / 15
+	step := (hi - lo) / 15
 	inv := 1 / step
-	for i, x := range v {
-		u := min(15, int32((x-lo)*inv+0.5)) // x ≥ lo: truncation rounds
-		ch, j := i>>6, i&63
-		if j < 32 {
-			c[ch*32+j] |= byte(u)
-		} else {
-			c[ch*32+j-32] |= byte(u) << 4
+	// x ≥ lo: the conversion's truncation rounds.
+	code := func(x float32) byte { return byte(min(15, int32((x-lo)*inv+0.5))) }
+	for len(v) >= 64 {
+		out, low, high := c[:32:32], v[:32:32], v[32:64:64]
+		for j := range out {
+			out[j] = code(low[j]) | code(high[j])<<4
+		}
+		c, v = c[32:], v[64:]
+	}
+	if len(v) > 0 { // a started chunk, padded with zero codes
+		out := c[:32:32]
+		n := min(32, len(v))
+		for j, x := range v[:n] {
+			out[j] = code(x)
+		}
+		clear(out[n:])
+		for j, x := range v[n:] {
+			out[j] |= code(x) << 4
 		}
 	}
 	return lo, step

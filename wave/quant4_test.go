@@ -133,3 +133,93 @@ func BenchmarkDotU4(b *testing.B) {
 		}
 	}
 }
+
+// quantize4Ref is quantize4 as first written, nibble by nibble: the
+// codes quantize4 must equal bit for bit.
+func quantize4Ref(v []float32, c []byte) (lo, step float32) {
+	c = c[:nibbleBytes(len(v))]
+	clear(c)
+	if len(v) == 0 {
+		return 0, 0
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v[1:] {
+		lo = min(lo, x)
+		hi = max(hi, x)
+	}
+	if hi <= lo {
+		return lo, 0
+	}
+	step = (hi - lo) / 15
+	inv := 1 / step
+	for i, x := range v {
+		u := min(15, int32((x-lo)*inv+0.5))
+		ch, j := i>>6, i&63
+		if j < 32 {
+			c[ch*32+j] |= byte(u)
+		} else {
+			c[ch*32+j-32] |= byte(u) << 4
+		}
+	}
+	return lo, step
+}
+
+func TestQuantize4MatchesItsReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, dim := range []int{0, 1, 2, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 384, 385, 1536} {
+		for trial := range 20 {
+			v := make([]float32, dim)
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			if trial == 1 && dim > 0 {
+				for i := range v {
+					v[i] = 0.25 // constant: step 0
+				}
+			}
+			centre := make([]float32, dim)
+			for i := range centre {
+				centre[i] = float32(r.NormFloat64()) / 4
+			}
+			want, got := make([]byte, nibbleBytes(dim)), make([]byte, nibbleBytes(dim))
+			for i := range got {
+				got[i] = 0xa5 // stale bytes must be overwritten
+			}
+			wlo, wstep := quantize4Ref(v, want)
+			glo, gstep := quantize4(v, got)
+			if glo != wlo || gstep != wstep || string(got) != string(want) {
+				t.Fatalf("dim=%d trial %d: quantize4 gives lo %v step %v code %x, want %v %v %x", dim, trial, glo, gstep, got, wlo, wstep, want)
+			}
+			// The residual from a centre codes what quantize4 codes of
+			// the difference.
+			diff := make([]float32, dim)
+			for i := range diff {
+				diff[i] = v[i] - centre[i]
+			}
+			wlo, wstep = quantize4Ref(diff, want)
+			var sc coder
+			code, rlo, rstep := sc.residual(v, centre)
+			if rlo != wlo || rstep != wstep || string(code) != string(want) {
+				t.Fatalf("dim=%d trial %d: residual gives lo %v step %v code %x, want %v %v %x", dim, trial, rlo, rstep, code, wlo, wstep, want)
+			}
+		}
+	}
+}
+
+// BenchmarkQuantize4 codes a 384-d residual as an IVF insert does.
+func BenchmarkQuantize4(b *testing.B) {
+	const dim = 384
+	vs := clustered(5, 2, dim, 2)
+	var sc coder
+	b.Run("residual", func(b *testing.B) {
+		for b.Loop() {
+			sc.residual(vs[0], vs[1])
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		c := make([]byte, nibbleBytes(dim))
+		for b.Loop() {
+			quantize4(vs[0], c)
+		}
+	})
+}
