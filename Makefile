@@ -74,14 +74,14 @@ reopen-time: build
 	awk -v s=$$s -v e=$$e -v rb="$$rb" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "\n" }'
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
-# input (step and span JSON, planner request, TFRecord, Example, backup
+# input (step JSON and msgpack, span JSON, planner request, TFRecord, Example, backup
 # file, policy edit, a damaged view snapshot) for FUZZ_SHORT each; `make fuzz`
 # runs every target for FUZZTIME.
 # FUZZ_SHORT is a count of inputs, not a duration: with a duration, Go 1.26's
 # fuzz coordinator can report "context deadline exceeded" as a failure when
 # the time runs out while a worker is busy (golang/go#75804, fixed in Go 1.27),
 # which failed `make test` once on a loaded machine with no input to blame.
-FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
+FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./rlds:FuzzDecodeMsgpack ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
 	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader ./particle:FuzzPolicyEdit \
 	./particle:FuzzViewSnapshotLoad
 FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./particle:FuzzDecodeApart ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW ./wave:FuzzReadIVF ./planner:FuzzJSONString

@@ -38,14 +38,18 @@ func fleetStep(tb testing.TB) []byte {
 }
 
 // BenchmarkDecodeFleetStep compares DecodeMessage (the fast decoder)
-// with encoding/json on the bench workload's steps.
+// with encoding/json on the bench workload's steps, and DecodeMessage
+// on the same step in msgpack.
 func BenchmarkDecodeFleetStep(b *testing.B) {
 	raw := fleetStep(b)
+	_, mp := toMsgpack(b, raw)
 	for _, c := range []struct {
 		name   string
 		decode func([]byte) (*Message, error)
-	}{{"fast", DecodeMessage}, {"encoding-json", decodeJSON}} {
+		raw    []byte
+	}{{"fast", DecodeMessage, raw}, {"encoding-json", decodeJSON, raw}, {"msgpack", DecodeMessage, mp}} {
 		b.Run(c.name, func(b *testing.B) {
+			raw := c.raw
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,10 +1,6 @@
 package rlds
 
 import (
-	"bufio"
-	"bytes"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -30,16 +26,7 @@ func checkFastAgrees(t *testing.T, b []byte) bool {
 }
 
 func TestDecodeFastAgreesWithEncodingJSON(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "episodes.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		lines = append(lines, bytes.Clone(sc.Bytes()))
-	}
+	lines := testdataLines(t, "episodes.jsonl")
 	took := 0
 	for _, b := range lines {
 		if checkFastAgrees(t, b) {

@@ -492,17 +492,25 @@ func KnownEdgeType(t string) bool {
 	return false
 }
 
-// DecodeMessage parses and validates one wire message. Unknown fields
-// are errors so that a sender's typo does not pass silently. The plain
-// form senders write is read by the fast decoder (decode_fast.go);
-// anything else by encoding/json, which also words the errors.
+// DecodeMessage parses and validates one wire message, JSON or msgpack
+// (IsMsgpack, wire_msgpack.go). Unknown fields are errors so that a
+// sender's typo does not pass silently. The plain JSON form senders
+// write is read by the fast decoder (decode_fast.go); any other JSON by
+// encoding/json, which also words the errors.
 func DecodeMessage(b []byte) (*Message, error) {
-	m, ok := decodeFast(b)
-	if !ok {
-		var err error
-		if m, err = decodeJSON(b); err != nil {
-			return nil, err
+	var m *Message
+	var err error
+	switch {
+	case IsMsgpack(b):
+		m, err = decodeMsgpack(b)
+	default:
+		var ok bool
+		if m, ok = decodeFast(b); !ok {
+			m, err = decodeJSON(b)
 		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

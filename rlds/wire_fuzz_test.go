@@ -1,26 +1,29 @@
 package rlds
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
 // addJSONLSeeds adds every line of a testdata JSONL file to the corpus.
 func addJSONLSeeds(f *testing.F, name string) {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		f.Fatal(err)
+	for _, l := range testdataLines(f, name) {
+		f.Add(l)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		f.Add(bytes.Clone(sc.Bytes()))
+}
+
+// checkMarked fails unless err is marked with one of the rlds
+// sentinels a decoder refuses input with.
+func checkMarked(t *testing.T, err error) {
+	t.Helper()
+	for _, known := range []error{ErrMalformed, ErrInvalid, ErrNonFinite, ErrShape, ErrDType} {
+		if errors.Is(err, known) {
+			return
+		}
 	}
+	t.Fatalf("error not marked with an rlds sentinel: %v", err)
 }
 
 // FuzzDecodeMessage feeds the step/episode wire decoder what a
@@ -41,12 +44,8 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMessage(b)
 		if err != nil {
-			for _, known := range []error{ErrMalformed, ErrInvalid, ErrNonFinite, ErrShape, ErrDType} {
-				if errors.Is(err, known) {
-					return
-				}
-			}
-			t.Fatalf("error not marked with an rlds sentinel: %v", err)
+			checkMarked(t, err)
+			return
 		}
 		_, _ = m.MsgID(), m.Subject("ctxgraph")
 		b2, err := json.Marshal(m)

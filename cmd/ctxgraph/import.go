@@ -30,6 +30,7 @@ func importCmd() *cobra.Command {
 		},
 	}
 	pf.register(jsonl)
+	pf.registerWire(jsonl)
 	var sf publishFlags
 	spans := &cobra.Command{
 		Use:   "spans [flags] FILE...",

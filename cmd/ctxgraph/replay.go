@@ -22,6 +22,23 @@ type publishFlags struct {
 	wait    time.Duration
 	quiet   bool
 	retime  bool
+	wire    string
+}
+
+// registerWire adds --wire, the format episodes are sent in.
+func (p *publishFlags) registerWire(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&p.wire, "wire", "json", "wire format of the messages sent: json or msgpack (MessagePack, see the README's wire format)")
+}
+
+// msgpack reports whether --wire asks for MessagePack.
+func (p *publishFlags) msgpack() (bool, error) {
+	switch p.wire {
+	case "", "json":
+		return false, nil
+	case "msgpack":
+		return true, nil
+	}
+	return false, fmt.Errorf("--wire %q: want json or msgpack", p.wire)
 }
 
 func (p *publishFlags) register(cmd *cobra.Command) {
@@ -50,16 +67,22 @@ not valid messages are reported with their file and line and skipped.`,
 		},
 	}
 	pf.register(cmd)
+	pf.registerWire(cmd)
 	return cmd
 }
 
 func publishJSONL(ctx context.Context, stderr io.Writer, pf publishFlags, files []string) error {
+	asMsgpack, err := pf.msgpack()
+	if err != nil {
+		return err
+	}
 	nc, js, err := client.Connect(pf.natsURL, "ctxgraph-replay")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	pub := client.NewPublisher(js, pf.prefix, pf.rate)
+	pub.Msgpack = asMsgpack
 	bar := newBar(stderr, pf.quiet, -1, "publishing")
 	episodes := map[string]bool{}
 	var bad int

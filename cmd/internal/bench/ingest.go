@@ -37,7 +37,16 @@ type workload struct {
 	steps int
 }
 
-func loadWorkload(dir, prefix string) (*workload, error) {
+// The wire formats a run can send the workload's messages in
+// (RunOptions.Wire).
+const (
+	WireJSON    = "json"
+	WireMsgpack = "msgpack"
+)
+
+// loadWorkload reads the workload's messages and spans, the messages
+// written as msgpack when asMsgpack is set.
+func loadWorkload(dir, prefix string, asMsgpack bool) (*workload, error) {
 	w := &workload{}
 	err := readJSONL(filepath.Join(dir, MessagesFile), func(b []byte) error {
 		h, err := messageHead(b)
@@ -45,7 +54,10 @@ func loadWorkload(dir, prefix string) (*workload, error) {
 			return err
 		}
 		m := rlds.Message{Kind: h.Kind, Agent: h.Agent, EpisodeID: h.EpisodeID}
-		p := pubMsg{ep: h.EpisodeID, body: append([]byte(nil), b...), end: h.Kind == rlds.KindEpisodeEnd}
+		p := pubMsg{ep: h.EpisodeID, end: h.Kind == rlds.KindEpisodeEnd}
+		if p.body, err = wireBody(b, asMsgpack); err != nil {
+			return err
+		}
 		if h.Kind == rlds.KindStep {
 			m.Step = &rlds.Step{Index: h.Index}
 			p.step, p.idx = true, h.Index
@@ -76,6 +88,19 @@ func loadWorkload(dir, prefix string) (*workload, error) {
 		w.pack()
 	}
 	return w, err
+}
+
+// wireBody is the body to publish for the workload's JSON message b: a
+// copy of b, or its msgpack.
+func wireBody(b []byte, asMsgpack bool) ([]byte, error) {
+	if !asMsgpack {
+		return append([]byte(nil), b...), nil
+	}
+	m, err := rlds.DecodeMessage(b)
+	if err != nil {
+		return nil, err
+	}
+	return m.AppendMsgpack(nil)
 }
 
 // pack moves the messages' subjects, ids and episode ids into one

@@ -74,6 +74,10 @@ type RunOptions struct {
 	// beside them (in process; default DefaultMixedShare, negative: no
 	// mixed phase).
 	MixedShare float64
+	// Wire is the format the steps and episodes are sent in: "json" (the
+	// default) or "msgpack" (rlds/wire_msgpack.go; the workload's JSON
+	// written as msgpack before anything is timed).
+	Wire string
 	// Phases are the phases run after the load, of "planner" and
 	// "reopen" (default both; ingest always runs).
 	Phases []string
@@ -101,6 +105,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if len(o.Threads) == 0 {
 		o.Threads = []int{1, 2}
+	}
+	if o.Wire == "" {
+		o.Wire = WireJSON
 	}
 	if o.VisibilityShare == 0 {
 		o.VisibilityShare = DefaultVisibilityShare
@@ -269,6 +276,9 @@ func (r *runner) workload() error {
 	if err != nil {
 		return err
 	}
+	if r.o.Wire != WireJSON && r.o.Wire != WireMsgpack {
+		return fmt.Errorf("%w: wire %q: want %s or %s", ErrInvalid, r.o.Wire, WireJSON, WireMsgpack)
+	}
 	dir := r.o.Dir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("ctxgraph-bench-%s-%d", p.Name, r.o.Seed))
@@ -289,7 +299,7 @@ func (r *runner) workload() error {
 	r.m = m
 	r.fig["gen.seconds"] = m.GenSeconds
 	t := time.Now()
-	if r.w, err = loadWorkload(dir, r.prefixOr()); err != nil {
+	if r.w, err = loadWorkload(dir, r.prefixOr(), r.o.Wire == WireMsgpack); err != nil {
 		return err
 	}
 	if r.qs, err = ReadQueries(dir); err != nil {
@@ -376,9 +386,9 @@ func (r *runner) indexName() string {
 
 func (r *runner) configSummary() map[string]any {
 	if r.d == nil {
-		return map[string]any{"nats": r.natsURL}
+		return map[string]any{"nats": r.natsURL, "wire": r.o.Wire}
 	}
-	return map[string]any{"sync_writes": r.cfg.Ingest.SyncWrites, "batch_size": r.cfg.Ingest.BatchSize,
+	return map[string]any{"wire": r.o.Wire, "sync_writes": r.cfg.Ingest.SyncWrites, "batch_size": r.cfg.Ingest.BatchSize,
 		"embed": r.cfg.Embed.Provider, "dims": r.cfg.Embed.Dimensions, "per_node_fanout": r.cfg.Planner.PerNodeFanout}
 }
 

@@ -44,6 +44,10 @@ type Publisher struct {
 	limit  *rate.Limiter
 	window int
 
+	// Msgpack makes Publish send the msgpack wire format instead of
+	// JSON (rlds/wire_msgpack.go).
+	Msgpack bool
+
 	inflight []jetstream.PubAckFuture
 	Sent     int64
 	Bytes    int64
@@ -61,7 +65,13 @@ func NewPublisher(js jetstream.JetStream, prefix string, stepsPerSecond float64)
 
 // Publish sends m; it may return before the server acknowledges it.
 func (p *Publisher) Publish(ctx context.Context, m *rlds.Message) error {
-	body, err := jsonMarshal(m)
+	var body []byte
+	var err error
+	if p.Msgpack {
+		body, err = m.AppendMsgpack(nil)
+	} else {
+		body, err = jsonMarshal(m)
+	}
 	if err != nil {
 		return err
 	}
