@@ -1,15 +1,13 @@
 package rlds
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
-	"time"
-	"unsafe"
 
 	"github.com/tinylib/msgp/msgp"
+
+	"github.com/ctxgraph/ctxgraph/rlds/mplex"
 )
 
 // The msgpack wire format: the JSON message (Message) with its objects
@@ -36,65 +34,61 @@ import (
 //     as the JSON's are.
 //
 // Message.AppendMsgpack writes this format: each number as the shortest
-// MessagePack value that holds it exactly.
+// MessagePack value that holds it exactly. The reading and writing of
+// the MessagePack forms is rlds/mplex's, shared with the planner's
+// requests.
 
 // IsMsgpack reports whether b is in the msgpack wire format: it starts
 // with a MessagePack map, which no JSON text does.
-func IsMsgpack(b []byte) bool {
-	return len(b) > 0 && (b[0]&0xf0 == 0x80 || b[0] == 0xde || b[0] == 0xdf)
-}
+func IsMsgpack(b []byte) bool { return mplex.IsMap(b) }
 
-// maxMsgpackDepth bounds the nesting of a message's metadata and
-// tensors, as encoding/json's own limit does for the JSON.
-const maxMsgpackDepth = 64
-
-// mpDecoder reads a msgpack wire message from b.
-type mpDecoder struct{ b []byte }
-
-// errUnknownKey marks a key the message does not have.
-var errUnknownKey = errors.New("unknown field")
+// mpDecoder reads a msgpack wire message.
+type mpDecoder struct{ mplex.Reader }
 
 // decodeMsgpack parses a msgpack wire message, without validating it.
 func decodeMsgpack(b []byte) (*Message, error) {
-	d := &mpDecoder{b: b}
+	d := &mpDecoder{mplex.Reader{B: b}}
 	m := &Message{}
-	err := d.object(func(key string) error {
+	err := d.Object(func(key string) error {
 		switch key {
 		case "kind":
-			s, err := d.str()
+			s, err := d.Str()
 			m.Kind = Kind(s)
 			return err
 		case "agent":
-			return d.strTo(&m.Agent)
+			return d.StrTo(&m.Agent)
 		case "episode_id":
-			return d.strTo(&m.EpisodeID)
+			return d.StrTo(&m.EpisodeID)
 		case "tenant":
-			return d.strTo(&m.Tenant)
+			return d.StrTo(&m.Tenant)
 		case "project":
-			return d.strTo(&m.Project)
+			return d.StrTo(&m.Project)
 		case "start":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			m.Start = &EpisodeStart{}
 			return d.start(m.Start)
 		case "step":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			m.Step = &Step{}
 			return d.step(m.Step)
 		case "end":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			m.End = &EpisodeEnd{}
 			return d.end(m.End)
 		}
-		return errUnknownKey
+		return mplex.ErrUnknownKey
 	})
-	if err == nil && len(d.b) > 0 {
-		err = errors.New("trailing data after the message")
+	if err == nil {
+		err = d.Done()
+	}
+	if errors.Is(err, mplex.ErrNonFinite) {
+		err = fmt.Errorf("%w: %w", ErrNonFinite, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: msgpack: %w", ErrMalformed, err)
@@ -102,477 +96,137 @@ func decodeMsgpack(b []byte) (*Message, error) {
 	return m, nil
 }
 
-// object reads a map, calling fn for each key with the decoder at its
-// value; fn reads the value. Errors name the key. nil is an empty
-// object.
-func (d *mpDecoder) object(fn func(key string) error) error {
-	if d.null() {
-		return nil
-	}
-	n, rest, err := msgp.ReadMapHeaderBytes(d.b)
-	if err != nil {
-		return err
-	}
-	d.b = rest
-	var seen [16]string
-	for i := range int(n) {
-		k, rest, err := msgp.ReadStringZC(d.b)
-		if err != nil {
-			return fmt.Errorf("key %d: %w", i, err)
-		}
-		d.b = rest
-		// The key's bytes, not a copy: fn only compares it or quotes it
-		// (a key kept, a feature's name, is cloned).
-		key := unsafe.String(unsafe.SliceData(k), len(k))
-		for _, s := range seen[:min(i, len(seen))] {
-			if s == key {
-				return fmt.Errorf("%s: given twice", key)
-			}
-		}
-		if i < len(seen) {
-			seen[i] = key
-		}
-		if err := fn(key); err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-	}
-	return nil
-}
-
-// null consumes a nil, reporting whether there was one.
-func (d *mpDecoder) null() bool {
-	if len(d.b) > 0 && d.b[0] == 0xc0 {
-		d.b = d.b[1:]
-		return true
-	}
-	return false
-}
-
-// str reads a string (nil: "").
-func (d *mpDecoder) str() (string, error) {
-	if d.null() {
-		return "", nil
-	}
-	s, rest, err := msgp.ReadStringBytes(d.b)
-	if err != nil {
-		return "", err
-	}
-	d.b = rest
-	return s, nil
-}
-
-func (d *mpDecoder) strTo(s *string) (err error) {
-	*s, err = d.str()
-	return err
-}
-
-// strs reads an array of strings (nil: none).
-func (d *mpDecoder) strs() ([]string, error) {
-	n, err := d.array()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	out := make([]string, n)
-	for i := range out {
-		if out[i], err = d.str(); err != nil {
-			return nil, fmt.Errorf("%d: %w", i, err)
-		}
-	}
-	return out, nil
-}
-
-// array reads an array's header: its length, -1 for nil.
-func (d *mpDecoder) array() (int, error) {
-	if d.null() {
-		return -1, nil
-	}
-	n, rest, err := msgp.ReadArrayHeaderBytes(d.b)
-	if err != nil {
-		return 0, err
-	}
-	if int(n) > len(rest) { // every element takes a byte at least
-		return 0, msgp.ErrShortBytes
-	}
-	d.b = rest
-	return int(n), nil
-}
-
-// number reads any MessagePack integer or float.
-func (d *mpDecoder) number() (float64, error) {
-	v, rest, err := readNumber(d.b)
-	if err != nil {
-		return 0, err
-	}
-	d.b = rest
-	return v, nil
-}
-
-// readNumber reads a MessagePack integer or float from b: the decoding
-// of vectors, inline for the common forms.
-func readNumber(b []byte) (float64, []byte, error) {
-	if len(b) == 0 {
-		return 0, b, msgp.ErrShortBytes
-	}
-	switch c := b[0]; {
-	case c <= 0x7f:
-		return float64(c), b[1:], nil
-	case c >= 0xe0:
-		return float64(int8(c)), b[1:], nil
-	case c == 0xca && len(b) >= 5:
-		return float64(math.Float32frombits(binary.BigEndian.Uint32(b[1:]))), b[5:], nil
-	case c == 0xcb && len(b) >= 9:
-		return math.Float64frombits(binary.BigEndian.Uint64(b[1:])), b[9:], nil
-	case c == 0xd0 && len(b) >= 2:
-		return float64(int8(b[1])), b[2:], nil
-	case c == 0xcc && len(b) >= 2:
-		return float64(b[1]), b[2:], nil
-	}
-	switch msgp.NextType(b) {
-	case msgp.IntType:
-		i, rest, err := msgp.ReadInt64Bytes(b)
-		return float64(i), rest, err
-	case msgp.UintType:
-		u, rest, err := msgp.ReadUint64Bytes(b)
-		return float64(u), rest, err
-	}
-	v, rest, err := msgp.ReadFloat64Bytes(b)
-	if err != nil {
-		return 0, b, fmt.Errorf("want a number: %w", err)
-	}
-	return v, rest, nil
-}
-
-// numbers reads an array of numbers (nil: none).
-func (d *mpDecoder) numbers() ([]float64, error) {
-	n, err := d.array()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	out := make([]float64, n)
-	for i := range out {
-		if out[i], d.b, err = readNumber(d.b); err != nil {
-			return nil, fmt.Errorf("%d: %w", i, err)
-		}
-	}
-	return out, nil
-}
-
-// vector reads an array of numbers as float32s (nil: none).
-func (d *mpDecoder) vector() ([]float32, error) {
-	n, err := d.array()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	out := make([]float32, n)
-	b := d.b
-	for i := range out {
-		// The forms an embedding's numbers take, inline.
-		switch c := b[0]; { // array checked len(b) ≥ n - i
-		case c <= 0x7f:
-			out[i], b = float32(c), b[1:]
-			continue
-		case c >= 0xe0:
-			out[i], b = float32(int8(c)), b[1:]
-			continue
-		case c == 0xca && len(b) >= 5:
-			out[i], b = math.Float32frombits(binary.BigEndian.Uint32(b[1:])), b[5:]
-			continue
-		}
-		var v float64
-		if v, b, err = readNumber(b); err != nil {
-			return nil, fmt.Errorf("%d: %w", i, err)
-		}
-		out[i] = float32(v)
-	}
-	d.b = b
-	return out, nil
-}
-
-// integer reads a MessagePack integer that fits an int.
-func (d *mpDecoder) integer() (int, error) {
-	if msgp.NextType(d.b) == msgp.UintType {
-		u, rest, err := msgp.ReadUint64Bytes(d.b)
-		if err != nil {
-			return 0, err
-		}
-		if u > math.MaxInt {
-			return 0, fmt.Errorf("%d overflows an int", u)
-		}
-		d.b = rest
-		return int(u), nil
-	}
-	i, rest, err := msgp.ReadInt64Bytes(d.b)
-	if err != nil {
-		return 0, err
-	}
-	if int64(int(i)) != i {
-		return 0, fmt.Errorf("%d overflows an int", i)
-	}
-	d.b = rest
-	return int(i), nil
-}
-
-func (d *mpDecoder) integers() ([]int, error) {
-	n, err := d.array()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	out := make([]int, n)
-	for i := range out {
-		if out[i], err = d.integer(); err != nil {
-			return nil, fmt.Errorf("%d: %w", i, err)
-		}
-	}
-	return out, nil
-}
-
-func (d *mpDecoder) boolean() (bool, error) {
-	if d.null() {
-		return false, nil
-	}
-	v, rest, err := msgp.ReadBoolBytes(d.b)
-	if err != nil {
-		return false, err
-	}
-	d.b = rest
-	return v, nil
-}
-
-// time reads a MessagePack timestamp or an RFC 3339 string (nil: the
-// zero time), in UTC.
-func (d *mpDecoder) time() (time.Time, error) {
-	if d.null() {
-		return time.Time{}, nil
-	}
-	if msgp.NextType(d.b) == msgp.StrType {
-		s, err := d.str()
-		if err != nil {
-			return time.Time{}, err
-		}
-		return time.Parse(time.RFC3339Nano, s)
-	}
-	t, rest, err := msgp.ReadTimeUTCBytes(d.b)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("want a timestamp or an RFC 3339 string: %w", err)
-	}
-	if y := t.Year(); y < 0 || y > 9999 { // as the JSON's RFC 3339 times
-		return time.Time{}, fmt.Errorf("year %d is outside 0-9999", y)
-	}
-	d.b = rest
-	return t, nil
-}
-
-// metadata reads a map of any values, as the JSON's: numbers float64,
-// maps with string keys map[string]any, arrays []any.
-func (d *mpDecoder) metadata() (map[string]any, error) {
-	if d.null() {
-		return nil, nil
-	}
-	if t := msgp.NextType(d.b); t != msgp.MapType {
-		return nil, fmt.Errorf("want a map, got %v", t)
-	}
-	v, err := d.value(0)
-	if err != nil {
-		return nil, err
-	}
-	return v.(map[string]any), nil
-}
-
-// value reads any value as the JSON decoding would hold it; bins are
-// []byte, timestamps time.Time.
-func (d *mpDecoder) value(depth int) (any, error) {
-	if depth > maxMsgpackDepth {
-		return nil, fmt.Errorf("nested deeper than %d", maxMsgpackDepth)
-	}
-	switch t := msgp.NextType(d.b); t {
-	case msgp.MapType:
-		n, rest, err := msgp.ReadMapHeaderBytes(d.b)
-		if err != nil {
-			return nil, err
-		}
-		if int(n) > len(rest)/2 {
-			return nil, msgp.ErrShortBytes
-		}
-		d.b = rest
-		m := make(map[string]any, n)
-		for range n {
-			k, err := d.str()
-			if err != nil {
-				return nil, err
-			}
-			if m[k], err = d.value(depth + 1); err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-		}
-		return m, nil
-	case msgp.ArrayType:
-		n, err := d.array()
-		if err != nil {
-			return nil, err
-		}
-		a := make([]any, n)
-		for i := range a {
-			if a[i], err = d.value(depth + 1); err != nil {
-				return nil, fmt.Errorf("%d: %w", i, err)
-			}
-		}
-		return a, nil
-	case msgp.IntType, msgp.UintType, msgp.Float32Type, msgp.Float64Type:
-		v, err := d.number()
-		if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
-			err = fmt.Errorf("%w: %v", ErrNonFinite, v) // the JSON has no such numbers
-		}
-		return v, err
-	case msgp.StrType:
-		return d.str()
-	case msgp.BinType:
-		v, rest, err := msgp.ReadBytesBytes(d.b, nil)
-		d.b = rest
-		return v, err
-	case msgp.BoolType:
-		return d.boolean()
-	case msgp.NilType:
-		d.b = d.b[1:]
-		return nil, nil
-	case msgp.ExtensionType, msgp.TimeType:
-		t, err := d.time() // the JSON's times are strings
-		return t.Format(time.RFC3339Nano), err
-	default:
-		return nil, fmt.Errorf("unexpected %v", t)
-	}
-}
-
 func (d *mpDecoder) start(s *EpisodeStart) error {
-	return d.object(func(key string) (err error) {
+	return d.Object(func(key string) (err error) {
 		switch key {
 		case "start_time":
-			s.StartTime, err = d.time()
+			s.StartTime, err = d.Time()
 		case "location":
-			err = d.strTo(&s.Location)
+			err = d.StrTo(&s.Location)
 		case "language_instruction":
-			err = d.strTo(&s.LanguageInstruction)
+			err = d.StrTo(&s.LanguageInstruction)
 		case "metadata":
-			s.Metadata, err = d.metadata()
+			s.Metadata, err = d.Metadata()
 		case "source":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			s.Source = &Source{}
 			err = d.source(s.Source)
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
 }
 
 func (d *mpDecoder) source(s *Source) error {
-	return d.object(func(key string) (err error) {
+	return d.Object(func(key string) (err error) {
 		var n int
 		switch key {
 		case "dataset":
-			err = d.strTo(&s.Dataset)
+			err = d.StrTo(&s.Dataset)
 		case "version":
-			err = d.strTo(&s.Version)
+			err = d.StrTo(&s.Version)
 		case "split":
-			err = d.strTo(&s.Split)
+			err = d.StrTo(&s.Split)
 		case "shard":
-			err = d.strTo(&s.Shard)
+			err = d.StrTo(&s.Shard)
 		case "record":
-			n, err = d.integer()
+			n, err = d.Int()
 			s.Record = int64(n)
 		case "offset":
-			n, err = d.integer()
+			n, err = d.Int()
 			s.Offset = int64(n)
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
 }
 
 func (d *mpDecoder) step(s *Step) error {
-	return d.object(func(key string) (err error) {
+	return d.Object(func(key string) (err error) {
 		switch key {
 		case "index":
-			s.Index, err = d.integer()
+			s.Index, err = d.Int()
 		case "timestamp":
-			s.Timestamp, err = d.time()
+			s.Timestamp, err = d.Time()
 		case "observation":
 			s.Observation, err = d.features()
 		case "action":
 			s.Action, err = d.features()
 		case "reward":
-			s.Reward, err = d.number()
+			s.Reward, err = d.Number()
 		case "discount":
-			s.Discount, err = d.number()
+			s.Discount, err = d.Number()
 		case "is_first":
-			s.IsFirst, err = d.boolean()
+			s.IsFirst, err = d.Bool()
 		case "is_last":
-			s.IsLast, err = d.boolean()
+			s.IsLast, err = d.Bool()
 		case "is_terminal":
-			s.IsTerminal, err = d.boolean()
+			s.IsTerminal, err = d.Bool()
 		case "language_instruction":
-			err = d.strTo(&s.LanguageInstruction)
+			err = d.StrTo(&s.LanguageInstruction)
 		case "metadata":
-			s.Metadata, err = d.metadata()
+			s.Metadata, err = d.Metadata()
 		case "annotations":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			s.Annotations = &Annotations{}
 			err = d.annotations(s.Annotations)
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
 }
 
 func (d *mpDecoder) end(e *EpisodeEnd) error {
-	return d.object(func(key string) (err error) {
+	return d.Object(func(key string) (err error) {
 		switch key {
 		case "end_time":
-			e.EndTime, err = d.time()
+			e.EndTime, err = d.Time()
 		case "success":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			var v bool
-			v, err = d.boolean()
+			v, err = d.Bool()
 			e.Success = &v
 		case "reward_sum":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			var v float64
-			v, err = d.number()
+			v, err = d.Number()
 			e.RewardSum = &v
 		case "steps":
-			e.Steps, err = d.integer()
+			e.Steps, err = d.Int()
 		case "metadata":
-			e.Metadata, err = d.metadata()
+			e.Metadata, err = d.Metadata()
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
 }
 
 func (d *mpDecoder) annotations(a *Annotations) error {
-	return d.object(func(key string) (err error) {
+	return d.Object(func(key string) (err error) {
 		switch key {
 		case "entities":
-			a.Entities, err = d.strs()
+			a.Entities, err = d.Strs()
 		case "tool":
-			err = d.strTo(&a.Tool)
+			err = d.StrTo(&a.Tool)
 		case "goal":
-			err = d.strTo(&a.Goal)
+			err = d.StrTo(&a.Goal)
 		case "intent":
-			err = d.strTo(&a.Intent)
+			err = d.StrTo(&a.Intent)
 		case "events":
 			var n int
-			if n, err = d.array(); err != nil || n < 0 {
+			if n, err = d.Array(); err != nil || n < 0 {
 				return err
 			}
 			a.Events = make([]Event, n)
@@ -582,46 +236,46 @@ func (d *mpDecoder) annotations(a *Annotations) error {
 				}
 			}
 		case "location":
-			err = d.strTo(&a.Location)
+			err = d.StrTo(&a.Location)
 		case "scene_tags":
-			a.SceneTags, err = d.strs()
+			a.SceneTags, err = d.Strs()
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
 }
 
 func (d *mpDecoder) event(e *Event) error {
-	return d.object(func(key string) (err error) {
+	return d.Object(func(key string) (err error) {
 		switch key {
 		case "subject":
-			err = d.strTo(&e.Subject)
+			err = d.StrTo(&e.Subject)
 		case "predicate":
-			err = d.strTo(&e.Predicate)
+			err = d.StrTo(&e.Predicate)
 		case "object":
-			err = d.strTo(&e.Object)
+			err = d.StrTo(&e.Object)
 		case "edge_type":
-			err = d.strTo(&e.EdgeType)
+			err = d.StrTo(&e.EdgeType)
 		case "value":
-			err = d.strTo(&e.Value)
+			err = d.StrTo(&e.Value)
 		case "confidence":
-			if d.null() {
+			if d.Null() {
 				return nil
 			}
 			var v float64
-			v, err = d.number()
+			v, err = d.Number()
 			e.Confidence = &v
 		case "allow_roles":
-			e.AllowRoles, err = d.strs()
+			e.AllowRoles, err = d.Strs()
 		case "deny_roles":
-			e.DenyRoles, err = d.strs()
+			e.DenyRoles, err = d.Strs()
 		case "audience":
-			e.Audience, err = d.strs()
+			e.Audience, err = d.Strs()
 		case "embedding":
-			e.Embedding, err = d.vector()
+			e.Embedding, err = d.Vector()
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
@@ -629,15 +283,15 @@ func (d *mpDecoder) event(e *Event) error {
 
 // features reads a map of tensors, or an array (one flat tensor).
 func (d *mpDecoder) features() (Features, error) {
-	if d.null() {
+	if d.Null() {
 		return nil, nil
 	}
-	if msgp.NextType(d.b) == msgp.ArrayType {
+	if d.Type() == msgp.ArrayType {
 		t, err := d.tensor()
 		return Features{"": t}, err
 	}
 	f := Features{}
-	err := d.object(func(key string) error {
+	err := d.Object(func(key string) error {
 		if _, dup := f[key]; dup {
 			return errors.New("given twice")
 		}
@@ -652,10 +306,10 @@ func (d *mpDecoder) features() (Features, error) {
 // short forms.
 func (d *mpDecoder) tensor() (Tensor, error) {
 	var t Tensor
-	switch typ := msgp.NextType(d.b); typ {
+	switch typ := d.Type(); typ {
 	case msgp.MapType:
 	case msgp.ArrayType:
-		v, err := d.value(0)
+		v, err := d.Value(0)
 		if err != nil {
 			return t, err
 		}
@@ -670,13 +324,13 @@ func (d *mpDecoder) tensor() (Tensor, error) {
 		}
 		return t, t.Validate()
 	case msgp.StrType:
-		s, err := d.str()
+		s, err := d.Str()
 		return Tensor{DType: String, Text: []string{s}}, err
 	case msgp.BoolType:
-		v, err := d.boolean()
+		v, err := d.Bool()
 		return Tensor{DType: Bool, Data: []float64{b2f(v)}}, err
 	case msgp.IntType, msgp.UintType, msgp.Float32Type, msgp.Float64Type:
-		v, err := d.number()
+		v, err := d.Number()
 		if err != nil {
 			return t, err
 		}
@@ -685,35 +339,26 @@ func (d *mpDecoder) tensor() (Tensor, error) {
 	default:
 		return t, fmt.Errorf("tensor: want a map, array, number, bool or string, got %v", typ)
 	}
-	err := d.object(func(key string) (err error) {
+	err := d.Object(func(key string) (err error) {
 		switch key {
 		case "dtype":
 			var s string
-			s, err = d.str()
+			s, err = d.Str()
 			t.DType = DType(s)
 		case "shape":
-			t.Shape, err = d.integers()
+			t.Shape, err = d.Ints()
 		case "data":
-			t.Data, err = d.numbers()
+			t.Data, err = d.Numbers()
 		case "text":
-			t.Text, err = d.strs()
+			t.Text, err = d.Strs()
 		case "bytes":
-			switch msgp.NextType(d.b) {
-			case msgp.NilType:
-				d.b = d.b[1:]
-			case msgp.StrType:
-				var v []byte
-				v, d.b, err = msgp.ReadStringAsBytes(d.b, nil)
-				t.Bytes = v
-			default:
-				t.Bytes, d.b, err = msgp.ReadBytesBytes(d.b, nil)
-			}
+			t.Bytes, err = d.Bytes()
 		case "encoding":
-			err = d.strTo(&t.Encoding)
+			err = d.StrTo(&t.Encoding)
 		case "ref":
-			err = d.strTo(&t.Ref)
+			err = d.StrTo(&t.Ref)
 		default:
-			err = errUnknownKey
+			err = mplex.ErrUnknownKey
 		}
 		return err
 	})
@@ -743,208 +388,142 @@ func flatNumbers(v []any) ([]float64, bool) {
 // fields the JSON would hold (those it omits when empty omitted here
 // too).
 func (m *Message) AppendMsgpack(b []byte) ([]byte, error) {
-	w := mpWriter{b: b}
-	w.object(func() {
-		w.field("kind", string(m.Kind))
-		w.field("agent", m.Agent)
-		w.field("episode_id", m.EpisodeID)
-		w.optField("tenant", m.Tenant)
-		w.optField("project", m.Project)
+	w := mpWriter{Writer: mplex.Writer{B: b}}
+	w.Object(func() {
+		w.Field("kind", string(m.Kind))
+		w.Field("agent", m.Agent)
+		w.Field("episode_id", m.EpisodeID)
+		w.OptField("tenant", m.Tenant)
+		w.OptField("project", m.Project)
 		if s := m.Start; s != nil {
-			w.key("start")
-			w.object(func() {
-				w.key("start_time")
-				w.time(s.StartTime)
-				w.optField("location", s.Location)
-				w.optField("language_instruction", s.LanguageInstruction)
+			w.Key("start")
+			w.Object(func() {
+				w.Key("start_time")
+				w.Time(s.StartTime)
+				w.OptField("location", s.Location)
+				w.OptField("language_instruction", s.LanguageInstruction)
 				w.metadata(s.Metadata)
 				if src := s.Source; src != nil {
-					w.key("source")
-					w.object(func() {
-						w.field("dataset", src.Dataset)
-						w.optField("version", src.Version)
-						w.optField("split", src.Split)
-						w.optField("shard", src.Shard)
-						w.key("record")
-						w.b = msgp.AppendInt64(w.b, src.Record)
+					w.Key("source")
+					w.Object(func() {
+						w.Field("dataset", src.Dataset)
+						w.OptField("version", src.Version)
+						w.OptField("split", src.Split)
+						w.OptField("shard", src.Shard)
+						w.Key("record")
+						w.B = msgp.AppendInt64(w.B, src.Record)
 						if src.Offset != 0 {
-							w.key("offset")
-							w.b = msgp.AppendInt64(w.b, src.Offset)
+							w.Key("offset")
+							w.B = msgp.AppendInt64(w.B, src.Offset)
 						}
 					})
 				}
 			})
 		}
 		if s := m.Step; s != nil {
-			w.key("step")
+			w.Key("step")
 			w.step(s)
 		}
 		if e := m.End; e != nil {
-			w.key("end")
-			w.object(func() {
-				w.key("end_time")
-				w.time(e.EndTime)
+			w.Key("end")
+			w.Object(func() {
+				w.Key("end_time")
+				w.Time(e.EndTime)
 				if e.Success != nil {
-					w.key("success")
-					w.b = msgp.AppendBool(w.b, *e.Success)
+					w.Key("success")
+					w.B = msgp.AppendBool(w.B, *e.Success)
 				}
 				if e.RewardSum != nil {
-					w.key("reward_sum")
-					w.number(*e.RewardSum)
+					w.Key("reward_sum")
+					w.Number(*e.RewardSum)
 				}
-				w.key("steps")
-				w.b = msgp.AppendInt(w.b, e.Steps)
+				w.Key("steps")
+				w.B = msgp.AppendInt(w.B, e.Steps)
 				w.metadata(e.Metadata)
 			})
 		}
 	})
-	return w.b, w.err
+	return w.B, w.err
 }
 
-// mpWriter writes the msgpack wire format. A map's header is written
-// once its fields are counted: object reserves the largest header
-// (map32) and fixes it up.
+// mpWriter writes the msgpack wire format.
 type mpWriter struct {
-	b      []byte
-	fields uint32
-	err    error
-}
-
-func (w *mpWriter) object(fill func()) {
-	at, outer := len(w.b), w.fields
-	w.b = append(w.b, 0xdf, 0, 0, 0, 0)
-	w.fields = 0
-	fill()
-	n := w.fields
-	w.fields = outer
-	if n < 16 { // a fixmap: shift the fields back over the spare bytes
-		w.b[at] = 0x80 | byte(n)
-		w.b = append(w.b[:at+1], w.b[at+5:]...)
-		return
-	}
-	binary.BigEndian.PutUint32(w.b[at+1:], n)
-}
-
-func (w *mpWriter) key(k string) {
-	w.b = msgp.AppendString(w.b, k)
-	w.fields++
-}
-
-func (w *mpWriter) field(k, v string) {
-	w.key(k)
-	w.b = msgp.AppendString(w.b, v)
-}
-
-func (w *mpWriter) optField(k, v string) {
-	if v != "" {
-		w.field(k, v)
-	}
-}
-
-func (w *mpWriter) strs(k string, ss []string) {
-	if len(ss) == 0 {
-		return
-	}
-	w.key(k)
-	w.b = msgp.AppendArrayHeader(w.b, uint32(len(ss)))
-	for _, s := range ss {
-		w.b = msgp.AppendString(w.b, s)
-	}
-}
-
-func (w *mpWriter) time(t time.Time) { w.b = msgp.AppendTimeExt(w.b, t) }
-
-// number writes v as an integer when it is one, else as a float32 when
-// that holds it exactly, else as a float64.
-func (w *mpWriter) number(v float64) {
-	switch {
-	case v == math.Trunc(v) && math.Abs(v) < 1<<53:
-		w.b = msgp.AppendInt64(w.b, int64(v))
-	case float64(float32(v)) == v:
-		w.b = msgp.AppendFloat32(w.b, float32(v))
-	default:
-		w.b = msgp.AppendFloat64(w.b, v)
-	}
+	mplex.Writer
+	err error
 }
 
 func (w *mpWriter) metadata(md map[string]any) {
 	if len(md) == 0 {
 		return
 	}
-	w.key("metadata")
+	w.Key("metadata")
 	var err error
-	if w.b, err = msgp.AppendIntf(w.b, md); err != nil && w.err == nil {
+	if w.B, err = msgp.AppendIntf(w.B, md); err != nil && w.err == nil {
 		w.err = fmt.Errorf("metadata: %w", err)
 	}
 }
 
 func (w *mpWriter) step(s *Step) {
-	w.object(func() {
-		w.key("index")
-		w.b = msgp.AppendInt(w.b, s.Index)
-		w.key("timestamp")
-		w.time(s.Timestamp)
+	w.Object(func() {
+		w.Key("index")
+		w.B = msgp.AppendInt(w.B, s.Index)
+		w.Key("timestamp")
+		w.Time(s.Timestamp)
 		w.features("observation", s.Observation)
 		w.features("action", s.Action)
-		w.key("reward")
-		w.number(s.Reward)
-		w.key("discount")
-		w.number(s.Discount)
+		w.Key("reward")
+		w.Number(s.Reward)
+		w.Key("discount")
+		w.Number(s.Discount)
 		for _, f := range []struct {
 			k string
 			v bool
 		}{{"is_first", s.IsFirst}, {"is_last", s.IsLast}, {"is_terminal", s.IsTerminal}} {
-			w.key(f.k)
-			w.b = msgp.AppendBool(w.b, f.v)
+			w.Key(f.k)
+			w.B = msgp.AppendBool(w.B, f.v)
 		}
-		w.optField("language_instruction", s.LanguageInstruction)
+		w.OptField("language_instruction", s.LanguageInstruction)
 		w.metadata(s.Metadata)
 		if a := s.Annotations; a != nil {
-			w.key("annotations")
+			w.Key("annotations")
 			w.annotations(a)
 		}
 	})
 }
 
 func (w *mpWriter) annotations(a *Annotations) {
-	w.object(func() {
-		w.strs("entities", a.Entities)
-		w.optField("tool", a.Tool)
-		w.optField("goal", a.Goal)
-		w.optField("intent", a.Intent)
+	w.Object(func() {
+		w.Strs("entities", a.Entities)
+		w.OptField("tool", a.Tool)
+		w.OptField("goal", a.Goal)
+		w.OptField("intent", a.Intent)
 		if len(a.Events) > 0 {
-			w.key("events")
-			w.b = msgp.AppendArrayHeader(w.b, uint32(len(a.Events)))
+			w.Key("events")
+			w.B = msgp.AppendArrayHeader(w.B, uint32(len(a.Events)))
 			for i := range a.Events {
 				w.event(&a.Events[i])
 			}
 		}
-		w.optField("location", a.Location)
-		w.strs("scene_tags", a.SceneTags)
+		w.OptField("location", a.Location)
+		w.Strs("scene_tags", a.SceneTags)
 	})
 }
 
 func (w *mpWriter) event(e *Event) {
-	w.object(func() {
-		w.field("subject", e.Subject)
-		w.field("predicate", e.Predicate)
-		w.field("object", e.Object)
-		w.optField("edge_type", e.EdgeType)
-		w.optField("value", e.Value)
+	w.Object(func() {
+		w.Field("subject", e.Subject)
+		w.Field("predicate", e.Predicate)
+		w.Field("object", e.Object)
+		w.OptField("edge_type", e.EdgeType)
+		w.OptField("value", e.Value)
 		if e.Confidence != nil {
-			w.key("confidence")
-			w.number(*e.Confidence)
+			w.Key("confidence")
+			w.Number(*e.Confidence)
 		}
-		w.strs("allow_roles", e.AllowRoles)
-		w.strs("deny_roles", e.DenyRoles)
-		w.strs("audience", e.Audience)
-		if len(e.Embedding) > 0 {
-			w.key("embedding")
-			w.b = msgp.AppendArrayHeader(w.b, uint32(len(e.Embedding)))
-			for _, v := range e.Embedding {
-				w.number(float64(v))
-			}
-		}
+		w.Strs("allow_roles", e.AllowRoles)
+		w.Strs("deny_roles", e.DenyRoles)
+		w.Strs("audience", e.Audience)
+		w.Vector("embedding", e.Embedding)
 	})
 }
 
@@ -952,38 +531,38 @@ func (w *mpWriter) features(k string, f Features) {
 	if len(f) == 0 {
 		return
 	}
-	w.key(k)
-	w.object(func() {
+	w.Key(k)
+	w.Object(func() {
 		for name, t := range f {
-			w.key(name)
+			w.Key(name)
 			w.tensor(t)
 		}
 	})
 }
 
 func (w *mpWriter) tensor(t Tensor) {
-	w.object(func() {
-		w.field("dtype", string(t.DType))
+	w.Object(func() {
+		w.Field("dtype", string(t.DType))
 		if len(t.Shape) > 0 {
-			w.key("shape")
-			w.b = msgp.AppendArrayHeader(w.b, uint32(len(t.Shape)))
+			w.Key("shape")
+			w.B = msgp.AppendArrayHeader(w.B, uint32(len(t.Shape)))
 			for _, n := range t.Shape {
-				w.b = msgp.AppendInt(w.b, n)
+				w.B = msgp.AppendInt(w.B, n)
 			}
 		}
 		if len(t.Data) > 0 {
-			w.key("data")
-			w.b = msgp.AppendArrayHeader(w.b, uint32(len(t.Data)))
+			w.Key("data")
+			w.B = msgp.AppendArrayHeader(w.B, uint32(len(t.Data)))
 			for _, v := range t.Data {
-				w.number(v)
+				w.Number(v)
 			}
 		}
-		w.strs("text", t.Text)
+		w.Strs("text", t.Text)
 		if len(t.Bytes) > 0 {
-			w.key("bytes")
-			w.b = msgp.AppendBytes(w.b, t.Bytes)
+			w.Key("bytes")
+			w.B = msgp.AppendBytes(w.B, t.Bytes)
 		}
-		w.optField("encoding", t.Encoding)
-		w.optField("ref", t.Ref)
+		w.OptField("encoding", t.Encoding)
+		w.OptField("ref", t.Ref)
 	})
 }
