@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 )
 
 // FuzzDecodeRequest feeds the planner's request decoder what a planner
@@ -19,6 +20,14 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"query":"x","min_confidence":2,"hops":99,"k":-1,"budget":1e9}`,
 	} {
 		f.Add([]byte(s))
+	}
+	// Requests in msgpack.
+	asOf := time.Unix(1.8e9, 0)
+	for _, q := range []Request{
+		{Query: "where is the red block", Entities: []string{"red block"}, Roles: []string{"operator"}, Hops: 2, K: 10, Budget: 256},
+		{Vector: []float32{0.5, -1, 0.125}, TimeWindow: &TimeWindow{From: time.Unix(1.7e9, 5)}, AsOf: &asOf, MinConfidence: 0.3, Format: "msgpack"},
+	} {
+		f.Add(q.AppendMsgpack(nil))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)

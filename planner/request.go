@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/rlds/mplex"
 )
 
 var (
@@ -67,8 +68,12 @@ type Request struct {
 	Principal *particle.Principal `json:"-"`
 }
 
-// DecodeRequest parses a request; unknown fields are errors.
+// DecodeRequest parses a request, JSON or msgpack (request_msgpack.go);
+// unknown fields are errors.
 func DecodeRequest(b []byte) (*Request, error) {
+	if mplex.IsMap(b) {
+		return decodeRequestMsgpack(b)
+	}
 	if r, ok := decodeRequestFast(b); ok {
 		return r, nil
 	}

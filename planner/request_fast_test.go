@@ -154,11 +154,14 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	mp := req.AppendMsgpack(nil)
 	for _, c := range []struct {
 		name   string
 		decode func([]byte) (*Request, error)
-	}{{"DecodeRequest", DecodeRequest}, {"encoding_json", decodeRequestJSON}} {
+		body   []byte
+	}{{"DecodeRequest", DecodeRequest, body}, {"encoding_json", decodeRequestJSON, body}, {"msgpack", DecodeRequest, mp}} {
 		b.Run(c.name, func(b *testing.B) {
+			body := c.body
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {

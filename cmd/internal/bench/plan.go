@@ -655,9 +655,11 @@ func (r *runner) truthSeqs(store *particle.Store, truth []Truth, k int) []uint64
 	return out
 }
 
-// natsFormats are the answer formats measured over NATS, with the
-// figure names' mode for each: the JSON (planner.nats.*) and the
-// msgpack format a control loop would ask for (planner.nats_msgpack.*).
+// natsFormats are the formats measured over NATS, with the figure
+// names' mode for each: JSON requests and answers (planner.nats.*), and
+// msgpack requests and answers as a control loop would send and ask
+// for (planner.nats_msgpack.*; before the forty-eighth round of
+// BENCHMARKS.md its requests were JSON).
 var natsFormats = []struct{ format, mode, label string }{{"", "nats", ""}, {"msgpack", "nats_msgpack", " msgpack"}}
 
 // overNATS measures planner requests over NATS request/reply on
@@ -683,6 +685,10 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 		bodies := make([][]byte, len(reqs))
 		for i := range reqs {
 			reqs[i].Format = format
+			if format == "msgpack" { // msgpack both ways, as a control loop asks
+				bodies[i] = reqs[i].AppendMsgpack(nil)
+				continue
+			}
 			b, err := json.Marshal(&reqs[i])
 			if err != nil {
 				return err

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/rlds"
 )
 
@@ -141,5 +145,69 @@ func TestMsgpackEpisodesMakeTheGraphTheirJSONMakes(t *testing.T) {
 		if !have[l] {
 			t.Errorf("lost after bad input: %s", l)
 		}
+	}
+}
+
+// A planner request in msgpack over NATS gets the answer its JSON gets,
+// in msgpack when it asks for it; a bad one gets a clear error reply and
+// the daemon serves on.
+func TestMsgpackPlannerRequestsOverNATS(t *testing.T) {
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	want := edgeNames(c.ask(redBlockQuery))
+	if len(want) == 0 {
+		t.Fatal("no edges in the JSON answer")
+	}
+	for _, format := range []string{"", "msgpack"} {
+		req := redBlockQuery
+		req.Format = format
+		reply, err := c.nc.Request("ctxgraph.planner.context", req.AppendMsgpack(nil), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := reply.Header.Get("Status"); st != "" {
+			t.Fatalf("format %q: status %s: %s", format, st, reply.Data)
+		}
+		var a *planner.Answer
+		if format == "msgpack" {
+			a, err = planner.DecodeMsgpackAnswer(reply.Data)
+		} else {
+			a = new(planner.Answer)
+			err = json.Unmarshal(reply.Data, a)
+		}
+		if err != nil {
+			t.Fatalf("format %q: %v", format, err)
+		}
+		if got := edgeNames(a); !slices.Equal(got, want) {
+			t.Errorf("format %q: msgpack request answered %v, JSON %v", format, got, want)
+		}
+	}
+	// And over HTTP.
+	req := redBlockQuery
+	req.Format = "msgpack"
+	resp, err := http.Post("http://"+d.HTTPAddr()+"/v1/context", planner.MsgpackMediaType, bytes.NewReader(req.AppendMsgpack(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP: %s, %v: %s", resp.Status, err, body)
+	}
+	if a, err := planner.DecodeMsgpackAnswer(body); err != nil || !slices.Equal(edgeNames(a), want) {
+		t.Errorf("HTTP msgpack request: %v, %v; want %v", a, err, want)
+	}
+	bad, err := msgp.AppendIntf(nil, map[string]any{"query": "red block", "hopz": int64(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, eb := c.askErr(bad)
+	if status != "400" || eb.Error.Code != "invalid_request" || !strings.Contains(eb.Error.Message, "hopz: unknown field") {
+		t.Errorf("bad msgpack request: status %q %+v", status, eb)
+	}
+	if got := edgeNames(c.ask(redBlockQuery)); !slices.Equal(got, want) {
+		t.Errorf("after the bad request the answer is %v, want %v", got, want)
 	}
 }
