@@ -74,7 +74,7 @@ reopen-time: build
 	awk -v s=$$s -v e=$$e -v rb="$$rb" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "\n" }'
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
-# input (step JSON and msgpack, span JSON, planner request, TFRecord, Example, backup
+# input (step, span and planner request JSON and msgpack, TFRecord, Example, backup
 # file, policy edit, a damaged view snapshot) for FUZZ_SHORT each; `make fuzz`
 # runs every target for FUZZTIME.
 # FUZZ_SHORT is a count of inputs, not a duration: with a duration, Go 1.26's

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/rlds/mplex"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -57,9 +58,20 @@ type Span struct {
 // MaxLevel is the slowest level a span may name.
 const MaxLevel = 15
 
-// Decode parses and validates one span; unknown fields are errors.
+// Decode parses and validates one span, JSON or msgpack (msgpack.go);
+// unknown fields are errors.
 // dims is the embedding dimension spans must match (0 skips the check).
 func Decode(b []byte, dims int) (*Span, error) {
+	if mplex.IsMap(b) {
+		s, err := decodeMsgpack(b)
+		if err == nil {
+			err = s.Validate(dims)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var s Span

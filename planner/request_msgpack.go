@@ -11,12 +11,10 @@ import (
 
 // A request may come as MessagePack, for programs in a control loop
 // that take their answers in msgpack too: the JSON request's object as
-// a map under the same keys, read by rlds/mplex (numbers in any
-// MessagePack form, the vector as an array of numbers, times as
-// MessagePack timestamps or RFC 3339 strings, nil for absent; an
-// unknown or repeated key is refused). DecodeRequest tells it from JSON
-// by its first byte. A request with a 384-d vector decodes in about a
-// tenth of its JSON's time (BenchmarkDecodeRequest).
+// a map under the same keys, in the forms rlds/mplex reads (the vector
+// an array of numbers). DecodeRequest tells it from JSON by its first
+// byte. A request with a 384-d vector decodes in about a seventh of its
+// JSON's time (BenchmarkDecodeRequest).
 
 // decodeRequestMsgpack reads a msgpack request.
 func decodeRequestMsgpack(b []byte) (*Request, error) {

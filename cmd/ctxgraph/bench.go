@@ -126,7 +126,7 @@ func benchRunCmd() *cobra.Command {
 	f.Float64Var(&o.VisibilityRate, "visibility-rate", 0, "steps/s of the paced phase (0: min(20000, half the bulk rate))")
 	f.Float64Var(&o.VisibilityShare, "visibility-share", bench.DefaultVisibilityShare, "share of the steps sent in the paced phase, between 0 and 1 (a larger share times a longer stretch of steady ingest)")
 	f.Float64Var(&o.MixedShare, "mixed-share", bench.DefaultMixedShare, "share of the steps sent in the mixed phase, between the bulk and the paced ones, at the paced rate with the planner asked beside them (in-process daemon; negative: none)")
-	f.StringVar(&o.Wire, "wire", bench.WireJSON, "wire format of the steps and episodes sent: json or msgpack (the workload's JSON written as MessagePack before the run)")
+	f.StringVar(&o.Wire, "wire", bench.WireJSON, "wire format of the episodes and CMS spans sent: json or msgpack (the workload's JSON written as MessagePack before the run)")
 	f.StringSliceVar(&o.Phases, "phases", []string{"planner", "reopen"}, "phases after the load, which with an in-process daemon a transport baseline (JetStream alone) precedes: planner, reopen (none: --phases=\"\")")
 	f.StringVar(&o.CallsDir, "calls", "", "write every timed planner call (query index, latency, stage times, the index search's lists scanned, items scored and candidates asked about) of each configuration to DIR/CONFIG.jsonl")
 	f.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each phase (transport, ingest, planner, reopen) to this directory, and after each the allocations so far (PHASE.allocs.pprof; diff two with pprof -base)")

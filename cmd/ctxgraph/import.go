@@ -41,11 +41,16 @@ func importCmd() *cobra.Command {
 		},
 	}
 	sf.register(spans)
+	sf.registerWire(spans)
 	cmd.AddCommand(jsonl, spans, importRLDSCmd())
 	return cmd
 }
 
 func publishSpans(ctx context.Context, stderr io.Writer, pf publishFlags, files []string) error {
+	asMsgpack, err := pf.msgpack()
+	if err != nil {
+		return err
+	}
 	nc, js, err := client.Connect(pf.natsURL, "ctxgraph-import-spans")
 	if err != nil {
 		return err
@@ -72,7 +77,11 @@ func publishSpans(ctx context.Context, stderr io.Writer, pf publishFlags, files 
 				fmt.Fprintf(stderr, "skipped: %s:%d: %v\n", path, line, err)
 				continue
 			}
-			if err := pub.PublishRaw(ctx, s.Subject(pf.prefix), s.ID, append([]byte(nil), sc.Bytes()...)); err != nil {
+			body := append([]byte(nil), sc.Bytes()...)
+			if asMsgpack {
+				body = s.AppendMsgpack(nil)
+			}
+			if err := pub.PublishRaw(ctx, s.Subject(pf.prefix), s.ID, body); err != nil {
 				f.Close()
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
+	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
 )
@@ -44,8 +45,8 @@ const (
 	WireMsgpack = "msgpack"
 )
 
-// loadWorkload reads the workload's messages and spans, the messages
-// written as msgpack when asMsgpack is set.
+// loadWorkload reads the workload's messages and spans, written as
+// msgpack when asMsgpack is set.
 func loadWorkload(dir, prefix string, asMsgpack bool) (*workload, error) {
 	w := &workload{}
 	err := readJSONL(filepath.Join(dir, MessagesFile), func(b []byte) error {
@@ -80,8 +81,15 @@ func loadWorkload(dir, prefix string, asMsgpack bool) (*workload, error) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		w.spans = append(w.spans, pubMsg{subj: fmt.Sprintf("%s.cms.%d", prefix, s.Level), id: s.ID, ep: s.EpisodeID,
-			body: append([]byte(nil), b...)})
+		p := pubMsg{subj: fmt.Sprintf("%s.cms.%d", prefix, s.Level), id: s.ID, ep: s.EpisodeID, body: append([]byte(nil), b...)}
+		if asMsgpack {
+			sp, err := cms.Decode(b, 0)
+			if err != nil {
+				return err
+			}
+			p.body = sp.AppendMsgpack(nil)
+		}
+		w.spans = append(w.spans, p)
 		return nil
 	})
 	if err == nil {

@@ -74,7 +74,7 @@ type RunOptions struct {
 	// beside them (in process; default DefaultMixedShare, negative: no
 	// mixed phase).
 	MixedShare float64
-	// Wire is the format the steps and episodes are sent in: "json" (the
+	// Wire is the format the episodes and spans are sent in: "json" (the
 	// default) or "msgpack" (rlds/wire_msgpack.go; the workload's JSON
 	// written as msgpack before anything is timed).
 	Wire string

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 
+	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/rlds"
@@ -47,15 +50,17 @@ func facts(s *particle.Store) string {
 	return fmt.Sprintf("%d steps\n%s", s.Counts().Steps, strings.Join(lines, "\n"))
 }
 
-// The same episodes sent as msgpack through a real NATS connection make
-// the same graph as their JSON; bad msgpack is dead-lettered with its
-// reason, and a good step after it applies.
+// The same episodes and CMS spans sent as msgpack through a real NATS
+// connection make the same graph as their JSON; bad msgpack is
+// dead-lettered with its reason, and a good step after it applies.
 func TestMsgpackEpisodesMakeTheGraphTheirJSONMakes(t *testing.T) {
 	msgs := readMessages(t, "episodes.jsonl")
 
 	dj := startDaemon(t, testConfig(t.TempDir()))
 	cj := connect(t, dj)
 	cj.publishAll(msgs)
+	cj.waitApplied()
+	cj.publishSpans("spans.jsonl") // after the episodes, as below: the streams' order is the graph's
 	cj.waitApplied()
 
 	dm := startDaemon(t, testConfig(t.TempDir()))
@@ -71,6 +76,22 @@ func TestMsgpackEpisodesMakeTheGraphTheirJSONMakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm.waitApplied()
+	// The CMS spans in msgpack too.
+	raw, err := os.ReadFile(filepath.Join(testdataDir(), "spans.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		sp, err := cms.Decode(line, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.publishRaw(sp.Subject("ctxgraph"), sp.AppendMsgpack(nil))
+	}
+	cm.waitApplied()
+	if n := dm.Store().Counts().Spans; n == 0 {
+		t.Fatal("no spans stored")
+	}
 	if want, got := facts(dj.Store()), facts(dm.Store()); got != want {
 		t.Fatalf("msgpack made\n%s\nJSON made\n%s", got, want)
 	}
@@ -112,6 +133,11 @@ func TestMsgpackEpisodesMakeTheGraphTheirJSONMakes(t *testing.T) {
 			map[string]any{"subject": "a", "predicate": "on", "object": "b", "embedding": []any{1.0, math.NaN()}}}}}), "non-finite"},
 		{"wrong type", "ctxgraph.rlds.mp-bot.b4", step("b4", map[string]any{"is_first": "yes"}), "is_first"},
 	}
+	badSpan, err := msgp.AppendIntf(nil, map[string]any{"id": "s-mp", "levle": int64(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.publishRaw("ctxgraph.cms.0", badSpan)
 	for _, b := range bad {
 		cm.publishRaw(b.subject, b.body)
 	}
@@ -131,6 +157,9 @@ func TestMsgpackEpisodesMakeTheGraphTheirJSONMakes(t *testing.T) {
 	}
 	if len(dls) != len(bad) {
 		t.Errorf("%d dead letters, want %d: %v", len(dls), len(bad), reasons(dls))
+	}
+	if cl := deadLetters(t, cm, StreamCMS); len(cl) != 1 || !strings.Contains(cl[0].Error, "levle: unknown field") || !bytes.Equal(cl[0].Payload, badSpan) {
+		t.Errorf("bad msgpack span: dead letters %v", reasons(cl))
 	}
 	after := facts(dm.Store())
 	if !strings.Contains(after, "yellow cone") {
