@@ -68,7 +68,10 @@ func (r *Reader) Object(fn func(key string) error) error {
 		return err
 	}
 	r.B = rest
+	// The keys so far: a message's objects have a few, so a scan of
+	// them serves; past 16 a map does.
 	var seen [16]string
+	var more map[string]bool
 	for i := range int(n) {
 		k, rest, err := msgp.ReadStringZC(r.B)
 		if err != nil {
@@ -76,13 +79,20 @@ func (r *Reader) Object(fn func(key string) error) error {
 		}
 		r.B = rest
 		key := unsafe.String(unsafe.SliceData(k), len(k))
+		twice := more != nil && more[key]
 		for _, s := range seen[:min(i, len(seen))] {
-			if s == key {
-				return fmt.Errorf("%s: given twice", key)
-			}
+			twice = twice || s == key
 		}
-		if i < len(seen) {
+		if twice {
+			return fmt.Errorf("%s: given twice", key)
+		}
+		switch {
+		case i < len(seen):
 			seen[i] = key
+		case more == nil:
+			more = map[string]bool{key: true}
+		default:
+			more[key] = true
 		}
 		if err := fn(key); err != nil {
 			return fmt.Errorf("%s: %w", key, err)

@@ -96,3 +96,40 @@ func TestStringsAndTimes(t *testing.T) {
 		t.Fatal("the year 10000 read")
 	}
 }
+
+// A key given twice is refused wherever it repeats, past the first 16
+// keys too.
+func TestObjectRefusesARepeatedKey(t *testing.T) {
+	for _, n := range []int{2, 16, 17, 18, 40} {
+		for _, at := range []int{1, n - 1} {
+			b := msgp.AppendMapHeader(nil, uint32(n))
+			for i := range n {
+				k := fmt.Sprintf("k%d", i)
+				if i == at {
+					k = "k0"
+				}
+				b = msgp.AppendInt(msgp.AppendString(b, k), i)
+			}
+			r := Reader{B: b}
+			err := r.Object(func(string) error { _, err := r.Int(); return err })
+			if err == nil || err.Error() != "k0: given twice" {
+				t.Errorf("%d keys, k0 again at %d: %v", n, at, err)
+			}
+		}
+		// And a repeat between two keys past the 16th.
+		if n > 17 {
+			b := msgp.AppendMapHeader(nil, uint32(n))
+			for i := range n {
+				k := fmt.Sprintf("k%d", i)
+				if i == n-1 {
+					k = "k16"
+				}
+				b = msgp.AppendInt(msgp.AppendString(b, k), i)
+			}
+			r := Reader{B: b}
+			if err := r.Object(func(string) error { _, err := r.Int(); return err }); err == nil || err.Error() != "k16: given twice" {
+				t.Errorf("%d keys, k16 again last: %v", n, err)
+			}
+		}
+	}
+}
