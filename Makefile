@@ -4,7 +4,7 @@ BIN      := bin/ctxgraph
 PKG      ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check js-deps rdflib demo bench bench-run reopen-time fuzz soak crash clean
+.PHONY: all build test race vet fmt-check js-deps rdflib pymsgpack demo bench bench-run reopen-time fuzz soak crash clean
 
 all: build
 
@@ -13,9 +13,10 @@ build:
 
 # The README's test command: vet, then every test (unit, daemon end to end
 # over real NATS and Badger, real RLDS files), with short fuzz runs.
-# The Turtle tests parse every answer with rdflib: required here.
-test: vet fmt-check js-deps rdflib
-	CTXGRAPH_REQUIRE_RDFLIB=1 $(GO) test -count=1 -timeout 12m $(PKG)
+# The Turtle tests parse every answer with rdflib, and the MessagePack wire
+# format is checked against messages Python's msgpack writes: both required here.
+test: vet fmt-check js-deps rdflib pymsgpack
+	CTXGRAPH_REQUIRE_RDFLIB=1 CTXGRAPH_REQUIRE_PYMSGPACK=1 $(GO) test -count=1 -timeout 12m $(PKG)
 	@$(MAKE) --no-print-directory fuzz FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)" FUZZTIME=$(FUZZ_SHORT)
 
 # rdflib (Debian's python3-rdflib) is the independent RDF parser the
@@ -23,6 +24,10 @@ test: vet fmt-check js-deps rdflib
 rdflib:
 	@/usr/bin/python3 -c 'import rdflib' 2>/dev/null || python3 -c 'import rdflib' 2>/dev/null || \
 	{ apt-get update -qq && apt-get install -y -qq python3-rdflib; }
+
+pymsgpack:
+	@/usr/bin/python3 -c 'import msgpack' 2>/dev/null || python3 -c 'import msgpack' 2>/dev/null || \
+	{ apt-get update -qq && apt-get install -y -qq python3-msgpack; }
 
 vet:
 	$(GO) vet $(PKG)
