@@ -13,4 +13,7 @@
 // episode and entities they abstract with edges whose provenance names
 // the span. The span's update size seeds the salience of what it touches
 // and its level sets the half-life: slow levels decay slowly.
+//
+// A span arrives as JSON or as MessagePack ([Span.AppendMsgpack]);
+// [Decode] takes either.
 package cms

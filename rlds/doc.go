@@ -4,8 +4,9 @@
 // with no TensorFlow and no generated protobuf code.
 //
 // A [Message] is one unit on the wire (episode start, step, episode
-// end); an [Episode] is a whole episode in memory, and
-// [Episode.Messages] turns it into its messages.
+// end), in JSON or in MessagePack ([Message.AppendMsgpack]; the
+// MessagePack forms are rlds/mplex's); an [Episode] is a whole episode
+// in memory, and [Episode.Messages] turns it into its messages.
 //
 // # Reading a dataset
 //

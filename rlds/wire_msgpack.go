@@ -32,11 +32,14 @@ import (
 //     string. A features value that is an array is one flat tensor.
 //   - Metadata maps hold any values; their numbers are kept as float64,
 //     as the JSON's are.
+//   - Strings with invalid UTF-8 read with each bad byte replaced by
+//     U+FFFD, as encoding/json reads the JSON's.
 //
 // Message.AppendMsgpack writes this format: each number as the shortest
 // MessagePack value that holds it exactly. The reading and writing of
-// the MessagePack forms is rlds/mplex's, shared with the planner's
-// requests.
+// the MessagePack forms is rlds/mplex's, shared with the CMS spans and
+// the planner's requests. TestMsgpackFromPython checks messages that
+// Python's msgpack writes.
 
 // IsMsgpack reports whether b is in the msgpack wire format: it starts
 // with a MessagePack map, which no JSON text does.

@@ -2,12 +2,13 @@
 // messages: maps with string keys for the JSON's objects, refused when
 // a key is unknown or given twice; numbers in any MessagePack integer
 // or float form; times as MessagePack timestamps or RFC 3339 strings;
-// nil for an absent value, as null is in the JSON. The RLDS wire decoder
-// (rlds) and the planner's request decoder use it, beside jsonlex for
-// their JSON.
+// nil for an absent value, as null is in the JSON; strings with invalid
+// UTF-8 read as encoding/json reads them. The RLDS wire decoder (rlds),
+// the CMS span decoder (cms) and the planner's request decoder use it,
+// beside jsonlex (and encoding/json) for their JSON.
 //
 // A Reader's errors name where they arose (the keys and indices on the
-// way, innermost last), for the caller to wrap with its own sentinel.
+// way, outermost first), for the caller to wrap with its own sentinel.
 package mplex
 
 import (
