@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
+	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/rlds"
@@ -90,8 +91,15 @@ func readMessages(t *testing.T, name string) []*rlds.Message {
 
 func (c *controller) publishAll(msgs []*rlds.Message) *client.Publisher {
 	c.t.Helper()
+	return c.publishAs(msgs, false)
+}
+
+// publishAs publishes msgs as JSON, or as msgpack when asMsgpack is set.
+func (c *controller) publishAs(msgs []*rlds.Message, asMsgpack bool) *client.Publisher {
+	c.t.Helper()
 	ctx := context.Background()
 	p := client.NewPublisher(c.js, "ctxgraph", 0)
+	p.Msgpack = asMsgpack
 	for _, m := range msgs {
 		if err := p.Publish(ctx, m); err != nil {
 			c.t.Fatal(err)
@@ -114,6 +122,13 @@ func (c *controller) publishRaw(subj string, body []byte) {
 
 func (c *controller) publishSpans(name string) {
 	c.t.Helper()
+	c.publishSpansAs(name, false)
+}
+
+// publishSpansAs publishes the spans of testdata file name as they are
+// (JSON), or written as msgpack when asMsgpack is set.
+func (c *controller) publishSpansAs(name string, asMsgpack bool) {
+	c.t.Helper()
 	f, err := os.Open(filepath.Join(testdataDir(), name))
 	if err != nil {
 		c.t.Fatal(err)
@@ -127,7 +142,15 @@ func (c *controller) publishSpans(name string) {
 		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
 			c.t.Fatal(err)
 		}
-		c.publishRaw(fmt.Sprintf("ctxgraph.cms.%d", s.Level), sc.Bytes())
+		body := sc.Bytes()
+		if asMsgpack {
+			sp, err := cms.Decode(body, 0)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			body = sp.AppendMsgpack(nil)
+		}
+		c.publishRaw(fmt.Sprintf("ctxgraph.cms.%d", s.Level), body)
 	}
 }
 

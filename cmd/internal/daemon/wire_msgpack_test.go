@@ -7,8 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 
-	"github.com/ctxgraph/ctxgraph/cms"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/rlds"
@@ -65,29 +62,9 @@ func TestMsgpackEpisodesMakeTheGraphTheirJSONMakes(t *testing.T) {
 
 	dm := startDaemon(t, testConfig(t.TempDir()))
 	cm := connect(t, dm)
-	p := cm.publishAll(nil)
-	p.Msgpack = true
-	for _, m := range msgs {
-		if err := p.Publish(t.Context(), m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	cm.publishAs(msgs, true)
 	cm.waitApplied()
-	// The CMS spans in msgpack too.
-	raw, err := os.ReadFile(filepath.Join(testdataDir(), "spans.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		sp, err := cms.Decode(line, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.publishRaw(sp.Subject("ctxgraph"), sp.AppendMsgpack(nil))
-	}
+	cm.publishSpansAs("spans.jsonl", true) // the CMS spans in msgpack too
 	cm.waitApplied()
 	if n := dm.Store().Counts().Spans; n == 0 {
 		t.Fatal("no spans stored")
