@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -245,6 +246,7 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("%s: %d calls of %d with stage times, %d with the index search's work", prefix, staged, len(lines), searched)
 		}
 	}
+	checkRecallRecords(t, filepath.Join(calls, RecallFile), rep.Figures)
 	// Each phase leaves a CPU and an allocation profile (gzipped protobuf).
 	for _, name := range []string{"ingest.pprof", "ingest.allocs.pprof", "planner.allocs.pprof", "reopen.allocs.pprof"} {
 		b, err := os.ReadFile(filepath.Join(profiles, name))
@@ -495,5 +497,49 @@ func TestWorkloadPackKeepsStrings(t *testing.T) {
 	}
 	if int(hi-lo) != total {
 		t.Fatalf("the strings span %d bytes, want %d back to back", hi-lo, total)
+	}
+}
+
+// checkRecallRecords checks the recall pass's records against the
+// figures: one per query with an exact answer, each recall the share of
+// its exact top 10 found, each miss named, and the misses counted.
+func checkRecallRecords(t *testing.T, path string, f map[string]float64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("recall records: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if float64(len(lines)) != f["prefilter.queries"] {
+		t.Errorf("%d recall records, %v queries counted", len(lines), f["prefilter.queries"])
+	}
+	var sum float64
+	missed := 0
+	for _, l := range lines {
+		var rec recallRecord
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || len(rec.Exact) == 0 || len(rec.Found) > 10 || len(rec.Exact) > 10 {
+			t.Errorf("recall record %s (%v)", l, err)
+			return
+		}
+		found := 0
+		for _, e := range rec.Exact {
+			if slices.ContainsFunc(rec.Found, func(h [2]float64) bool { return h[0] == e[0] }) {
+				found++
+			}
+		}
+		if want := float64(found) / float64(len(rec.Exact)); rec.Recall != want || len(rec.Missed) != len(rec.Exact)-found {
+			t.Errorf("recall record %s: recall %v and %d missed, want %v and %d", l, rec.Recall, len(rec.Missed), want, len(rec.Exact)-found)
+		}
+		for _, m := range rec.Missed {
+			if m != "node" && m != "episode" && !strings.HasPrefix(m, "edge:") {
+				t.Errorf("recall record %s: a miss named %q", l, m)
+			}
+		}
+		sum += rec.Recall
+		missed += len(rec.Missed)
+	}
+	if mean := sum / float64(len(lines)); math.Abs(mean-f["prefilter.recall_at_10"]) > 1e-9 || float64(missed) != f["prefilter.missed_at_10"] {
+		t.Errorf("records: mean recall %v and %d missed; figures %v and %v", mean, missed, f["prefilter.recall_at_10"], f["prefilter.missed_at_10"])
 	}
 }

@@ -46,6 +46,9 @@ type recorder struct {
 	// alone searches the index only: its own latency, without the
 	// exact scans that would leave the caches cold for it.
 	alone bool
+	// The last search's filter (nil: none) and the index's work in it.
+	f    *wave.Filter
+	work wave.SearchStats
 }
 
 func (x *recorder) Add(id uint64, v []float32, m wave.Meta) error { return x.approx.Add(id, v, m) }
@@ -55,8 +58,19 @@ func (x *recorder) Dim() int                                      { return x.app
 
 func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 	t := time.Now()
+	var before wave.SearchStats
+	if f != nil && f.Stats != nil {
+		before = *f.Stats
+	}
 	x.a = x.approx.Search(q, k, f)
 	x.aDur = time.Since(t)
+	x.f, x.work = nil, wave.SearchStats{}
+	if f != nil {
+		x.f = f
+		if f.Stats != nil {
+			x.work = wave.SearchStats{Lists: f.Stats.Lists - before.Lists, Scored: f.Stats.Scored - before.Scored, Asked: f.Stats.Asked - before.Asked}
+		}
+	}
 	x.searches++
 	if x.alone {
 		return x.a
@@ -528,6 +542,7 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	}
 	p := planner.New(store, rec, emb, nil, o)
 	var all, selective, sameAgent, aLat, eLat, uLat, agree dist
+	var misses recallLog
 	reqs := r.requests(1)
 	const (
 		checked    = 20  // queries on which brute must equal wave.Flat
@@ -554,6 +569,7 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		got := ids(rec.a, 10)
 		rc := float64(overlap(got, ex)) / float64(len(ex))
 		all.add(rc)
+		misses.add(store, i, rc, r.qs[i].Admitted, reqs[i].SameAgent, rec.f, rec.work, rec.a, rec.e)
 		if r.qs[i].Admitted < 0.01 {
 			selective.add(rc)
 		}
@@ -582,12 +598,19 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	r.fig["prefilter.recall_at_10_same_agent"] = sameAgent.mean()
 	r.fig["prefilter.same_agent_queries"] = float64(sameAgent.n())
 	r.fig["prefilter.queries"] = float64(all.n())
+	r.fig["prefilter.missed_at_10"] = float64(misses.missed)
+	r.fig["prefilter.missed_nodes_at_10"] = float64(misses.nodes)
+	if r.o.CallsDir != "" {
+		if err := misses.write(r.o.CallsDir); err != nil {
+			return fmt.Errorf("recall records: %w", err)
+		}
+	}
 	r.fig.put("prefilter.search_", &aLat, "us")
 	r.fig.put("exact.search_filter_last_", &eLat, "us")
 	r.fig.put("exact.search_unfiltered_", &uLat, "us")
 	r.fig["truth.agreement_at_10"] = agree.mean()
-	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f; %d same-agent: %.4f); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
-		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
+	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f; %d same-agent: %.4f; of the exact hits missed, %d, %d are nodes); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
+		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), misses.missed, misses.nodes, aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
 	return nil
 }
 

@@ -197,6 +197,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"prefilter recall@10: mean / 5th percentile", pair("prefilter.recall_at_10", "prefilter.recall_at_10_p5", 3), "1 / 1", "≥ 0.95", verdict("prefilter.recall_at_10")},
 		row{fmt.Sprintf("prefilter recall@10, the %s queries admitting < 1%%", n("prefilter.selective_queries", 0)), n("prefilter.recall_at_10_selective", 3), "1", "≥ 0.95", ""},
 		row{fmt.Sprintf("prefilter recall@10, the %s same-agent queries", n("prefilter.same_agent_queries", 0)), n("prefilter.recall_at_10_same_agent", 3), "1", "≥ 0.95", ""},
+		row{"… the exact top-10 hits the prefilter missed, all / of them nodes", n("prefilter.missed_at_10", 0) + " / " + n("prefilter.missed_nodes_at_10", 0), "0", "", ""},
 		row{"index search alone (the prefilter's call), p50 / p99 µs", pair("prefilter.search_p50_us", "prefilter.search_p99_us", 0), pair("exact.search_filter_last_p50_us", "exact.search_filter_last_p99_us", 0) + " (filter-last)", "", ""},
 		row{"unfiltered brute-force scan of every vector, p50 / p99 µs", "", pair("exact.search_unfiltered_p50_us", "exact.search_unfiltered_p99_us", 0), "", ""},
 		row{"exact search agrees with the generated ground truth (top 10)", n("truth.agreement_at_10", 3), "", "", ""},
