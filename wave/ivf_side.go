@@ -65,6 +65,7 @@ type ivfSide struct {
 	filling, again bool
 	ready          atomic.Bool  // the split holds every live item
 	live           atomic.Int64 // the IVF's live items, for searches
+	sharedLive     atomic.Int64 // the catch-alls' live items, for searches
 }
 
 // sideLists are a split's lists, replaced whole (copy on write) when a
@@ -180,8 +181,10 @@ func (x *IVF) sideReady(by splitBy) bool {
 // sideChanged updates the split's readiness after a change to it or to
 // x's ids (sideAdd and sideRemove call it); the caller holds mu.
 func (x *IVF) sideChanged(sd *ivfSide) {
-	sd.ready.Store(sd.ids.len()+sd.shared.Len() == x.ids.len())
+	shared := sd.shared.Len()
+	sd.ready.Store(sd.ids.len()+shared == x.ids.len())
 	sd.live.Store(int64(x.ids.len()))
+	sd.sharedLive.Store(int64(shared))
 }
 
 // sideAdd puts id (vector vec, unit length, kept) in the split; the
@@ -483,5 +486,5 @@ func (x *IVF) searchSide(sd *ivfSide, q []float32, k int, f *Filter, pre []*list
 	// unfiltered search of x does of x's, and at least 8 (on the medium
 	// bench, 4 gave the same-agent queries recall@10 0.91, 8 0.95).
 	nprobe := max(8, int(x.nprobe.Load())*len(sh.st.Load().lists)/max(1, len(x.st.Load().lists)))
-	return sh.search(q, k, f, pre, nprobe, stats)
+	return sh.search(q, k, f, pre, nprobe, int(sd.sharedLive.Load()), stats)
 }
