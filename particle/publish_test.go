@@ -241,3 +241,60 @@ func BenchmarkReadWaitWhilePublishing(b *testing.B) {
 	b.ReportMetric(at(0.99), "wait-p99-µs")
 	b.ReportMetric(at(1), "wait-max-µs")
 }
+
+// A batch whose inserts would fill one of the view's maps by id past
+// seven eighths of what it was made for has it copied into a larger one
+// before its first hold of the lock (seqroom.go), so that no insert
+// under the lock rehashes a table of it: between its holds the maps are
+// the ones it began with, and after it every map has that room left.
+func TestPublishGrowsMapsBeforeItsHolds(t *testing.T) {
+	s := openScratchStore(t, t.TempDir())
+	putEdges(t, s, 8, 0)
+	saved := publishHoldTime
+	publishHoldTime = 0 // a hold every holdClockEvery items
+	type maps struct{ nodes, edges, identity, aliases, out, in uintptr }
+	header := func(m unsafe.Pointer) uintptr { return *(*uintptr)(m) }
+	now := func() maps {
+		v := s.v
+		return maps{header(unsafe.Pointer(&v.nodes)), header(unsafe.Pointer(&v.edges)), header(unsafe.Pointer(&v.identity)),
+			header(unsafe.Pointer(&v.aliases)), header(unsafe.Pointer(&v.out)), header(unsafe.Pointer(&v.in))}
+	}
+	var seen []maps
+	betweenHolds = func() { seen = append(seen, now()) }
+	defer func() { publishHoldTime, betweenHolds = saved, nil }()
+	for round, n := range []int{100, 3000, 200, 6000} { // rounds past each map's size, and within it
+		seen = seen[:0]
+		before := now()
+		putEdges(t, s, n, round+1)
+		for i, m := range seen {
+			if m != seen[0] {
+				t.Fatalf("round %d: a map was replaced between holds 0 and %d of the publish: %+v, then %+v", round, i, seen[0], m)
+			}
+		}
+		if len(seen) > 0 && round == 1 && seen[0] == before {
+			t.Fatalf("round %d: %d new edges and nodes did not grow the maps: %+v", round, n, before)
+		}
+		v, z := s.v, s.v.mapSizes
+		for _, m := range []struct {
+			name      string
+			len, size int
+		}{{"nodes", len(v.nodes), z.nodes}, {"edges", len(v.edges), z.edges}, {"identity", len(v.identity), z.identity},
+			{"aliases", len(v.aliases), z.aliases}, {"out", len(v.out), z.out}, {"in", len(v.in), z.in}, {"episodes", len(v.episodes), z.episodes}} {
+			if 8*m.len > 7*m.size {
+				t.Errorf("round %d: the %s map holds %d entries, made for %d: past seven eighths", round, m.name, m.len, m.size)
+			}
+		}
+	}
+	for round, n := range []int{100, 3000, 200, 6000} {
+		s.Read(func(r Reader) {
+			for i := range n {
+				if r.Node(EntityID(DefaultNamespace, NodeEntity, fmt.Sprintf("thing %d", i))) == nil {
+					t.Fatalf("round %d: node thing %d not in the view", round, i)
+				}
+			}
+		})
+	}
+	if got := len(s.v.edges); got != 8+100+3000+200+6000 {
+		t.Fatalf("the view holds %d edges after the rounds, want %d", got, 8+100+3000+200+6000)
+	}
+}
