@@ -128,7 +128,7 @@ func benchRunCmd() *cobra.Command {
 	f.Float64Var(&o.MixedShare, "mixed-share", bench.DefaultMixedShare, "share of the steps sent in the mixed phase, between the bulk and the paced ones, at the paced rate with the planner asked beside them (in-process daemon; negative: none)")
 	f.StringVar(&o.Wire, "wire", bench.WireJSON, "wire format of the episodes and CMS spans sent: json or msgpack (the workload's JSON written as MessagePack before the run)")
 	f.StringSliceVar(&o.Phases, "phases", []string{"planner", "reopen"}, "phases after the load, which with an in-process daemon a transport baseline (JetStream alone) precedes: planner, reopen (none: --phases=\"\")")
-	f.StringVar(&o.CallsDir, "calls", "", "write every timed planner call (query index, latency, stage times, the index search's lists scanned, items scored and candidates asked about) of each configuration to DIR/CONFIG.jsonl")
+	f.StringVar(&o.CallsDir, "calls", "", "write every timed planner call (query index, latency, stage times, the index search's lists scanned, items scored and candidates asked about) of each configuration to DIR/CONFIG.jsonl, and each query of the recall pass (its recall@10, constraints, both top 10s and what each missed hit is) to DIR/recall.jsonl")
 	f.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each phase (transport, ingest, planner, reopen) to this directory, and after each the allocations so far (PHASE.allocs.pprof; diff two with pprof -base)")
 	f.Float64Var(&memLimitGiB, "memory-limit-gib", 0, "Go memory limit of the run, GiB (the daemon runs in-process; 0: none)")
 	f.Float64Var(&maxRSSGiB, "max-rss-gib", 0, "stop the run once its resident memory passes this many GiB (0: never)")
