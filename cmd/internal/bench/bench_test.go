@@ -267,6 +267,10 @@ func TestRunMicro(t *testing.T) {
 	}
 	// The mixed phase asked the planner while steps streamed in, and
 	// beforehand on the same graph with nothing ingested.
+	// No call waited 10 µs or more only if the mean wait is under 10 µs.
+	if w, share := f["planner.beside_ingest.wait_mean_us"], f["planner.beside_ingest.waited_share"]; w < 0 || share < 0 || share > 1 || share == 0 && w >= 10 {
+		t.Errorf("mixed phase: wait mean %v µs (p99 %v), waited share %v", w, f["planner.beside_ingest.wait_p99_us"], share)
+	}
 	if f["planner.beside_ingest.calls"] < 1 || f["planner.beside_ingest.p99_us"] < f["planner.beside_ingest.p50_us"] ||
 		f["planner.beside_ingest.p50_us"] <= 0 || f["planner.beside_ingest.idle_p50_us"] <= 0 || f["ingest.mixed_steps_per_s"] <= 0 {
 		t.Errorf("mixed phase: %v calls, p50 %v, p99 %v µs, idle p50 %v µs, %v steps/s", f["planner.beside_ingest.calls"],
