@@ -80,7 +80,7 @@ type mapSizes struct {
 // tables filling evenly: none of them splits before it holds 7n/8.
 func growMap[V any](m map[string]V, size *int, adds int) map[string]V {
 	need := len(m) + adds
-	if 8*need <= 7*(*size) {
+	if 8*need <= 7**size {
 		return nil
 	}
 	*size = max(2*need, 1024)
