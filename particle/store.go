@@ -424,7 +424,6 @@ func presize(v *view, db *badger.DB) {
 	const most = 1 << 26
 	edges := min(keys[prefixEdge]+keys[prefixEdge]/4+4096, most)
 	v.edges, v.identity = make(map[string]*Edge, edges), make(map[string]string, edges)
-	v.mapSizes.edges, v.mapSizes.identity = edges, edges
 	// The slices by seq reach the highest seq issued, which is below the
 	// sequence's lease (Badger stores it big-endian under the key):
 	// made that large once, they are not copied as they grow (at 1M

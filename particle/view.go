@@ -57,8 +57,6 @@ type view struct {
 	agentNums     map[string]uint16
 	agentNumsFull bool
 	edgeAgents    []agentSet
-	// mapSizes are the sizes the maps by id were made for (seqroom.go).
-	mapSizes mapSizes
 	// codes holds the int8 code of each edge's embedding by seq.
 	codes edgeCodes
 	// apart holds the seqs of the nodes and edges whose embedding, as
