@@ -16,14 +16,6 @@ import (
 func decodeMsgpack(b []byte) (*Span, error) {
 	d := mplex.Reader{B: b}
 	var s Span
-	optInt := func(p **int) error {
-		if d.Null() {
-			return nil
-		}
-		n, err := d.Int()
-		*p = &n
-		return err
-	}
 	err := d.Object(func(key string) (err error) {
 		switch key {
 		case "id":
@@ -41,9 +33,9 @@ func decodeMsgpack(b []byte) (*Span, error) {
 		case "stream_id":
 			err = d.StrTo(&s.StreamID)
 		case "step_start":
-			err = optInt(&s.StepStart)
+			err = mplex.Opt(&d, &s.StepStart, d.Int)
 		case "step_end":
-			err = optInt(&s.StepEnd)
+			err = mplex.Opt(&d, &s.StepEnd, d.Int)
 		case "start":
 			s.Start, err = d.Time()
 		case "end":

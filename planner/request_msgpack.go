@@ -39,21 +39,18 @@ func decodeRequestMsgpack(b []byte) (*Request, error) {
 		case "roles":
 			r.Roles, err = d.Strs()
 		case "time_window":
-			if d.Null() {
-				return nil
-			}
-			w := &TimeWindow{}
-			r.TimeWindow = w
-			err = d.Object(func(key string) (err error) {
-				switch key {
-				case "from":
-					w.From, err = d.Time()
-				case "to":
-					w.To, err = d.Time()
-				default:
-					err = mplex.ErrUnknownKey
-				}
-				return err
+			err = mplex.OptInto(&d, &r.TimeWindow, func(w *TimeWindow) error {
+				return d.Object(func(key string) (err error) {
+					switch key {
+					case "from":
+						w.From, err = d.Time()
+					case "to":
+						w.To, err = d.Time()
+					default:
+						err = mplex.ErrUnknownKey
+					}
+					return err
+				})
 			})
 		case "location":
 			err = d.StrTo(&r.Location)
@@ -68,12 +65,7 @@ func decodeRequestMsgpack(b []byte) (*Request, error) {
 		case "budget":
 			r.Budget, err = d.Int()
 		case "as_of":
-			if d.Null() {
-				return nil
-			}
-			t, err := d.Time()
-			r.AsOf = &t
-			return err
+			err = mplex.Opt(&d, &r.AsOf, d.Time)
 		case "format":
 			err = d.StrTo(&r.Format)
 		case "strategy":

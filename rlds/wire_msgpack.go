@@ -67,23 +67,11 @@ func decodeMsgpack(b []byte) (*Message, error) {
 		case "project":
 			return d.StrTo(&m.Project)
 		case "start":
-			if d.Null() {
-				return nil
-			}
-			m.Start = &EpisodeStart{}
-			return d.start(m.Start)
+			return mplex.OptInto(&d.Reader, &m.Start, d.start)
 		case "step":
-			if d.Null() {
-				return nil
-			}
-			m.Step = &Step{}
-			return d.step(m.Step)
+			return mplex.OptInto(&d.Reader, &m.Step, d.step)
 		case "end":
-			if d.Null() {
-				return nil
-			}
-			m.End = &EpisodeEnd{}
-			return d.end(m.End)
+			return mplex.OptInto(&d.Reader, &m.End, d.end)
 		}
 		return mplex.ErrUnknownKey
 	})
@@ -111,11 +99,7 @@ func (d *mpDecoder) start(s *EpisodeStart) error {
 		case "metadata":
 			s.Metadata, err = d.Metadata()
 		case "source":
-			if d.Null() {
-				return nil
-			}
-			s.Source = &Source{}
-			err = d.source(s.Source)
+			err = mplex.OptInto(&d.Reader, &s.Source, d.source)
 		default:
 			err = mplex.ErrUnknownKey
 		}
@@ -174,11 +158,7 @@ func (d *mpDecoder) step(s *Step) error {
 		case "metadata":
 			s.Metadata, err = d.Metadata()
 		case "annotations":
-			if d.Null() {
-				return nil
-			}
-			s.Annotations = &Annotations{}
-			err = d.annotations(s.Annotations)
+			err = mplex.OptInto(&d.Reader, &s.Annotations, d.annotations)
 		default:
 			err = mplex.ErrUnknownKey
 		}
@@ -192,19 +172,9 @@ func (d *mpDecoder) end(e *EpisodeEnd) error {
 		case "end_time":
 			e.EndTime, err = d.Time()
 		case "success":
-			if d.Null() {
-				return nil
-			}
-			var v bool
-			v, err = d.Bool()
-			e.Success = &v
+			err = mplex.Opt(&d.Reader, &e.Success, d.Bool)
 		case "reward_sum":
-			if d.Null() {
-				return nil
-			}
-			var v float64
-			v, err = d.Number()
-			e.RewardSum = &v
+			err = mplex.Opt(&d.Reader, &e.RewardSum, d.Number)
 		case "steps":
 			e.Steps, err = d.Int()
 		case "metadata":
@@ -263,12 +233,7 @@ func (d *mpDecoder) event(e *Event) error {
 		case "value":
 			err = d.StrTo(&e.Value)
 		case "confidence":
-			if d.Null() {
-				return nil
-			}
-			var v float64
-			v, err = d.Number()
-			e.Confidence = &v
+			err = mplex.Opt(&d.Reader, &e.Confidence, d.Number)
 		case "allow_roles":
 			e.AllowRoles, err = d.Strs()
 		case "deny_roles":

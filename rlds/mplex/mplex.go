@@ -111,6 +111,27 @@ func (r *Reader) Null() bool {
 	return false
 }
 
+// Opt reads an optional value: nil leaves *p nil, as the JSON's null
+// leaves a pointer field; anything else is read by read into a new *p.
+func Opt[T any](r *Reader, p **T, read func() (T, error)) error {
+	if r.Null() {
+		return nil
+	}
+	v, err := read()
+	*p = &v
+	return err
+}
+
+// OptInto reads an optional object: nil leaves *p nil; anything else is
+// read by read into a new *p.
+func OptInto[T any](r *Reader, p **T, read func(*T) error) error {
+	if r.Null() {
+		return nil
+	}
+	*p = new(T)
+	return read(*p)
+}
+
 // Str reads a string (nil: ""), each byte of invalid UTF-8 in it
 // replaced by U+FFFD, as encoding/json decodes the JSON's.
 func (r *Reader) Str() (string, error) {

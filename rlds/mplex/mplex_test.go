@@ -133,3 +133,40 @@ func TestObjectRefusesARepeatedKey(t *testing.T) {
 		}
 	}
 }
+
+// Opt and OptInto leave the pointer nil for a nil and read anything
+// else into a new value; a read's error comes back.
+func TestOptionalValues(t *testing.T) {
+	b := msgp.AppendNil(nil)
+	b = msgp.AppendInt(b, 7)
+	b = msgp.AppendNil(b)
+	b = msgp.AppendMapHeader(b, 1)
+	b = msgp.AppendString(b, "x")
+	b = msgp.AppendInt(b, 3)
+	b = msgp.AppendString(b, "not a number")
+	r := Reader{B: b}
+	var none, seven, bad *int
+	type obj struct{ X int }
+	var nothing, one *obj
+	readObj := func(o *obj) error {
+		return r.Object(func(key string) (err error) {
+			o.X, err = r.Int()
+			return err
+		})
+	}
+	if err := Opt(&r, &none, r.Int); err != nil || none != nil {
+		t.Fatalf("nil: %v, %v", none, err)
+	}
+	if err := Opt(&r, &seven, r.Int); err != nil || seven == nil || *seven != 7 {
+		t.Fatalf("7: %v, %v", seven, err)
+	}
+	if err := OptInto(&r, &nothing, readObj); err != nil || nothing != nil {
+		t.Fatalf("nil object: %v, %v", nothing, err)
+	}
+	if err := OptInto(&r, &one, readObj); err != nil || one == nil || one.X != 3 {
+		t.Fatalf("object: %v, %v", one, err)
+	}
+	if err := Opt(&r, &bad, r.Int); err == nil {
+		t.Fatal("a string read as an int: no error")
+	}
+}

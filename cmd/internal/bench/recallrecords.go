@@ -62,9 +62,10 @@ func (l *recallLog) add(store *particle.Store, i int, rc, admitted float64, same
 				continue
 			}
 			kind := "unknown"
+			e := rd.EdgeBySeq(h.ID)
 			switch {
-			case rd.EdgeBySeq(h.ID) != nil:
-				kind = "edge:" + string(rd.EdgeBySeq(h.ID).Type)
+			case e != nil:
+				kind = "edge:" + string(e.Type)
 			case rd.NodeBySeq(h.ID) != nil:
 				kind = "node"
 				l.nodes++
