@@ -42,6 +42,13 @@ type Options struct {
 	// DefaultOptions sets DefaultMemTableSize; 0 keeps Badger's default.
 	// Ignored InMemory.
 	MemTableSize int64
+	// ValueLogFileSize is the bytes at which Badger starts a new value-
+	// log file. Every Open reads the newest file whole, to find where
+	// its last whole entry ends, before it can read anything else: a
+	// smaller file bounds that read. DefaultOptions sets
+	// DefaultValueLogFileSize; 0 keeps Badger's default (1 GiB).
+	// Ignored InMemory.
+	ValueLogFileSize int64
 	// ViewSnapshot: Close writes the view's tables to a snapshot file
 	// in Dir, and Open loads from it instead of scanning Badger when
 	// Badger has had no write since (viewsnap.go). DefaultOptions sets
@@ -60,7 +67,8 @@ type Options struct {
 
 // DefaultOptions returns the options for a store in dir.
 func DefaultOptions(dir string) Options {
-	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: DefaultValueThreshold, MemTableSize: DefaultMemTableSize, ViewSnapshot: true}
+	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: DefaultValueThreshold,
+		MemTableSize: DefaultMemTableSize, ValueLogFileSize: DefaultValueLogFileSize, ViewSnapshot: true}
 }
 
 func (o *Options) ensureDefaults() {
@@ -82,6 +90,9 @@ func (o Options) validate() error {
 	}
 	if o.ValueThreshold < 0 || o.ValueThreshold > maxValueThreshold {
 		errs = append(errs, fmt.Errorf("particle: options: ValueThreshold %d outside 0..%d", o.ValueThreshold, maxValueThreshold))
+	}
+	if o.ValueLogFileSize != 0 && (o.ValueLogFileSize < minValueLogFileSize || o.ValueLogFileSize >= maxValueLogFileSize) {
+		errs = append(errs, fmt.Errorf("particle: options: ValueLogFileSize %d outside %d..%d", o.ValueLogFileSize, minValueLogFileSize, maxValueLogFileSize-1))
 	}
 	return errors.Join(errs...)
 }
@@ -203,6 +214,28 @@ const DefaultValueThreshold = 128
 // batch's.
 const DefaultMemTableSize = 16 << 20
 
+// DefaultValueLogFileSize is the size at which Badger starts a new
+// value-log file: 64 MiB, a sixteenth of Badger's default.
+//
+// Badger's Open reads the newest value-log file whole (it looks for the
+// end of its last whole entry, to cut a torn write off), copying every
+// entry, before the store can load anything. After ingest the newest
+// file is the one ingest was filling, up to Badger's 1 GiB: the medium
+// bench's reopen spent 1.33 of its 1.88 s reading 643 MB of it, and its
+// copies, made while the start holds the collector off, stayed resident.
+// At 64 MiB that read is at most about a tenth of a second. Three
+// interleaved medium pairs (`ctxgraph bench run --phases reopen`):
+// reopen 2.30-2.84 s against 0.80-1.24 s, RSS after it 1.77-1.79 GB
+// against 1.14-1.15 GB; ingest, which starts a file every 64 MB written,
+// was no slower (BENCHMARKS.md, fiftieth round).
+const DefaultValueLogFileSize = 64 << 20
+
+// Badger's bounds on a value-log file's size.
+const (
+	minValueLogFileSize = 1 << 20
+	maxValueLogFileSize = 2 << 30
+)
+
 // maxValueThreshold is Badger's default threshold (1 MiB), which keeps
 // every value of this store in the tree; Badger refuses larger ones.
 const maxValueThreshold = 1 << 20
@@ -258,6 +291,9 @@ func badgerOptions(o Options) badger.Options {
 		WithBlockCacheSize(0)
 	if !o.InMemory && o.MemTableSize > 0 {
 		bo = bo.WithMemTableSize(o.MemTableSize)
+	}
+	if !o.InMemory && o.ValueLogFileSize > 0 {
+		bo = bo.WithValueLogFileSize(o.ValueLogFileSize)
 	}
 	if !o.InMemory && o.ValueThreshold > 0 {
 		// (An in-memory store has no value log: every value stays in

@@ -87,6 +87,10 @@ type Config struct {
 		// (particle.Options.MemTableSize): writing a full one out holds
 		// a core for its length, and ingest's delivery stalls meanwhile.
 		MemTableMiB int `yaml:"memtable_mib"`
+		// ValueLogFileMiB is the size at which Badger starts a new
+		// value-log file, MiB (particle.Options.ValueLogFileSize): a
+		// start reads the newest file whole before it loads the graph.
+		ValueLogFileMiB int `yaml:"value_log_file_mib"`
 		// ViewSnapshot: a clean shutdown copies the graph's nodes,
 		// edges and episodes to DIR/graph/view.snapshot, and the next
 		// start loads them from it when the graph has not been written
@@ -197,6 +201,7 @@ func DefaultConfig() Config {
 	c.Storage.GCDiscardRatio = 0.5
 	c.Storage.ValueThreshold = particle.DefaultValueThreshold
 	c.Storage.MemTableMiB = particle.DefaultMemTableSize >> 20
+	c.Storage.ValueLogFileMiB = particle.DefaultValueLogFileSize >> 20
 	c.Storage.ViewSnapshot = true
 	c.Retention.Interval = time.Hour
 	c.Retention.Action = "archive"
@@ -289,6 +294,10 @@ func (c *Config) Validate() error {
 		// Below 4 MiB a transaction (15% of it) could not hold an
 		// ingest batch's keys.
 		errs = append(errs, fmt.Errorf("storage.memtable_mib %d outside 4..1024", c.Storage.MemTableMiB))
+	}
+	if c.Storage.ValueLogFileMiB < 1 || c.Storage.ValueLogFileMiB > 2047 {
+		// (Badger's bounds.)
+		errs = append(errs, fmt.Errorf("storage.value_log_file_mib %d outside 1..2047", c.Storage.ValueLogFileMiB))
 	}
 	if c.Retention.Enabled && c.Retention.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("retention.interval %v must be > 0", c.Retention.Interval))

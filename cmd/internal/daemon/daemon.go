@@ -127,6 +127,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so.SyncWrites = cfg.Ingest.SyncWrites
 	so.ValueThreshold = cfg.Storage.ValueThreshold
 	so.MemTableSize = int64(cfg.Storage.MemTableMiB) << 20
+	so.ValueLogFileSize = int64(cfg.Storage.ValueLogFileMiB) << 20
 	so.ViewSnapshot = cfg.Storage.ViewSnapshot
 	so.CheckEmbeddingsLater = true // once serving, below
 	so.Logger = log.With("component", "particle")

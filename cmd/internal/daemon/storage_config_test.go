@@ -7,20 +7,8 @@ import (
 )
 
 func TestStorageValueThresholdIsValidated(t *testing.T) {
-	for _, v := range []int{-1, 1<<20 + 1} {
-		cfg := testConfig(t.TempDir())
-		cfg.Storage.ValueThreshold = v
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "storage.value_threshold") {
-			t.Errorf("value_threshold %d validated: %v", v, err)
-		}
-	}
-	for _, v := range []int{0, 1 << 10, 1 << 20} {
-		cfg := testConfig(t.TempDir())
-		cfg.Storage.ValueThreshold = v
-		if err := cfg.Validate(); err != nil {
-			t.Errorf("value_threshold %d refused: %v", v, err)
-		}
-	}
+	checkSizeBounds(t, "storage.value_threshold", func(c *Config, v int) { c.Storage.ValueThreshold = v },
+		[]int{-1, 1<<20 + 1}, []int{0, 1 << 10, 1 << 20})
 }
 
 func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
@@ -55,22 +43,38 @@ func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
 	}
 }
 
+// checkSizeBounds: a config whose size (set by set) is bad is refused
+// with the setting's name, one whose size is good is not.
+func checkSizeBounds(t *testing.T, name string, set func(*Config, int), bad, good []int) {
+	t.Helper()
+	for _, v := range bad {
+		cfg := testConfig(t.TempDir())
+		set(&cfg, v)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s %d validated: %v", name, v, err)
+		}
+	}
+	for _, v := range good {
+		cfg := testConfig(t.TempDir())
+		set(&cfg, v)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s %d refused: %v", name, v, err)
+		}
+	}
+}
+
 func TestStorageMemTableIsValidated(t *testing.T) {
 	if got := testConfig(t.TempDir()).Storage.MemTableMiB; got != 16 {
 		t.Errorf("default storage.memtable_mib %d, want 16", got)
 	}
-	for _, v := range []int{0, 3, 1025} {
-		cfg := testConfig(t.TempDir())
-		cfg.Storage.MemTableMiB = v
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "storage.memtable_mib") {
-			t.Errorf("memtable_mib %d validated: %v", v, err)
-		}
+	checkSizeBounds(t, "storage.memtable_mib", func(c *Config, v int) { c.Storage.MemTableMiB = v },
+		[]int{0, 3, 1025}, []int{4, 64, 1024})
+}
+
+func TestStorageValueLogFileIsValidated(t *testing.T) {
+	if got := testConfig(t.TempDir()).Storage.ValueLogFileMiB; got != 64 {
+		t.Errorf("default storage.value_log_file_mib %d, want 64", got)
 	}
-	for _, v := range []int{4, 64, 1024} {
-		cfg := testConfig(t.TempDir())
-		cfg.Storage.MemTableMiB = v
-		if err := cfg.Validate(); err != nil {
-			t.Errorf("memtable_mib %d refused: %v", v, err)
-		}
-	}
+	checkSizeBounds(t, "storage.value_log_file_mib", func(c *Config, v int) { c.Storage.ValueLogFileMiB = v },
+		[]int{0, -1, 2048}, []int{1, 64, 2047})
 }
