@@ -137,6 +137,9 @@ type Store struct {
 	closed         bool
 	// fromSnapshot: the view was loaded from the view snapshot.
 	fromSnapshot bool
+	// leasedAt is Badger's version once Open leased its sequence: the
+	// store has written nothing since while Badger is still at it.
+	leasedAt uint64
 	// snapEdges are the edges' embeddings a load from the view snapshot
 	// left unread, until Open starts their check (embCheck).
 	snapEdges    *snapEdgeEmbeddings
@@ -177,7 +180,7 @@ func Open(o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("particle: lease sequence: %w", err)
 	}
-	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}}
+	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}, leasedAt: db.MaxVersion()}
 	if err := s.load(version); err != nil {
 		seq.Release()
 		db.Close()
@@ -315,9 +318,10 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		unwritten := s.fromSnapshot && s.db.MaxVersion() == s.leasedAt && s.embeddingsMended() == 0
 		err := s.seq.Release()
 		if err == nil && s.snapshots() {
-			s.saveViewSnapshot() // after the lease's write: nothing writes after it
+			s.saveViewSnapshot(unwritten) // after the lease's write: nothing writes after it
 		}
 		s.closeErr = errors.Join(err, s.db.Close())
 	})

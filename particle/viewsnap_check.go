@@ -95,6 +95,16 @@ func (s *Store) WaitEmbeddingsChecked() (chunks, mended int, err error) {
 	return c.chunks, c.mended, c.err
 }
 
+// embeddingsMended is the number of chunks of the edges' embeddings the
+// check found damaged in the view snapshot's file and read again from
+// Badger; call it once the check has ended (stopEmbeddingsCheck).
+func (s *Store) embeddingsMended() int {
+	if c := s.embCheck; c != nil {
+		return c.mended
+	}
+	return 0
+}
+
 // errCheckStopped is check's error when stop closed first.
 var errCheckStopped = errors.New("stopped by the store's close")
 

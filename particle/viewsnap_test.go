@@ -204,6 +204,110 @@ func TestViewSnapshotAcrossReopen(t *testing.T) {
 	}
 }
 
+// TestViewSnapshotKeptWhenNothingWritten: a store loaded from its
+// snapshot sets the file aside while it runs; a Close with nothing
+// written since puts that same file back (not a copy written again),
+// which the next start loads; a Close after a write writes a new one.
+func TestViewSnapshotKeptWhenNothingWritten(t *testing.T) {
+	dir := t.TempDir()
+	path := ViewSnapshotPath(dir)
+	s := writeFleet(t, dir, 13, testEntities, benchEdgesPerTxn)
+	edges, nodes, _ := snapshotView(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := openLogged(t, dir)
+	if !s.LoadedFromSnapshot() {
+		t.Fatalf("not loaded from the snapshot; logs:\n%s", logs)
+	}
+	aside, err := os.Stat(path + loadedSuffix)
+	if err != nil {
+		t.Fatalf("the loaded snapshot was not set aside: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a snapshot a crash would load is still there (%v)", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "view snapshot kept") {
+		t.Fatalf("Close with nothing written did not keep the snapshot; logs:\n%s", logs)
+	}
+	kept, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(aside, kept) {
+		t.Fatal("the snapshot was written again, not put back")
+	}
+	if _, err := os.Stat(path + loadedSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the set-aside file is still there (%v)", err)
+	}
+
+	// The kept snapshot matches the store at its new version.
+	s, logs = openLogged(t, dir)
+	if !s.LoadedFromSnapshot() {
+		t.Fatalf("the kept snapshot was not loaded; logs:\n%s", logs)
+	}
+	if e2, n2, _ := snapshotView(s); !reflect.DeepEqual(e2, edges) || !reflect.DeepEqual(n2, nodes) {
+		t.Fatal("nodes or edges differ after loading the kept snapshot")
+	}
+	// After a write, Close writes a new snapshot holding it.
+	observeOn(t, s, "a jug never seen", "a shelf never seen")
+	edges, nodes, _ = snapshotView(s)
+	aside, err = os.Stat(path + loadedSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "view snapshot written") {
+		t.Fatalf("Close after a write did not write the snapshot; logs:\n%s", logs)
+	}
+	written, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(aside, written) {
+		t.Fatal("the stale snapshot was put back after a write")
+	}
+	if _, err := os.Stat(path + loadedSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the stale set-aside file is still there (%v)", err)
+	}
+	s, logs = openLogged(t, dir)
+	defer s.Close()
+	if !s.LoadedFromSnapshot() {
+		t.Fatalf("the new snapshot was not loaded; logs:\n%s", logs)
+	}
+	if e2, n2, _ := snapshotView(s); !reflect.DeepEqual(e2, edges) || !reflect.DeepEqual(n2, nodes) {
+		t.Fatal("nodes or edges differ from those written before the Close")
+	}
+}
+
+// TestViewSnapshotSetAsideByACrashIsNotLoaded: a snapshot set aside by
+// a run that then died (no Close put it back) is not loaded, however
+// whole, and the next Open removes it.
+func TestViewSnapshotSetAsideByACrashIsNotLoaded(t *testing.T) {
+	dir := t.TempDir()
+	path := ViewSnapshotPath(dir)
+	s := writeFleet(t, dir, 14, testEntities, 64)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+loadedSuffix); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := openLogged(t, dir)
+	defer s.Close()
+	if s.LoadedFromSnapshot() || strings.Contains(logs.String(), "view loaded from its snapshot") {
+		t.Fatal("loaded a snapshot a crashed run had set aside")
+	}
+	if _, err := os.Stat(path + loadedSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the set-aside file is still there (%v)", err)
+	}
+}
+
 // TestViewSnapshotDroppedWhenOff opens a store that left a snapshot
 // with snapshots off: it loads from Badger and removes the snapshot,
 // which its writes would make stale.
