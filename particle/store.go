@@ -137,6 +137,8 @@ type Store struct {
 	closed         bool
 	// fromSnapshot: the view was loaded from the view snapshot.
 	fromSnapshot bool
+	// openTimes are where Open's time went (OpenTimes).
+	openTimes OpenTimes
 	// leasedAt is Badger's version once Open leased its sequence: the
 	// store has written nothing since while Badger is still at it.
 	leasedAt uint64
@@ -165,6 +167,7 @@ func Open(o Options) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	if !o.InMemory {
 		readTableTails(o.Dir)
 	}
@@ -172,6 +175,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("particle: open badger in %q: %w", o.Dir, err)
 	}
+	opened := time.Now()
 	// The sequence lease below writes: the version a view snapshot must
 	// match is the one Badger opened at.
 	version := db.MaxVersion()
@@ -181,11 +185,13 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("particle: lease sequence: %w", err)
 	}
 	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}, leasedAt: db.MaxVersion()}
+	loading := time.Now()
 	if err := s.load(version); err != nil {
 		seq.Release()
 		db.Close()
 		return nil, err
 	}
+	s.openTimes = OpenTimes{Badger: opened.Sub(began), Lease: loading.Sub(opened), Load: time.Since(loading)}
 	s.startCoder()
 	if !o.CheckEmbeddingsLater {
 		s.CheckEmbeddings()
@@ -327,6 +333,23 @@ func (s *Store) Close() error {
 	})
 	return s.closeErr
 }
+
+// OpenTimes are where Open's time went.
+type OpenTimes struct {
+	// Badger is Badger's open: its tables' and value-log files' opening,
+	// and its read of the newest value-log file whole (see
+	// DefaultValueLogFileSize).
+	Badger time.Duration
+	// Lease is the sequence lease's write.
+	Lease time.Duration
+	// Load is the view's load, from the view snapshot or from Badger
+	// (LoadedFromSnapshot). The adjacency is built after it, beside the
+	// caller's next work (WaitLinked).
+	Load time.Duration
+}
+
+// OpenTimes returns where Open's time went.
+func (s *Store) OpenTimes() OpenTimes { return s.openTimes }
 
 // Subscribe registers fn to be called, on the writer's goroutine, with
 // the changes of every committed batch. fn must not call Update.

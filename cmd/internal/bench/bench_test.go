@@ -276,6 +276,21 @@ func TestRunMicro(t *testing.T) {
 		t.Errorf("mixed phase: %v calls, p50 %v, p99 %v µs, idle p50 %v µs, %v steps/s", f["planner.beside_ingest.calls"],
 			f["planner.beside_ingest.p50_us"], f["planner.beside_ingest.p99_us"], f["planner.beside_ingest.idle_p50_us"], f["ingest.mixed_steps_per_s"])
 	}
+	// The reopen says where its start's time went: the graph's open (in
+	// turn), then the index's fill, then serving, each within the start.
+	var serial float64
+	for _, p := range []string{"badger", "lease", "view", "vectors", "index", "links", "serve"} {
+		v, ok := f["reopen.start."+p+"_s"]
+		if !ok || v < 0 || v > f["reopen.start_s"] {
+			t.Errorf("reopen.start.%s_s = %v (present %v), the start %v s", p, v, ok, f["reopen.start_s"])
+		}
+		if p == "badger" || p == "lease" || p == "view" || p == "index" || p == "serve" {
+			serial += v
+		}
+	}
+	if serial > f["reopen.start_s"] || f["reopen.start.view_s"] <= 0 {
+		t.Errorf("the start's serial parts sum to %v s, the start %v s; the view's load %v s", serial, f["reopen.start_s"], f["reopen.start.view_s"])
+	}
 	// Each query's faster call of two passes is at most its call in the
 	// first, so every percentile of those is at most the pass's.
 	for _, prefix := range []string{"planner.in_process.", "planner.in_process.hops2."} {

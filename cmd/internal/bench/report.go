@@ -203,6 +203,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"unfiltered brute-force scan of every vector, p50 / p99 µs", "", pair("exact.search_unfiltered_p50_us", "exact.search_unfiltered_p99_us", 0), "", ""},
 		row{"exact search agrees with the generated ground truth (top 10)", n("truth.agreement_at_10", 3), "", "", ""},
 		row{"reopen until the first answer, s (Start alone)", n("reopen_s", 2) + " (" + n("reopen.start_s", 2) + ")", "—", "≤ 5 at 1M edges", verdict("reopen_s")},
+		row{"… the start, s: Badger's open, the sequence lease, the view's load; beside them the vector and keyword indexes read; then the vector index made ready; beside it the adjacency; serving",
+			n("reopen.start.badger_s", 2) + ", " + n("reopen.start.lease_s", 2) + ", " + n("reopen.start.view_s", 2) + "; " + n("reopen.start.vectors_s", 2) + "; " +
+				n("reopen.start.index_s", 2) + "; " + n("reopen.start.links_s", 2) + "; " + n("reopen.start.serve_s", 2), "—", "", ""},
 		row{"heap after the load / after the reopen: live, of which holding pointers (what every collection scans); objects, millions; a full collection, s",
 			heap("gc.") + " / " + heap("reopen.gc."), "—", "", ""},
 		row{"RSS after reopen, the index's splits filled, bytes per edge (total MB)", n("rss_bytes_per_edge", 0) + " (" + mb(f, "rss_bytes") + ")", "—", "", ""},

@@ -490,6 +490,11 @@ func (r *runner) reopen(ctx context.Context) error {
 	}
 	r.fig["reopen_s"] = time.Since(t).Seconds()
 	r.fig["reopen.start_s"] = started.Seconds()
+	if st, ok := d.StartTimes(); ok {
+		for _, p := range st.Phases() {
+			r.fig["reopen.start."+p.Name+"_s"] = p.Took.Seconds()
+		}
+	}
 	r.fig["reopen.vectors"] = float64(d.VectorIndex().Len())
 	// The vector index's splits fill in the background once the daemon
 	// serves: memory is measured once they are whole, as a serving

@@ -202,6 +202,19 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// The start's phases are each reported, and the view's load took time.
+	for _, p := range (StartTimes{}).Phases() {
+		prefix := `ctxgraph_start_phase_seconds{phase="` + p.Name + `"} `
+		var v float64 = -1
+		for _, line := range strings.Split(string(raw), "\n") {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				v, _ = strconv.ParseFloat(rest, 64)
+			}
+		}
+		if v < 0 || p.Name == "view" && v == 0 {
+			t.Errorf("/metrics: start phase %s = %v", p.Name, v)
+		}
+	}
 	// The semantic request's prefilter (and the others', if their
 	// strategy searched the index) scanned lists and scored items.
 	for _, h := range []string{"ctxgraph_planner_prefilter_lists", "ctxgraph_planner_prefilter_scored"} {

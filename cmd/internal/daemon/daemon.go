@@ -86,8 +86,10 @@ type Daemon struct {
 	started time.Time
 	// startTook is how long Start took to serve, in ns (0 until then).
 	startTook atomic.Int64
-	stopOnce  sync.Once
-	stopErr   error
+	// startTimes are where that time went (nil until then).
+	startTimes atomic.Pointer[StartTimes]
+	stopOnce   sync.Once
+	stopErr    error
 	// unlockData releases the data directory (lockData), at the end of
 	// Shutdown.
 	unlockData func()
@@ -143,10 +145,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	restoreGC := particle.PauseGC()
 	defer restoreGC()
 	var storeErr, indexErr, keywordErr error
+	var times StartTimes
 	both(func() { d.store, storeErr = particle.Open(so) },
 		func() {
+			t := time.Now()
 			d.index, indexErr = d.openVectorIndex(d.embedder.Dimensions())
 			keywordErr = d.openKeyword()
+			times.Vectors = time.Since(t)
 		})
 	if err := errors.Join(storeErr, indexErr, keywordErr); err != nil {
 		return nil, err
@@ -158,12 +163,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 			err = fmt.Errorf("build vector index: %w", err)
 			return
 		}
-		log.Info("vector index ready", "vectors", d.index.Len(), "took", time.Since(t))
+		times.Index = time.Since(t)
+		log.Info("vector index ready", "vectors", d.index.Len(), "took", times.Index)
 	}, func() {
 		d.store.WaitLinked() // the load's adjacency, built beside the fill
 		log.Info("graph adjacency ready", "took", time.Since(t))
 		keywordErr = d.attachKeyword()
+		times.Links = time.Since(t)
 	})
+	serving := time.Now()
 	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
 	}
@@ -223,9 +231,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		log.Info("loaded edges indexed by id", "took", time.Since(t))
 	}()
 	took := time.Since(d.started)
+	times.Total, times.Store, times.Serve = took, d.store.OpenTimes(), time.Since(serving)
+	d.startTimes.Store(&times)
 	d.startTook.Store(int64(took))
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data,
-		"start", took.Round(time.Millisecond), "view_from_snapshot", d.store.LoadedFromSnapshot())
+		"start", took.Round(time.Millisecond), "badger", times.Store.Badger.Round(time.Millisecond),
+		"view_from_snapshot", d.store.LoadedFromSnapshot())
 	d.stopped = make(chan struct{})
 	go func() {
 		select {
@@ -235,6 +246,49 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		}
 	}()
 	return d, nil
+}
+
+// StartTimes are where a start's time went, from Start to serving.
+type StartTimes struct {
+	// Total is from Start to serving.
+	Total time.Duration
+	// Store is the graph's open: Badger's, the sequence lease and the
+	// view's load. Vectors, beside it, is the vector index read from its
+	// snapshot and the keyword index opened.
+	Store   particle.OpenTimes
+	Vectors time.Duration
+	// Index is the vector index made ready from the graph after both.
+	// Links, beside it, is the graph's adjacency finished and the
+	// keyword index attached to the graph.
+	Index, Links time.Duration
+	// Serve is the rest: NATS, the consumers, the responders, HTTP.
+	Serve time.Duration
+}
+
+// StartPhase is one part of a start, named as /metrics
+// (ctxgraph_start_phase_seconds) and the bench (reopen.start.NAME_s)
+// name it.
+type StartPhase struct {
+	Name string
+	Took time.Duration
+}
+
+// Phases lists t's parts in the order they begin. Vectors runs beside
+// the store's three, and Links beside Index.
+func (t StartTimes) Phases() []StartPhase {
+	return []StartPhase{
+		{"badger", t.Store.Badger}, {"lease", t.Store.Lease}, {"view", t.Store.Load}, {"vectors", t.Vectors},
+		{"index", t.Index}, {"links", t.Links}, {"serve", t.Serve},
+	}
+}
+
+// StartTimes returns where the start's time went; ok is false before
+// the daemon serves.
+func (d *Daemon) StartTimes() (StartTimes, bool) {
+	if t := d.startTimes.Load(); t != nil {
+		return *t, true
+	}
+	return StartTimes{}, false
 }
 
 func (d *Daemon) startNATS() error {

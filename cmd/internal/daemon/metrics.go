@@ -160,6 +160,19 @@ func (m *metrics) registerStore(d *Daemon) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_start_seconds", Help: "How long the daemon took from start to serving.",
 	}, func() float64 { return time.Duration(d.startTook.Load()).Seconds() }))
+	for i, p := range (StartTimes{}).Phases() {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "ctxgraph_start_phase_seconds",
+			Help:        "Where the start's time went (0 until serving): badger, lease and view (the graph's open), vectors (beside them: the vector and keyword indexes read), index (the vector index made ready from the graph), links (beside it: the graph's adjacency), serve (NATS, consumers, HTTP).",
+			ConstLabels: prometheus.Labels{"phase": p.Name},
+		}, func() float64 {
+			t, ok := d.StartTimes()
+			if !ok {
+				return 0
+			}
+			return t.Phases()[i].Took.Seconds()
+		}))
+	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_ingest_lag_messages", Help: "Stream messages not yet applied (pending plus unacked), all streams.",
 	}, func() float64 { return float64(d.ingestLag()) }))
