@@ -32,7 +32,10 @@ type Config struct {
 		// server keeps every id published inside it on its heap, about
 		// 125 bytes and 2 objects each (BenchmarkDedupeWindowHeap): a
 		// daemon taking R messages/s holds R × window of them, and each
-		// garbage collection marks them all. Past the window the graph's
+		// garbage collection marks them all. A start rebuilds them from
+		// the stream's messages of the last window (JetStream's restore,
+		// the "serve" start phase): about 3 µs each, 0.27 s for the
+		// medium bench's 92,400. Past the window the graph's
 		// applied-message records still drop a repeat.
 		DedupeWindow time.Duration `yaml:"dedupe_window"`
 		// MaxStreamBytes caps each stream's disk use (-1: unlimited).
