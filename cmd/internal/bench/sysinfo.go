@@ -179,7 +179,8 @@ func procKB(path, name string) int64 {
 }
 
 // disk is bytes on disk: in all; Badger's graph; the view snapshot a
-// clean shutdown left beside it (gone once the daemon starts again);
+// clean shutdown left beside it (set aside as view.snapshot.loaded once
+// the daemon starts again, and removed when a new one replaces it);
 // JetStream's streams.
 type disk struct{ total, graph, viewSnapshot, jetstream int64 }
 
