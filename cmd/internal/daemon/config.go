@@ -34,9 +34,12 @@ type Config struct {
 		// daemon taking R messages/s holds R × window of them, and each
 		// garbage collection marks them all. A start rebuilds them from
 		// the stream's messages of the last window (JetStream's restore,
-		// the "serve" start phase): about 3 µs each, 0.27 s for the
-		// medium bench's 92,400. Past the window the graph's
-		// applied-message records still drop a repeat.
+		// the "serve" start phase): about 3 µs each. Past the window the
+		// graph's applied-message records still drop a repeat, so the
+		// window only saves a late retry's trip to the consumer: 30 s
+		// covers a publisher's retries, and a restart right after 90 s of
+		// ingest at 1,000 messages/s restored in 46 ms against 241 ms
+		// at JetStream's usual 2 minutes (BENCHMARKS.md, fiftieth round).
 		DedupeWindow time.Duration `yaml:"dedupe_window"`
 		// MaxStreamBytes caps each stream's disk use (-1: unlimited).
 		MaxStreamBytes int64 `yaml:"max_stream_bytes"`
@@ -188,7 +191,7 @@ func DefaultConfig() Config {
 	c.NATS.Addr = "127.0.0.1:4222"
 	c.NATS.Prefix = "ctxgraph"
 	c.NATS.MaxPayload = 8 << 20
-	c.NATS.DedupeWindow = 2 * time.Minute
+	c.NATS.DedupeWindow = 30 * time.Second
 	c.NATS.MaxStreamBytes = -1
 	c.NATS.SyncInterval = 2 * time.Minute
 	c.HTTP.Addr = "127.0.0.1:8080"
