@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ctxgraph/ctxgraph/particle"
@@ -94,16 +93,7 @@ func TestValueLogFilesStayUnderTheirSize(t *testing.T) {
 // TestValueLogFileSizeIsValidated: sizes Badger refuses are refused at
 // Open with the option's name; 0 keeps Badger's default.
 func TestValueLogFileSizeIsValidated(t *testing.T) {
-	for _, size := range []int64{-1, 1<<20 - 1, 2 << 30} {
-		o := particle.DefaultOptions(t.TempDir())
-		o.ValueLogFileSize = size
-		if s, err := particle.Open(o); err == nil || !strings.Contains(err.Error(), "ValueLogFileSize") {
-			if s != nil {
-				s.Close()
-			}
-			t.Errorf("ValueLogFileSize %d: err %v", size, err)
-		}
-	}
+	checkOptionRefused(t, "ValueLogFileSize", func(o *particle.Options, v int64) { o.ValueLogFileSize = v }, -1, 1<<20-1, 2<<30)
 	o := particle.DefaultOptions(t.TempDir())
 	o.ValueLogFileSize = 0
 	s, err := particle.Open(o)

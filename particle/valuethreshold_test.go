@@ -65,14 +65,21 @@ func TestValueThresholdLayoutsReadAlike(t *testing.T) {
 }
 
 func TestValueThresholdIsValidated(t *testing.T) {
-	for _, v := range []int{-1, 1<<20 + 1} {
+	checkOptionRefused(t, "ValueThreshold", func(o *particle.Options, v int64) { o.ValueThreshold = int(v) }, -1, 1<<20+1)
+}
+
+// checkOptionRefused: Open refuses the options set (by set) to each of
+// values, with an error naming the option.
+func checkOptionRefused(t *testing.T, name string, set func(*particle.Options, int64), values ...int64) {
+	t.Helper()
+	for _, v := range values {
 		o := particle.DefaultOptions(t.TempDir())
-		o.ValueThreshold = v
-		if s, err := particle.Open(o); err == nil || !strings.Contains(err.Error(), "ValueThreshold") {
+		set(&o, v)
+		if s, err := particle.Open(o); err == nil || !strings.Contains(err.Error(), name) {
 			if s != nil {
 				s.Close()
 			}
-			t.Errorf("ValueThreshold %d: %v", v, err)
+			t.Errorf("%s %d: %v", name, v, err)
 		}
 	}
 }

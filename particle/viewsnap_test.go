@@ -227,21 +227,9 @@ func TestViewSnapshotKeptWhenNothingWritten(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("a snapshot a crash would load is still there (%v)", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "view snapshot kept") {
-		t.Fatalf("Close with nothing written did not keep the snapshot; logs:\n%s", logs)
-	}
-	kept, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kept := closeSnapshotting(t, s, logs, "view snapshot kept", "Close with nothing written did not keep the snapshot")
 	if !os.SameFile(aside, kept) {
 		t.Fatal("the snapshot was written again, not put back")
-	}
-	if _, err := os.Stat(path + loadedSuffix); !os.IsNotExist(err) {
-		t.Fatalf("the set-aside file is still there (%v)", err)
 	}
 
 	// The kept snapshot matches the store at its new version.
@@ -259,21 +247,9 @@ func TestViewSnapshotKeptWhenNothingWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "view snapshot written") {
-		t.Fatalf("Close after a write did not write the snapshot; logs:\n%s", logs)
-	}
-	written, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	written := closeSnapshotting(t, s, logs, "view snapshot written", "Close after a write did not write the snapshot")
 	if os.SameFile(aside, written) {
 		t.Fatal("the stale snapshot was put back after a write")
-	}
-	if _, err := os.Stat(path + loadedSuffix); !os.IsNotExist(err) {
-		t.Fatalf("the stale set-aside file is still there (%v)", err)
 	}
 	s, logs = openLogged(t, dir)
 	defer s.Close()
@@ -283,6 +259,28 @@ func TestViewSnapshotKeptWhenNothingWritten(t *testing.T) {
 	if e2, n2, _ := snapshotView(s); !reflect.DeepEqual(e2, edges) || !reflect.DeepEqual(n2, nodes) {
 		t.Fatal("nodes or edges differ from those written before the Close")
 	}
+}
+
+// closeSnapshotting closes s, whose logs must then hold want (else it
+// fails with why), and returns the snapshot Close left; the file the
+// load set aside must be gone.
+func closeSnapshotting(t *testing.T, s *Store, logs *lockedBuffer, want, why string) os.FileInfo {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("%s; logs:\n%s", why, logs)
+	}
+	path := ViewSnapshotPath(s.opts.Dir)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + loadedSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the set-aside file is still there (%v)", err)
+	}
+	return fi
 }
 
 // TestViewSnapshotSetAsideByACrashIsNotLoaded: a snapshot set aside by

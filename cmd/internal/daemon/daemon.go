@@ -84,9 +84,8 @@ type Daemon struct {
 	ready   atomic.Bool
 	storeOK atomic.Bool
 	started time.Time
-	// startTook is how long Start took to serve, in ns (0 until then).
-	startTook atomic.Int64
-	// startTimes are where that time went (nil until then).
+	// startTimes are how long Start took to serve and where that time
+	// went (nil until then).
 	startTimes atomic.Pointer[StartTimes]
 	stopOnce   sync.Once
 	stopErr    error
@@ -233,7 +232,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	took := time.Since(d.started)
 	times.Total, times.Store, times.Serve = took, d.store.OpenTimes(), time.Since(serving)
 	d.startTimes.Store(&times)
-	d.startTook.Store(int64(took))
 	log.Info("ctxgraph serving", "nats", d.NATSURL(), "http", d.HTTPAddr(), "data", cfg.Data,
 		"start", took.Round(time.Millisecond), "badger", times.Store.Badger.Round(time.Millisecond),
 		"view_from_snapshot", d.store.LoadedFromSnapshot())

@@ -159,7 +159,7 @@ func (m *metrics) registerStore(d *Daemon) {
 	}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_start_seconds", Help: "How long the daemon took from start to serving.",
-	}, func() float64 { return time.Duration(d.startTook.Load()).Seconds() }))
+	}, func() float64 { t, _ := d.StartTimes(); return t.Total.Seconds() }))
 	for i, p := range (StartTimes{}).Phases() {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "ctxgraph_start_phase_seconds",
