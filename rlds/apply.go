@@ -47,8 +47,15 @@ func (a *Applier) defaults() {
 // message whose msgID was applied before changes nothing. It returns an
 // error wrapping ErrInvalid when the message contradicts what the store
 // holds (a feature changing shape mid-episode, a step after the end).
+//
+// A steps message applies as its steps would one by one, each skipped
+// if stored; an error names the step and leaves the batch to be
+// discarded whole, as any message's error does.
 func (a *Applier) Apply(ctx context.Context, b *particle.Batch, msgID string, m *Message) error {
 	a.defaults()
+	if m.Kind == KindSteps {
+		return a.applySteps(ctx, b, m)
+	}
 	ns := particle.Namespace(m.Tenant, m.Project)
 	// A step's message id names its episode and index (Message.MsgID), so
 	// the stored step is its applied mark: no record of its own to read
@@ -81,6 +88,21 @@ func (a *Applier) Apply(ctx context.Context, b *particle.Batch, msgID string, m 
 	}
 	if !stepMark {
 		b.MarkApplied(a.Stream, msgID)
+	}
+	return nil
+}
+
+// applySteps applies each step of a steps message as a step message of
+// its own. A step's stored record is its applied mark, so the message
+// needs no mark of its own: sent again, or overlapping steps sent
+// before, it changes nothing that is stored.
+func (a *Applier) applySteps(ctx context.Context, b *particle.Batch, m *Message) error {
+	one := Message{Kind: KindStep, Agent: m.Agent, EpisodeID: m.EpisodeID, Tenant: m.Tenant, Project: m.Project}
+	for i := range m.Steps {
+		one.Step = &m.Steps[i]
+		if err := a.Apply(ctx, b, "", &one); err != nil {
+			return fmt.Errorf("steps[%d] (index %d): %w", i, m.Steps[i].Index, err)
+		}
 	}
 	return nil
 }

@@ -1,9 +1,14 @@
 package rlds_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +165,162 @@ func TestStepRedeliveryChangesNothing(t *testing.T) {
 	}
 	if rep.Applied != 1 {
 		t.Errorf("%d applied-message records, want 1 (the episode's start)", rep.Applied)
+	}
+}
+
+// testdataMessages reads testdata/episodes.jsonl.
+func testdataMessages(t *testing.T) []*rlds.Message {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "episodes.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*rlds.Message
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		m, err := rlds.DecodeMessage(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// storeContents is what a store holds, record by record, as JSON, and
+// its stored steps' bytes. Edges are named by their ends and predicate
+// (an edge's id is made of the time it was created), and the wall-clock
+// times of writing are left out.
+func storeContents(t *testing.T, s *particle.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	edgeNames := map[string]string{}
+	put := func(k string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(b, &fields); err != nil {
+			return err
+		}
+		delete(fields, "created_at")
+		delete(fields, "updated_at")
+		if belief, ok := fields["belief"].(map[string]any); ok && !strings.HasPrefix(k, "edge") {
+			delete(belief, "updated_at")
+		}
+		b, err = json.Marshal(fields)
+		out[k] = string(b)
+		return err
+	}
+	err := s.Snapshot(context.Background(), func(sn *particle.Snapshot) error {
+		ns := particle.DefaultNamespace
+		if err := sn.Nodes(ns, func(n *particle.Node) error { return put("node "+n.ID, n) }); err != nil {
+			return err
+		}
+		if err := sn.Edges(ns, func(e *particle.Edge) error {
+			name := fmt.Sprintf("edge %s %s %s %s", e.Source, e.Type, e.Predicate(), e.Target)
+			edgeNames[e.ID] = name
+			return put(name, e)
+		}); err != nil {
+			return err
+		}
+		return sn.Episodes(ns, func(ep *particle.Episode) error {
+			if err := put("episode "+ep.ID, ep); err != nil {
+				return err
+			}
+			return sn.Steps(ns, ep.ID, func(idx int, raw []byte) error {
+				out[fmt.Sprintf("step %s/%d", ep.ID, idx)] = string(raw)
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range out {
+		for id, name := range edgeNames {
+			v = strings.ReplaceAll(v, id, name)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// applyInBatches applies msgs, n messages a transaction.
+func applyInBatches(t *testing.T, s *particle.Store, msgs []*rlds.Message, n int) error {
+	t.Helper()
+	ap := &rlds.Applier{}
+	ctx := context.Background()
+	for len(msgs) > 0 {
+		part := msgs[:min(n, len(msgs))]
+		msgs = msgs[len(part):]
+		if _, err := s.Update(ctx, func(b *particle.Batch) error {
+			for _, m := range part {
+				if err := ap.Apply(ctx, b, m.MsgID(), m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A steps message stores what its steps sent one by one store; sent
+// again, or regrouped, it changes nothing; and one whose step does not
+// apply is refused whole, naming the step, with nothing stored lost.
+func TestStepsMessageAppliesAsItsSteps(t *testing.T) {
+	msgs := testdataMessages(t)
+	one := openStore(t, t.TempDir())
+	defer one.Close()
+	if err := applyInBatches(t, one, msgs, 5); err != nil {
+		t.Fatal(err)
+	}
+	want := storeContents(t, one)
+
+	grouped := openStore(t, t.TempDir())
+	defer grouped.Close()
+	byFour := rlds.GroupSteps(msgs, 4)
+	if len(byFour) >= len(msgs) {
+		t.Fatalf("grouping by four left %d messages of %d", len(byFour), len(msgs))
+	}
+	if err := applyInBatches(t, grouped, byFour, 2); err != nil {
+		t.Fatal(err)
+	}
+	got := storeContents(t, grouped)
+	if !maps.Equal(got, want) {
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s:\n got %s\nwant %s", k, got[k], v)
+			}
+		}
+		t.Fatalf("the steps messages stored %d records, one by one %d", len(got), len(want))
+	}
+	if err := applyInBatches(t, grouped, rlds.GroupSteps(msgs, 3), 3); err != nil {
+		t.Fatal(err)
+	}
+	if again := storeContents(t, grouped); !maps.Equal(again, want) {
+		t.Fatal("the episodes regrouped and sent again changed what is stored")
+	}
+
+	// A new episode: its step 0 applies, its step 1 changes a feature's
+	// shape.
+	var last *rlds.Message
+	for _, m := range msgs {
+		if m.Kind == rlds.KindStep {
+			last = m
+		}
+	}
+	bad := &rlds.Message{Kind: rlds.KindSteps, Agent: last.Agent, EpisodeID: "ep-new", Steps: []rlds.Step{*last.Step, *last.Step}}
+	bad.Steps[0].Index, bad.Steps[1].Index = 0, 1
+	bad.Steps[1].Observation = rlds.Features{"state": {DType: rlds.Float32, Shape: []int{1}, Data: []float64{1}}}
+	err := applyInBatches(t, grouped, []*rlds.Message{bad}, 1)
+	if !errors.Is(err, rlds.ErrShape) || !strings.Contains(err.Error(), "steps[1] (index 1)") {
+		t.Fatalf("err = %v, want ErrShape naming steps[1] (index 1)", err)
+	}
+	if after := storeContents(t, grouped); !maps.Equal(after, want) {
+		t.Fatal("a refused steps message changed what is stored")
 	}
 }

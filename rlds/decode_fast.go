@@ -53,6 +53,12 @@ func decodeFast(b []byte) (*Message, bool) {
 		case "end":
 			m.End = &EpisodeEnd{}
 			return l.end(m.End) && jsonlex.Seen(&mask, 7)
+		case "steps":
+			m.Steps = []Step{}
+			return jsonlex.Seen(&mask, 8) && l.Array(func() bool {
+				m.Steps = append(m.Steps, Step{})
+				return l.step(&m.Steps[len(m.Steps)-1])
+			})
 		}
 		return false
 	})

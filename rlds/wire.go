@@ -16,17 +16,28 @@ import (
 // Kind names what a wire [Message] carries.
 type Kind string
 
-// The three message kinds of an episode's life.
+// The message kinds of an episode's life. A steps message carries
+// several consecutive steps of one episode: a controller that steps
+// faster than it needs each step seen, or an upload of a recorded
+// stretch, sends them in one message and pays JetStream's costs (store,
+// delivery, ack, dedupe) once for all of them.
 const (
 	KindEpisodeStart Kind = "episode_start"
 	KindStep         Kind = "step"
+	KindSteps        Kind = "steps"
 	KindEpisodeEnd   Kind = "episode_end"
 )
+
+// MaxStepsPerMessage is the most steps one steps message may carry. A
+// message is applied in one transaction with the rest of its batch, so
+// its size is bounded like any message's (ingest.max_message_bytes);
+// this bounds the count of small steps as well.
+const MaxStepsPerMessage = 1024
 
 // Message is one unit on the wire: the JSON body of one NATS message on
 // ctxgraph.rlds.<agent>.<episode>, and one line of a JSONL episode file.
 //
-// Exactly one of Start, Step and End is set, matching Kind.
+// Exactly one of Start, Step, Steps and End is set, matching Kind.
 type Message struct {
 	Kind      Kind   `json:"kind"`
 	Agent     string `json:"agent"`
@@ -37,7 +48,11 @@ type Message struct {
 
 	Start *EpisodeStart `json:"start,omitempty"`
 	Step  *Step         `json:"step,omitempty"`
-	End   *EpisodeEnd   `json:"end,omitempty"`
+	// Steps are a steps message's steps, in increasing index order. They
+	// apply together or not at all; each is applied, and is a duplicate
+	// or not, as the same step sent alone would be.
+	Steps []Step      `json:"steps,omitempty"`
+	End   *EpisodeEnd `json:"end,omitempty"`
 }
 
 // EpisodeStart opens an episode.
@@ -383,13 +398,13 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	set := 0
-	for _, p := range []bool{m.Start != nil, m.Step != nil, m.End != nil} {
+	for _, p := range []bool{m.Start != nil, m.Step != nil, m.Steps != nil, m.End != nil} {
 		if p {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("%w: exactly one of start, step, end must be set", ErrInvalid)
+		return fmt.Errorf("%w: exactly one of start, step, steps, end must be set", ErrInvalid)
 	}
 	switch m.Kind {
 	case KindEpisodeStart:
@@ -405,8 +420,32 @@ func (m *Message) Validate() error {
 			return fmt.Errorf("%w: kind step needs step", ErrInvalid)
 		}
 		return m.Step.Validate()
+	case KindSteps:
+		return validateSteps(m.Steps)
 	default:
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalid, m.Kind)
+	}
+	return nil
+}
+
+// validateSteps checks a steps message's steps: at least one, at most
+// MaxStepsPerMessage, indices increasing, each step valid. An error
+// names the step at fault by its place and index.
+func validateSteps(steps []Step) error {
+	if len(steps) == 0 {
+		return fmt.Errorf("%w: kind steps needs at least one step", ErrInvalid)
+	}
+	if len(steps) > MaxStepsPerMessage {
+		return fmt.Errorf("%w: %d steps in one message, more than %d", ErrInvalid, len(steps), MaxStepsPerMessage)
+	}
+	for i := range steps {
+		s := &steps[i]
+		if i > 0 && s.Index <= steps[i-1].Index {
+			return fmt.Errorf("%w: steps[%d] has index %d after index %d; indices must increase", ErrInvalid, i, s.Index, steps[i-1].Index)
+		}
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("steps[%d] (index %d): %w", i, s.Index, err)
+		}
 	}
 	return nil
 }
@@ -457,11 +496,20 @@ func (s *Step) Validate() error {
 // applying then stores each vector without a copy. A vector that cannot
 // be scaled (all zeros) is left for Validate and Apply to refuse.
 func (m *Message) NormalizeEmbeddings() {
-	if m.Step == nil || m.Step.Annotations == nil {
+	if m.Step != nil {
+		m.Step.normalizeEmbeddings()
+	}
+	for i := range m.Steps {
+		m.Steps[i].normalizeEmbeddings()
+	}
+}
+
+func (s *Step) normalizeEmbeddings() {
+	if s.Annotations == nil {
 		return
 	}
-	for i := range m.Step.Annotations.Events {
-		wave.Normalize(m.Step.Annotations.Events[i].Embedding)
+	for i := range s.Annotations.Events {
+		wave.Normalize(s.Annotations.Events[i].Embedding)
 	}
 }
 
@@ -535,7 +583,8 @@ func decodeJSON(b []byte) (*Message, error) {
 
 // MsgID is the JetStream Nats-Msg-Id of a message, and the id the
 // daemon records it as applied under: episode/start, episode/<step
-// index>, episode/end. Publishing the same id twice inside the dedupe
+// index>, episode/<first index>-<last index> for a steps message,
+// episode/end. Publishing the same id twice inside the dedupe
 // window stores it once, and a message whose id is applied changes
 // nothing. Outside the default namespace the id starts with the
 // namespace and a dot ("tenant/project.episode/start"): an episode ID
@@ -548,6 +597,12 @@ func (m *Message) MsgID() string {
 		id = m.EpisodeID + "/start"
 	case KindEpisodeEnd:
 		id = m.EpisodeID + "/end"
+	case KindSteps:
+		if len(m.Steps) == 0 {
+			id = m.EpisodeID + "/steps"
+		} else {
+			id = m.EpisodeID + "/" + strconv.Itoa(m.Steps[0].Index) + "-" + strconv.Itoa(m.Steps[len(m.Steps)-1].Index)
+		}
 	default:
 		if m.Step == nil {
 			id = m.EpisodeID + "/step"

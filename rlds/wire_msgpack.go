@@ -72,6 +72,8 @@ func decodeMsgpack(b []byte) (*Message, error) {
 			return mplex.OptInto(&d.Reader, &m.Step, d.step)
 		case "end":
 			return mplex.OptInto(&d.Reader, &m.End, d.end)
+		case "steps":
+			return d.steps(&m.Steps)
 		}
 		return mplex.ErrUnknownKey
 	})
@@ -164,6 +166,25 @@ func (d *mpDecoder) step(s *Step) error {
 		}
 		return err
 	})
+}
+
+// steps reads a steps message's array of steps (nil stays nil, as the
+// JSON's null does).
+func (d *mpDecoder) steps(out *[]Step) error {
+	n, err := d.Array()
+	if err != nil || n < 0 {
+		return err
+	}
+	if n > MaxStepsPerMessage {
+		return fmt.Errorf("%d steps, more than %d", n, MaxStepsPerMessage)
+	}
+	*out = make([]Step, n)
+	for i := range *out {
+		if err := d.step(&(*out)[i]); err != nil {
+			return fmt.Errorf("%d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 func (d *mpDecoder) end(e *EpisodeEnd) error {
@@ -391,6 +412,13 @@ func (m *Message) AppendMsgpack(b []byte) ([]byte, error) {
 		if s := m.Step; s != nil {
 			w.Key("step")
 			w.step(s)
+		}
+		if m.Steps != nil {
+			w.Key("steps")
+			w.B = msgp.AppendArrayHeader(w.B, uint32(len(m.Steps)))
+			for i := range m.Steps {
+				w.step(&m.Steps[i])
+			}
 		}
 		if e := m.End; e != nil {
 			w.Key("end")
