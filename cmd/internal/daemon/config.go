@@ -54,8 +54,9 @@ type Config struct {
 		Addr string `yaml:"addr"`
 	} `yaml:"http"`
 	Ingest struct {
-		// BatchSize is how many messages one pull (and one Badger
-		// transaction) takes at most.
+		// BatchSize is how many messages one pull takes at most, and
+		// how many one Badger transaction takes, a steps message
+		// counting as its steps.
 		BatchSize int `yaml:"batch_size"`
 		// MaxMessageBytes: larger messages go to the dead-letter stream.
 		MaxMessageBytes int `yaml:"max_message_bytes"`

@@ -97,9 +97,15 @@ func (c *controller) publishAll(msgs []*rlds.Message) *client.Publisher {
 // publishAs publishes msgs as JSON, or as msgpack when asMsgpack is set.
 func (c *controller) publishAs(msgs []*rlds.Message, asMsgpack bool) *client.Publisher {
 	c.t.Helper()
+	return c.publishGrouped(msgs, 1, asMsgpack)
+}
+
+// publishGrouped publishes msgs with up to n steps a message.
+func (c *controller) publishGrouped(msgs []*rlds.Message, n int, asMsgpack bool) *client.Publisher {
+	c.t.Helper()
 	ctx := context.Background()
 	p := client.NewPublisher(c.js, "ctxgraph", 0)
-	p.Msgpack = asMsgpack
+	p.Msgpack, p.StepsPerMessage = asMsgpack, n
 	for _, m := range msgs {
 		if err := p.Publish(ctx, m); err != nil {
 			c.t.Fatal(err)

@@ -25,6 +25,18 @@ type decoded struct {
 	msg   jetstream.Msg
 	id    string
 	apply func(ctx context.Context, b *particle.Batch) error
+	// steps is what the message weighs against ingest.batch_size: the
+	// steps of a steps message, 1 for any other.
+	steps int
+}
+
+// weight is what a decoded message weighs against ingest.batch_size (a
+// message that did not decode: 1).
+func (r decodeResult) weight() int {
+	if r.dm == nil {
+		return 1
+	}
+	return max(r.dm.steps, 1)
 }
 
 // decoder turns a message body into something to apply, or a permanent
@@ -345,7 +357,7 @@ func (d *Daemon) rldsDecoder() decoder {
 			return nil, permanent(fmt.Errorf("subject %s does not match the message (want %s)", m.Subject(), want))
 		}
 		id := msg.MsgID()
-		return &decoded{msg: m, id: id, apply: func(ctx context.Context, b *particle.Batch) error {
+		return &decoded{msg: m, id: id, steps: len(msg.Steps), apply: func(ctx context.Context, b *particle.Batch) error {
 			return d.rldsApplier.Apply(ctx, b, id, msg)
 		}}, nil
 	}

@@ -62,7 +62,11 @@ func (c *consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 		c.collect(ctx, in, size, batches)
 	}()
 	for p := range batches {
-		c.commitBatch(ctx, p.msgs, p.results, acks)
+		for len(p.msgs) > 0 {
+			n := weighed(p.results, size)
+			c.commitBatch(ctx, p.msgs[:n], p.results[:n], acks)
+			p.msgs, p.results = p.msgs[n:], p.results[n:]
+		}
 	}
 	close(acks)
 	wg.Wait()
@@ -110,6 +114,21 @@ func (c *consumer) collect(ctx context.Context, in <-chan jetstream.Msg, size in
 			}
 		}
 	}
+}
+
+// weighed is how many of results, from the first, one transaction
+// takes: as many as weigh size at most (a steps message weighs its
+// steps), and at least one. A pull takes up to ingest.batch_size
+// messages; steps messages make that many times as many steps, more
+// than Badger takes in one transaction.
+func weighed(results []decodeResult, size int) int {
+	w := 0
+	for i, r := range results {
+		if w += r.weight(); w > size && i > 0 {
+			return i
+		}
+	}
+	return len(results)
 }
 
 // drain appends to msgs what in holds now, without waiting, up to size.

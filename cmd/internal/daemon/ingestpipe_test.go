@@ -167,3 +167,35 @@ func TestIngestGivesWayToThePlanner(t *testing.T) {
 		t.Fatalf("applied %d messages (err %v), want 2", appliedN.Load(), commitErr)
 	}
 }
+
+// A pull of steps messages is committed in transactions of about
+// ingest.batch_size steps: a steps message weighs its steps, anything
+// else (or a message that did not decode) one, and a transaction takes
+// one message at least, however heavy.
+func TestWeighedCutsAPullBySteps(t *testing.T) {
+	results := func(steps ...int) []decodeResult {
+		out := make([]decodeResult, len(steps))
+		for i, n := range steps {
+			if n >= 0 {
+				out[i].dm = &decoded{steps: n}
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		steps []int
+		size  int
+		want  int
+	}{
+		{[]int{0, 0, 0, 0}, 3, 3},   // step messages: one each
+		{[]int{8, 8, 8}, 16, 2},     // two steps messages fill 16
+		{[]int{8, 8, 8}, 15, 1},     // the second would pass 15
+		{[]int{40, 1}, 16, 1},       // one over the size goes alone
+		{[]int{-1, -1, 8}, 9, 2},    // undecoded messages weigh one
+		{[]int{4, 4, 4, 4}, 100, 4}, // all fit
+	} {
+		if got := weighed(results(c.steps...), c.size); got != c.want {
+			t.Errorf("weighed(%v, %d) = %d, want %d", c.steps, c.size, got, c.want)
+		}
+	}
+}
