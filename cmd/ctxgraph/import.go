@@ -31,6 +31,7 @@ func importCmd() *cobra.Command {
 	}
 	pf.register(jsonl)
 	pf.registerWire(jsonl)
+	pf.registerSteps(jsonl)
 	var sf publishFlags
 	spans := &cobra.Command{
 		Use:   "spans [flags] FILE...",

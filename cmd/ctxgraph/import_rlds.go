@@ -58,6 +58,7 @@ exits non-zero at the end.`,
 		},
 	}
 	f.register(cmd)
+	f.registerSteps(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "tenant of the namespace the episodes are written to (default: default)")
 	fl.StringVar(&f.project, "project", "", "project of that namespace (default: default)")
@@ -69,9 +70,14 @@ exits non-zero at the end.`,
 }
 
 func importRLDS(ctx context.Context, stderr io.Writer, f rldsFlags, inputs []string) error {
+	perMessage, err := f.steps()
+	if err != nil {
+		return err
+	}
 	o := client.ImportOptions{
 		Prefix: f.prefix, Tenant: f.tenant, Project: f.project, Rate: f.rate, Limit: f.limit, Splits: f.splits,
-		SkipBad: f.skipBad, SkipStored: f.skipStored,
+		StepsPerMessage: perMessage,
+		SkipBad:         f.skipBad, SkipStored: f.skipStored,
 		OnBad:  func(err error) { fmt.Fprintln(stderr, "skipped:", err) },
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

@@ -305,20 +305,7 @@ func graphState(s *particle.Store, exact bool) string {
 
 func deadLetters(t testing.TB, d *daemon.Daemon) uint64 {
 	t.Helper()
-	nc, js, err := client.Connect(d.NATSURL(), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	st, err := js.Stream(context.Background(), daemon.StreamDLQ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return streamMessages(t, d, daemon.StreamDLQ)
 }
 
 func TestImportRLDSBridgeDataset(t *testing.T) {
@@ -955,6 +942,24 @@ func TestImportJSONLThroughDaemon(t *testing.T) {
 	if graphState(s, true) != want || fmt.Sprint(s.Counts()) != fmt.Sprint(wantCounts) {
 		t.Error("importing the JSONL file again changed the graph")
 	}
+
+	// Four steps a message, in msgpack: the same graph, from fewer
+	// messages.
+	grouped := testDaemon(t)
+	_, out, err = runCLI(t, "import", "jsonl", "--nats", grouped.NATSURL(), "--wait", "60s", "--quiet",
+		"--steps-per-message", "4", "--wire", "msgpack", file)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got, want := graphState(grouped.Store(), false), graphState(s, false); got != want {
+		t.Errorf("imported four steps a message, the graph is\n%s\nwant\n%s", got, want)
+	}
+	if c := grouped.Store().Counts(); c.Steps != wantCounts.Steps || c.Episodes != wantCounts.Episodes {
+		t.Errorf("four steps a message: counts %+v, want %+v", c, wantCounts)
+	}
+	if n := streamMessages(t, grouped, daemon.StreamRLDS); n >= 40 {
+		t.Errorf("%d messages for 40 lines sent four steps a message", n)
+	}
 }
 
 // BenchmarkImportRLDS measures `import rlds` end to end: reading the
@@ -1023,4 +1028,61 @@ func BenchmarkImportRLDS(b *testing.B) {
 	b.ReportMetric(float64(steps)/elapsed.Seconds(), "steps/s")
 	b.ReportMetric(float64(wire)/1e6/elapsed.Seconds(), "wireMB/s")
 	b.ReportMetric(float64(int64(len(src))*shards*int64(b.N))/1e6/elapsed.Seconds(), "fileMB/s")
+}
+
+// streamMessages is how many messages the daemon's stream holds.
+func streamMessages(t testing.TB, d *daemon.Daemon, stream string) uint64 {
+	t.Helper()
+	nc, js, err := client.Connect(d.NATSURL(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// Imported with several steps a message, the dataset is stored as it is
+// one step a message, in fewer messages; a steps message over the
+// daemon's size limit is sent in parts that fit.
+func TestImportRLDSStepsPerMessage(t *testing.T) {
+	eps := readDataset(t, rlds.DatasetOptions{Dir: sample(bridgeDir), Splits: []string{"train"}})
+	largest := 0
+	for _, e := range eps {
+		largest = max(largest, slices.Max(stepSizes(t, e)))
+	}
+	// Room for about three of the largest steps: a message of an
+	// episode's 10 steps must be halved, once or twice.
+	d := testDaemon(t, func(c *daemon.Config) { c.Ingest.MaxMessageBytes = 3 * largest })
+	mustImport(t, d, "--split", "train", "--steps-per-message", "10", sample(bridgeDir))
+	if c := d.Store().Counts(); c.Episodes != 25 || c.Steps != 250 {
+		t.Fatalf("stored %d episodes, %d steps; want 25, 250", c.Episodes, c.Steps)
+	}
+	checkStored(t, d.Store(), eps)
+	for _, e := range eps[:3] {
+		got := storedSteps(t, d.Store(), e.ID)
+		for i, st := range got {
+			if !slices.Equal(st.Action[""].Data, e.Steps[i].Action[""].Data) {
+				t.Errorf("episode %s step %d: action %v, want %v", e.ID, i, st.Action[""].Data, e.Steps[i].Action[""].Data)
+			}
+		}
+	}
+	// One step a message is 12 messages an episode; one message of all
+	// ten steps would be 3.
+	if n := streamMessages(t, d, daemon.StreamRLDS); n >= 25*12 || n <= 25*3 {
+		t.Errorf("%d messages in the stream, want between %d and %d", n, 25*3, 25*12)
+	}
+	if n := deadLetters(t, d); n != 0 {
+		t.Errorf("%d dead letters", n)
+	}
+	if _, err := importRLDSInto(t, d, "--steps-per-message", "0", sample(bridgeDir)); err == nil || !strings.Contains(err.Error(), "--steps-per-message 0") {
+		t.Errorf("--steps-per-message 0: %v", err)
+	}
 }

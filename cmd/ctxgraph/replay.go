@@ -23,6 +23,23 @@ type publishFlags struct {
 	quiet   bool
 	retime  bool
 	wire    string
+	// stepsPerMessage groups an episode's steps (registerSteps).
+	stepsPerMessage int
+}
+
+// registerSteps adds --steps-per-message, to commands that send
+// episodes.
+func (p *publishFlags) registerSteps(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&p.stepsPerMessage, "steps-per-message", 1,
+		fmt.Sprintf("send up to this many consecutive steps of an episode in one message (kind steps; at most %d): fewer JetStream messages for an upload; 1 = one step a message, as a live controller sends", rlds.MaxStepsPerMessage))
+}
+
+// steps checks --steps-per-message.
+func (p *publishFlags) steps() (int, error) {
+	if p.stepsPerMessage < 1 || p.stepsPerMessage > rlds.MaxStepsPerMessage {
+		return 0, fmt.Errorf("--steps-per-message %d: want 1..%d", p.stepsPerMessage, rlds.MaxStepsPerMessage)
+	}
+	return p.stepsPerMessage, nil
 }
 
 // registerWire adds --wire, the format episodes are sent in.
@@ -68,11 +85,16 @@ not valid messages are reported with their file and line and skipped.`,
 	}
 	pf.register(cmd)
 	pf.registerWire(cmd)
+	pf.registerSteps(cmd)
 	return cmd
 }
 
 func publishJSONL(ctx context.Context, stderr io.Writer, pf publishFlags, files []string) error {
 	asMsgpack, err := pf.msgpack()
+	if err != nil {
+		return err
+	}
+	perMessage, err := pf.steps()
 	if err != nil {
 		return err
 	}
@@ -82,7 +104,7 @@ func publishJSONL(ctx context.Context, stderr io.Writer, pf publishFlags, files 
 	}
 	defer nc.Close()
 	pub := client.NewPublisher(js, pf.prefix, pf.rate)
-	pub.Msgpack = asMsgpack
+	pub.Msgpack, pub.StepsPerMessage = asMsgpack, perMessage
 	bar := newBar(stderr, pf.quiet, -1, "publishing")
 	episodes := map[string]bool{}
 	var bad int

@@ -47,6 +47,15 @@ type Publisher struct {
 	// Msgpack makes Publish send the msgpack wire format instead of
 	// JSON (rlds/wire_msgpack.go).
 	Msgpack bool
+	// StepsPerMessage > 1 makes Publish gather each episode's
+	// consecutive steps into steps messages of up to that many steps
+	// (rlds.StepGrouper); Flush sends what is still held.
+	StepsPerMessage int
+	// MaxMessageBytes bounds a steps message: one that encodes larger
+	// is sent in halves. Zero means the NATS server's max payload.
+	MaxMessageBytes int
+
+	grouper rlds.StepGrouper
 
 	inflight []jetstream.PubAckFuture
 	Sent     int64
@@ -55,6 +64,7 @@ type Publisher struct {
 }
 
 // NewPublisher returns a publisher; stepsPerSecond ≤ 0 means unlimited.
+// The rate counts messages, a steps message as many as its steps.
 func NewPublisher(js jetstream.JetStream, prefix string, stepsPerSecond float64) *Publisher {
 	p := &Publisher{js: js, prefix: prefix, window: 1024}
 	if stepsPerSecond > 0 {
@@ -63,30 +73,54 @@ func NewPublisher(js jetstream.JetStream, prefix string, stepsPerSecond float64)
 	return p
 }
 
-// Publish sends m; it may return before the server acknowledges it.
+// Publish sends m, or holds it for a steps message (StepsPerMessage);
+// it may return before the server acknowledges it.
 func (p *Publisher) Publish(ctx context.Context, m *rlds.Message) error {
-	var body []byte
-	var err error
+	p.grouper.N = p.StepsPerMessage
+	return p.send(ctx, p.grouper.Add(m))
+}
+
+// send publishes msgs.
+func (p *Publisher) send(ctx context.Context, msgs []*rlds.Message) error {
+	limit := p.MaxMessageBytes
+	if limit <= 0 && len(msgs) > 0 && msgs[0].Kind == rlds.KindSteps {
+		limit = int(p.js.Conn().MaxPayload())
+	}
+	for _, m := range msgs {
+		err := encodeWithin(m, limit, p.encode, func(m *rlds.Message, body []byte) error {
+			return p.publish(ctx, m.Subject(p.prefix), m.MsgID(), body, max(1, len(m.Steps)))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encode writes m in the publisher's wire format.
+func (p *Publisher) encode(m *rlds.Message) ([]byte, error) {
 	if p.Msgpack {
-		body, err = m.AppendMsgpack(nil)
-	} else {
-		body, err = jsonMarshal(m)
+		return m.AppendMsgpack(nil)
 	}
-	if err != nil {
-		return err
-	}
-	return p.PublishRaw(ctx, m.Subject(p.prefix), m.MsgID(), body)
+	return jsonMarshal(m)
 }
 
 // PublishRaw sends body to subj with msgID for dedupe.
 func (p *Publisher) PublishRaw(ctx context.Context, subj, msgID string, body []byte) error {
-	if p.limit != nil {
-		if err := p.limit.Wait(ctx); err != nil {
+	return p.publish(ctx, subj, msgID, body, 1)
+}
+
+// publish sends body, a message of steps steps (1 for any other).
+func (p *Publisher) publish(ctx context.Context, subj, msgID string, body []byte, steps int) error {
+	for left := steps; p.limit != nil && left > 0; {
+		n := min(left, p.limit.Burst())
+		if err := p.limit.WaitN(ctx, n); err != nil {
 			return err
 		}
+		left -= n
 	}
 	if len(p.inflight) >= p.window {
-		if err := p.Flush(ctx); err != nil {
+		if err := p.waitAcks(ctx); err != nil {
 			return err
 		}
 	}
@@ -100,8 +134,17 @@ func (p *Publisher) PublishRaw(ctx context.Context, subj, msgID string, body []b
 	return nil
 }
 
-// Flush waits for every publish so far to be acknowledged.
+// Flush sends the steps held for steps messages and waits for every
+// publish so far to be acknowledged.
 func (p *Publisher) Flush(ctx context.Context) error {
+	if err := p.send(ctx, p.grouper.Flush()); err != nil {
+		return err
+	}
+	return p.waitAcks(ctx)
+}
+
+// waitAcks waits for every publish so far to be acknowledged.
+func (p *Publisher) waitAcks(ctx context.Context) error {
 	var errs []error
 	for _, f := range p.inflight {
 		select {

@@ -30,6 +30,9 @@ type ImportOptions struct {
 	// Rate bounds the messages (steps) published per second; 0 means as
 	// fast as the daemon acknowledges.
 	Rate float64
+	// StepsPerMessage > 1 sends each episode's steps in steps messages
+	// of up to that many (halved as needed to fit MaxMessageBytes).
+	StepsPerMessage int
 	// Limit stops after the first Limit episodes of the input, in
 	// reading order, counting those already stored; 0 means all.
 	Limit int
@@ -360,29 +363,36 @@ func prepare(ctx context.Context, nc *nats.Conn, ep *rlds.Episode, o ImportOptio
 	if tags := sceneTags(ep.Metadata); len(tags) > 0 && len(msgs) > 2 {
 		msgs[1].Step.Annotations = &rlds.Annotations{SceneTags: tags}
 	}
-	p.msgs = make([]wireMsg, len(msgs))
-	for i, m := range msgs {
-		m.Tenant, m.Project = o.Tenant, o.Project
-		if o.Retimer != nil {
-			o.Retimer.Retime(m)
-		}
+	fail := func(m *rlds.Message, err error) error {
 		step := -1
 		if m.Step != nil {
 			step = m.Step.Index
 		}
-		fail := func(err error) error { return &EpisodeError{Episode: ep.ID, Source: ep.Source, Step: step, Err: err} }
+		return &EpisodeError{Episode: ep.ID, Source: ep.Source, Step: step, Err: err}
+	}
+	for _, m := range msgs {
+		m.Tenant, m.Project = o.Tenant, o.Project
+		if o.Retimer != nil {
+			o.Retimer.Retime(m)
+		}
 		if err := m.Validate(); err != nil {
-			return nil, fail(err)
+			return nil, fail(m, err)
 		}
-		body, err := jsonMarshal(m)
+	}
+	msgs = rlds.GroupSteps(msgs, o.StepsPerMessage)
+	p.msgs = make([]wireMsg, 0, len(msgs))
+	for _, m := range msgs {
+		err := encodeWithin(m, maxBytes, func(m *rlds.Message) ([]byte, error) { return jsonMarshal(m) }, func(m *rlds.Message, body []byte) error {
+			p.msgs = append(p.msgs, wireMsg{subj: m.Subject(o.Prefix), id: m.MsgID(), body: body})
+			return nil
+		})
+		var tl *tooLargeError
+		if errors.As(err, &tl) {
+			m = tl.msg // the step at fault, not the steps message
+		}
 		if err != nil {
-			return nil, fail(err)
+			return nil, fail(m, err)
 		}
-		if len(body) > maxBytes {
-			return nil, fail(fmt.Errorf("%w: the %s message is %d bytes, over the limit of %d (the NATS server's max_payload or the daemon's ingest.max_message_bytes)",
-				ErrTooLarge, m.Kind, len(body), maxBytes))
-		}
-		p.msgs[i] = wireMsg{subj: m.Subject(o.Prefix), id: m.MsgID(), body: body}
 	}
 	return p, nil
 }
