@@ -562,3 +562,87 @@ func checkRecallRecords(t *testing.T, path string, f map[string]float64) {
 		t.Errorf("records: mean recall %v and %d missed; figures %v and %v", mean, missed, f["prefilter.recall_at_10"], f["prefilter.missed_at_10"])
 	}
 }
+
+// The bulk phase's steps grouped into steps messages carry the same
+// steps of the same episodes, in each episode's order; the mixed and
+// paced phases keep their messages as they were.
+func TestWorkloadGroupsTheBulkPhase(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Generate(GenOptions{Preset: micro(t), Seed: 7, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	for _, asMsgpack := range []bool{false, true} {
+		load := func(n int) *workload {
+			w, err := loadWorkload(dir, "ctxgraph", asMsgpack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.cut(0.25, 0.1)
+			if err := w.groupBulk(n, "ctxgraph", asMsgpack); err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		one, four := load(1), load(4)
+		if four.bulkEnd >= one.bulkEnd || countSteps(four.msgs[:four.bulkEnd]) != countSteps(one.msgs[:one.bulkEnd]) {
+			t.Fatalf("msgpack %v: bulk of %d messages (%d steps) grouped into %d (%d steps)", asMsgpack,
+				one.bulkEnd, countSteps(one.msgs[:one.bulkEnd]), four.bulkEnd, countSteps(four.msgs[:four.bulkEnd]))
+		}
+		steps := func(w *workload) map[string][]int {
+			out := map[string][]int{}
+			for _, p := range w.msgs[:w.bulkEnd] {
+				m, err := rlds.DecodeMessage(p.body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.subj != m.Subject("ctxgraph") || p.id != m.MsgID() || p.ep != m.EpisodeID {
+					t.Fatalf("message %s: subject %s, episode %s", p.id, p.subj, p.ep)
+				}
+				if m.Step != nil {
+					out[m.EpisodeID] = append(out[m.EpisodeID], m.Step.Index)
+				}
+				for _, s := range m.Steps {
+					out[m.EpisodeID] = append(out[m.EpisodeID], s.Index)
+				}
+				if len(m.Steps) > 0 && (p.steps != len(m.Steps) || p.idx != m.Steps[len(m.Steps)-1].Index) {
+					t.Fatalf("message %s: %d steps, last %d; counted %d, last %d", p.id, len(m.Steps), m.Steps[len(m.Steps)-1].Index, p.steps, p.idx)
+				}
+			}
+			return out
+		}
+		if !reflect.DeepEqual(steps(four), steps(one)) {
+			t.Fatalf("msgpack %v: the grouped bulk phase carries other steps", asMsgpack)
+		}
+		rest := func(w *workload) (ids []string) {
+			for _, p := range w.msgs[w.bulkEnd:] {
+				ids = append(ids, p.id)
+			}
+			return ids
+		}
+		if !slices.Equal(rest(four), rest(one)) || four.pacedStart-four.bulkEnd != one.pacedStart-one.bulkEnd {
+			t.Fatalf("msgpack %v: grouping the bulk phase changed the later phases", asMsgpack)
+		}
+	}
+}
+
+// A run that sends its bulk phase several steps a message stores every
+// step, with none dead-lettered.
+func TestRunStepsPerMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon")
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), RunOptions{Preset: "micro", Seed: 1, Dir: t.TempDir(), Phases: []string{},
+		StepsPerMessage: 4, Wire: WireMsgpack, Out: &out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	f := rep.Figures
+	if f["ingest.steps_per_message"] != 4 || f["ingest.dead_lettered"] != 0 || f["graph.steps"] != float64(micro(t).Steps()) {
+		t.Errorf("steps per message %v, dead-lettered %v, steps stored %v (want 4, 0, %d)\n%s",
+			f["ingest.steps_per_message"], f["ingest.dead_lettered"], f["graph.steps"], micro(t).Steps(), out.String())
+	}
+	if _, err := Run(context.Background(), RunOptions{Preset: "micro", StepsPerMessage: rlds.MaxStepsPerMessage + 1, Dir: t.TempDir()}); err == nil {
+		t.Error("a run of more steps a message than a message may carry was not refused")
+	}
+}

@@ -26,8 +26,8 @@ type pubMsg struct {
 	subj, id string
 	body     []byte
 	ep       string // the episode (of a span: the one it consolidates)
-	step     bool
-	idx      int
+	steps    int    // the steps it carries: 1 for a step, more for a steps message
+	idx      int    // the index of its last step
 	end      bool
 }
 
@@ -36,6 +36,9 @@ type workload struct {
 	msgs  []pubMsg
 	spans []pubMsg
 	steps int
+	// bulkEnd and pacedStart cut msgs into the bulk, mixed and paced
+	// phases (cut).
+	bulkEnd, pacedStart int
 }
 
 // The wire formats a run can send the workload's messages in
@@ -61,7 +64,7 @@ func loadWorkload(dir, prefix string, asMsgpack bool) (*workload, error) {
 		}
 		if h.Kind == rlds.KindStep {
 			m.Step = &rlds.Step{Index: h.Index}
-			p.step, p.idx = true, h.Index
+			p.steps, p.idx = 1, h.Index
 			w.steps++
 		}
 		p.subj, p.id = m.Subject(prefix), m.MsgID()
@@ -96,6 +99,67 @@ func loadWorkload(dir, prefix string, asMsgpack bool) (*workload, error) {
 		w.pack()
 	}
 	return w, err
+}
+
+// cut divides the messages into the phases: the bulk phase's first,
+// then the mixed phase's mixedShare of them (none if negative), then
+// the paced phase's visibilityShare.
+func (w *workload) cut(visibilityShare, mixedShare float64) {
+	w.bulkEnd = int(float64(len(w.msgs)) * (1 - visibilityShare - max(mixedShare, 0)))
+	w.pacedStart = int(float64(len(w.msgs)) * (1 - visibilityShare))
+}
+
+// groupBulk sends the bulk phase's steps n to a message: each episode's
+// consecutive steps become steps messages (rlds.StepGrouper), as an
+// upload or a controller catching up would send them. The mixed and
+// paced phases keep one step a message, as a live controller sends.
+func (w *workload) groupBulk(n int, prefix string, asMsgpack bool) error {
+	if n <= 1 {
+		return nil
+	}
+	bulk := w.msgs[:w.bulkEnd]
+	grouped := make([]pubMsg, 0, len(bulk)/n+len(bulk)/8)
+	g := rlds.StepGrouper{N: n}
+	add := func(ms []*rlds.Message) error {
+		for _, m := range ms {
+			p := pubMsg{subj: m.Subject(prefix), id: m.MsgID(), ep: m.EpisodeID, end: m.Kind == rlds.KindEpisodeEnd}
+			switch {
+			case m.Step != nil:
+				p.steps, p.idx = 1, m.Step.Index
+			case len(m.Steps) > 0:
+				p.steps, p.idx = len(m.Steps), m.Steps[len(m.Steps)-1].Index
+			}
+			var err error
+			if asMsgpack {
+				p.body, err = m.AppendMsgpack(nil)
+			} else {
+				p.body, err = json.Marshal(m)
+			}
+			if err != nil {
+				return err
+			}
+			grouped = append(grouped, p)
+		}
+		return nil
+	}
+	for _, p := range bulk {
+		m, err := rlds.DecodeMessage(p.body)
+		if err != nil {
+			return fmt.Errorf("workload message %s: %w", p.id, err)
+		}
+		if err := add(g.Add(m)); err != nil {
+			return err
+		}
+	}
+	if err := add(g.Flush()); err != nil {
+		return err
+	}
+	rest := w.msgs[w.bulkEnd:]
+	w.msgs = append(grouped, rest...)
+	w.pacedStart += len(grouped) - w.bulkEnd
+	w.bulkEnd = len(grouped)
+	w.pack()
+	return nil
 }
 
 // wireBody is the body to publish for the workload's JSON message b: a
@@ -393,15 +457,11 @@ func (p *probes) drain() {
 
 // bulkCut is how many of the workload's messages the bulk phase sends;
 // the mixed phase and then the paced one send the rest.
-func (r *runner) bulkCut() int {
-	return int(float64(len(r.w.msgs)) * (1 - r.o.VisibilityShare - max(r.o.MixedShare, 0)))
-}
+func (r *runner) bulkCut() int { return r.w.bulkEnd }
 
 // pacedCut is where the paced phase's messages start (the mixed phase's
 // lie between bulkCut and it).
-func (r *runner) pacedCut() int {
-	return int(float64(len(r.w.msgs)) * (1 - r.o.VisibilityShare))
-}
+func (r *runner) pacedCut() int { return r.w.pacedStart }
 
 // ingest publishes the workload as a fleet's controllers would: a bulk
 // phase as fast as the daemon acknowledges (throughput), then a paced
@@ -464,7 +524,7 @@ func (r *runner) ingest(ctx context.Context) error {
 
 	// Bulk: as fast as the daemon acknowledges; a sample of steps timed.
 	bulkSteps := countSteps(bulk)
-	every := max(1, bulkSteps/2000)
+	every := max(1, stepMessages(bulk)/2000)
 	r.say("ingest: bulk phase, %d messages (%d steps) as fast as acknowledged", len(bulk), bulkSteps)
 	bulkGC := readGC()
 	t0 := time.Now()
@@ -474,7 +534,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if m.step && i%every == 0 {
+		if m.steps > 0 && i%every == 0 {
 			pr.add(m.ep, m.idx)
 		}
 		if err := pub.PublishRaw(ctx, m.subj, m.id, m.body); err != nil {
@@ -553,7 +613,7 @@ func (r *runner) ingest(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if m.step {
+		if m.steps > 0 {
 			pr.add(m.ep, m.idx)
 		}
 		if err := pub.PublishRaw(ctx, m.subj, m.id, m.body); err != nil {
@@ -649,10 +709,20 @@ func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
 	r.fig[prefix+"written_step_bytes_per_step"] = float64(w.Steps) / float64(steps)
 }
 
+// countSteps is how many steps ms carry.
 func countSteps(ms []pubMsg) int {
 	n := 0
 	for _, m := range ms {
-		if m.step {
+		n += m.steps
+	}
+	return n
+}
+
+// stepMessages is how many of ms carry steps.
+func stepMessages(ms []pubMsg) int {
+	n := 0
+	for _, m := range ms {
+		if m.steps > 0 {
 			n++
 		}
 	}

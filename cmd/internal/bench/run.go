@@ -20,6 +20,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/hugepage"
+	"github.com/ctxgraph/ctxgraph/rlds"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -78,6 +79,12 @@ type RunOptions struct {
 	// default) or "msgpack" (rlds/wire_msgpack.go; the workload's JSON
 	// written as msgpack before anything is timed).
 	Wire string
+	// StepsPerMessage > 1 sends the bulk phase's steps in steps messages
+	// of up to that many steps of one episode (rlds.KindSteps), as an
+	// upload or a controller catching up would; the mixed and paced
+	// phases send one step a message, as a live controller does.
+	// Default 1.
+	StepsPerMessage int
 	// Phases are the phases run after the load, of "planner" and
 	// "reopen" (default both; ingest always runs).
 	Phases []string
@@ -156,6 +163,9 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	}
 	if o.VisibilityShare+max(o.MixedShare, 0) >= 1 {
 		return nil, fmt.Errorf("bench: the paced and mixed phases' shares of the steps (%g + %g) leave none for the bulk phase", o.VisibilityShare, o.MixedShare)
+	}
+	if o.StepsPerMessage < 0 || o.StepsPerMessage > rlds.MaxStepsPerMessage {
+		return nil, fmt.Errorf("bench: %d steps a message, want 1..%d", o.StepsPerMessage, rlds.MaxStepsPerMessage)
 	}
 	if o.MemoryLimit > 0 {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.MemoryLimit))
@@ -302,6 +312,11 @@ func (r *runner) workload() error {
 	if r.w, err = loadWorkload(dir, r.prefixOr(), r.o.Wire == WireMsgpack); err != nil {
 		return err
 	}
+	r.w.cut(r.o.VisibilityShare, r.o.MixedShare)
+	if err := r.w.groupBulk(r.o.StepsPerMessage, r.prefixOr(), r.o.Wire == WireMsgpack); err != nil {
+		return err
+	}
+	r.fig["ingest.steps_per_message"] = float64(max(r.o.StepsPerMessage, 1))
 	if r.qs, err = ReadQueries(dir); err != nil {
 		return err
 	}
