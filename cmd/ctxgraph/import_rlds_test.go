@@ -968,8 +968,16 @@ func TestImportJSONLThroughDaemon(t *testing.T) {
 // dataset is bridge_dataset with its train shard copied under 8 shard
 // names (200 distinct episodes, 2000 steps, 27.8 MB of TFRecords; about
 // 27 KB per step on the wire: four 64x64 JPEGs and a 512-d language
-// embedding). The daemon runs with its default configuration.
+// embedding). The daemon runs with its default configuration. The
+// sub-benchmarks send one step a message and an episode's ten steps in
+// one steps message (--steps-per-message 10).
 func BenchmarkImportRLDS(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("steps_per_message=%d", n), func(b *testing.B) { benchmarkImportRLDS(b, n) })
+	}
+}
+
+func benchmarkImportRLDS(b *testing.B, stepsPerMessage int) {
 	src, err := os.ReadFile(sample(bridgeDir + "/" + bridgeShard))
 	if err != nil {
 		b.Fatal(err)
@@ -1007,7 +1015,7 @@ func BenchmarkImportRLDS(b *testing.B) {
 		}
 		b.StartTimer()
 		start := time.Now()
-		st, err := client.ImportRLDS(context.Background(), nc, js, ds, client.ImportOptions{SkipStored: true})
+		st, err := client.ImportRLDS(context.Background(), nc, js, ds, client.ImportOptions{SkipStored: true, StepsPerMessage: stepsPerMessage})
 		if err != nil {
 			b.Fatal(err)
 		}

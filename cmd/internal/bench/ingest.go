@@ -527,7 +527,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	every := max(1, stepMessages(bulk)/2000)
 	r.say("ingest: bulk phase, %d messages (%d steps) as fast as acknowledged", len(bulk), bulkSteps)
 	bulkGC := readGC()
-	t0 := time.Now()
+	bulkCPU, t0 := cpuTime(), time.Now()
 	pub := client.NewPublisher(r.js, r.prefix, 0)
 	var bytes int64
 	for i, m := range bulk {
@@ -561,6 +561,12 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.fig["ingest.steps"] = float64(bulkSteps)
 	r.fig["ingest.seconds"] = took.Seconds()
 	r.fig["ingest.steps_per_s"] = float64(bulkSteps) / took.Seconds()
+	if cpu := cpuTime() - bulkCPU; r.d != nil && cpu > 0 {
+		// The process's CPU: the daemon's, the NATS server's and the
+		// bench's publishing alike.
+		r.fig["ingest.bulk_cpu_us_per_step"] = float64(cpu.Microseconds()) / float64(max(bulkSteps, 1))
+		r.fig["ingest.bulk_cpu_cores"] = cpu.Seconds() / took.Seconds()
+	}
 	r.fig["ingest.messages_per_s"] = float64(len(bulk)) / took.Seconds()
 	r.fig["ingest.mb_per_s"] = float64(bytes) / 1e6 / took.Seconds()
 	r.fig["ingest.publish_steps_per_s"] = float64(bulkSteps) / published.Seconds()
