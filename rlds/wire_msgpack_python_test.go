@@ -53,6 +53,8 @@ func TestMsgpackFromPython(t *testing.T) {
 			`"action":[0,0.5,-0.4],"reward":0,"discount":1,"is_first":true,"is_last":false,"is_terminal":false,` +
 			`"annotations":{"entities":["red cup","blue cup"],"tool":"gripper","events":[{"subject":"red cup","predicate":"on",` +
 			`"object":"blue cup","confidence":0.75,"embedding":[0.25,-0.5,1,2]}]}}}`,
+		`{"kind":"steps","agent":"py-bot","episode_id":"py-1","steps":[{"index":1,"timestamp":"2026-10-01T02:03:05.5Z",` +
+			`"action":[0.5,0.5,-0.4],"reward":0.5},{"index":2,"timestamp":"2026-10-01T02:03:06Z","action":[1,0.5,-0.4],"reward":1}]}`,
 		`{"kind":"episode_end","agent":"py-bot","episode_id":"py-1","end":{"end_time":"2026-10-01T02:03:06.5Z",` +
 			`"success":true,"reward_sum":1.5,"steps":1}}`,
 	}

@@ -24,6 +24,9 @@ messages = [
               "annotations": {"entities": ["red cup", "blue cup"], "tool": "gripper",
                               "events": [{"subject": "red cup", "predicate": "on", "object": "blue cup",
                                           "confidence": 0.75, "embedding": [0.25, -0.5, 1.0, 2]}]}}},
+    {"kind": "steps", "agent": "py-bot", "episode_id": "py-1",
+     "steps": [{"index": 1, "timestamp": t0 + datetime.timedelta(seconds=1), "action": [0.5, 0.5, -0.4], "reward": 0.5},
+               {"index": 2, "timestamp": t0 + datetime.timedelta(seconds=1.5), "action": [1, 0.5, -0.4], "reward": 1}]},
     {"kind": "episode_end", "agent": "py-bot", "episode_id": "py-1",
      "end": {"end_time": t0 + datetime.timedelta(seconds=2), "success": True, "reward_sum": 1.5, "steps": 1}},
 ]
