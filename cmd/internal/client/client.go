@@ -51,8 +51,9 @@ type Publisher struct {
 	// consecutive steps into steps messages of up to that many steps
 	// (rlds.StepGrouper); Flush sends what is still held.
 	StepsPerMessage int
-	// MaxMessageBytes bounds a steps message: one that encodes larger
-	// is sent in halves. Zero means the NATS server's max payload.
+	// MaxMessageBytes bounds a message Publish sends: a steps message
+	// that encodes larger is sent in halves, any other is refused with
+	// ErrTooLarge. Zero means the NATS server's max payload.
 	MaxMessageBytes int
 
 	grouper rlds.StepGrouper
@@ -83,7 +84,7 @@ func (p *Publisher) Publish(ctx context.Context, m *rlds.Message) error {
 // send publishes msgs.
 func (p *Publisher) send(ctx context.Context, msgs []*rlds.Message) error {
 	limit := p.MaxMessageBytes
-	if limit <= 0 && len(msgs) > 0 && msgs[0].Kind == rlds.KindSteps {
+	if limit <= 0 && len(msgs) > 0 {
 		limit = int(p.js.Conn().MaxPayload())
 	}
 	for _, m := range msgs {

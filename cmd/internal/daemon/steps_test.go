@@ -1,13 +1,32 @@
 package daemon
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/rlds"
 )
+
+// largestStep is the size of the largest step message of msgs, in
+// msgpack.
+func largestStep(t *testing.T, msgs []*rlds.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Step == nil {
+			continue
+		}
+		b, err := m.AppendMsgpack(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = max(n, len(b))
+	}
+	return n
+}
 
 // Episodes sent as steps messages, over NATS in JSON and in msgpack,
 // build the graph their steps sent one by one build; a steps message a
@@ -37,6 +56,27 @@ func TestStepsMessagesOverNATS(t *testing.T) {
 			t.Fatalf("msgpack %v: %d steps stored, one by one %d", asMsgpack, got, want)
 		}
 		if asMsgpack {
+			// Under a limit of about two steps a message, the publisher
+			// sends its steps messages in parts that fit.
+			small := startDaemon(t, testConfig(t.TempDir()))
+			cs := connect(t, small)
+			p := client.NewPublisher(cs.js, "ctxgraph", 0)
+			p.Msgpack, p.StepsPerMessage, p.MaxMessageBytes = true, 8, 2*largestStep(t, msgs)
+			for _, m := range msgs {
+				if err := p.Publish(context.Background(), m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			cs.waitApplied()
+			if whole := len(rlds.GroupSteps(msgs, 8)); p.Sent <= int64(whole) {
+				t.Errorf("%d messages sent under the limit, as many as %d without it", p.Sent, whole)
+			}
+			if got, want := facts(small.Store()), facts(one.Store()); got != want {
+				t.Fatalf("steps messages halved to fit built\n%s\none by one:\n%s", got, want)
+			}
 			continue
 		}
 		before := facts(d.Store())
