@@ -241,6 +241,9 @@ func (r *Retimer) Retime(m *rlds.Message) {
 	case m.End != nil:
 		shift(&m.End.EndTime)
 	}
+	for i := range m.Steps {
+		shift(&m.Steps[i].Timestamp)
+	}
 }
 
 func firstTime(m *rlds.Message) time.Time {
@@ -251,6 +254,8 @@ func firstTime(m *rlds.Message) time.Time {
 		return m.Step.Timestamp
 	case m.End != nil:
 		return m.End.EndTime
+	case len(m.Steps) > 0:
+		return m.Steps[0].Timestamp
 	}
 	return time.Time{}
 }
