@@ -17,7 +17,7 @@ func soakCmd() *cobra.Command {
 	var o soak.Options
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "soak [--controllers N] [--rate HZ] [--planner-rps N] [--duration D]",
+		Use:   "soak [--controllers N] [--rate HZ] [--steps-per-message N] [--planner-rps N] [--duration D]",
 		Short: "Run a daemon under a simulated fleet and report latency, lag, memory, and lost or duplicated steps",
 		Long: `soak starts 'ctxgraph serve' (this binary) on a fresh data directory and
 loopback ports, seeds it, measures the planner idle, then streams steps from
@@ -55,6 +55,7 @@ non-zero if any step was lost, duplicated or dead-lettered.`,
 	f.IntVar(&o.Controllers, "controllers", 200, "simulated robot controllers")
 	f.Float64Var(&o.Rate, "rate", 10, "steps per second per controller")
 	f.IntVar(&o.StepsPerEpisode, "episode-steps", 100, "steps per episode")
+	f.IntVar(&o.StepsPerMessage, "steps-per-message", 1, "each controller sends its steps this many to a steps message, at the same step rate")
 	f.Float64Var(&o.PlannerRPS, "planner-rps", 50, "planner requests per second")
 	f.DurationVar(&o.Duration, "duration", 60*time.Second, "length of the load")
 	f.DurationVar(&o.Idle, "idle", 10*time.Second, "length of each idle planner measurement")

@@ -38,6 +38,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/rlds"
 )
 
 // Options configure a run.
@@ -49,6 +50,10 @@ type Options struct {
 	Rate        float64
 	// StepsPerEpisode is each controller's episode length. Default 100.
 	StepsPerEpisode int
+	// StepsPerMessage > 1 makes each controller send its steps that many
+	// to a steps message (the last of an episode's fewer), at the same
+	// step rate. Default 1.
+	StepsPerMessage int
 	// PlannerRPS is the planner request rate. Default 50.
 	PlannerRPS float64
 	// Duration of the load phase; Idle of each idle measurement.
@@ -106,6 +111,7 @@ type Latency struct {
 type Report struct {
 	Controllers   int     `json:"controllers"`
 	RateHz        float64 `json:"rate_hz"`
+	StepsPerMsg   int     `json:"steps_per_message"`
 	PlannerRPS    float64 `json:"planner_rps"`
 	DurationS     float64 `json:"duration_s"`
 	SeedSteps     int64   `json:"seed_steps"`
@@ -165,7 +171,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			defer os.RemoveAll(dir)
 		}
 	}
-	r := &Report{Controllers: o.Controllers, RateHz: o.Rate, PlannerRPS: o.PlannerRPS, DurationS: o.Duration.Seconds(), CPUs: runtime.NumCPU()}
+	r := &Report{Controllers: o.Controllers, RateHz: o.Rate, StepsPerMsg: max(o.StepsPerMessage, 1), PlannerRPS: o.PlannerRPS,
+		DurationS: o.Duration.Seconds(), CPUs: runtime.NumCPU()}
 	p, err := startDaemon(ctx, o.Binary, dir)
 	if err != nil {
 		return nil, err
@@ -220,7 +227,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.run(lctx, p.natsURL, o.Rate, o.StepsPerEpisode, &pubErrs)
+			c.run(lctx, p.natsURL, o.Rate, o.StepsPerEpisode, o.StepsPerMessage, &pubErrs)
 		}()
 	}
 	var plannerLoad Latency
@@ -326,7 +333,7 @@ type controller struct {
 	acked map[string]int // episode -> steps acknowledged (0..n-1)
 }
 
-func (c *controller) run(ctx context.Context, url string, hz float64, steps int, errs *atomic.Int64) {
+func (c *controller) run(ctx context.Context, url string, hz float64, steps, perMessage int, errs *atomic.Int64) {
 	nc, err := nats.Connect(url, nats.Name(c.bot.Agent))
 	if err != nil {
 		errs.Add(1)
@@ -371,8 +378,23 @@ func (c *controller) run(ctx context.Context, url string, hz float64, steps int,
 		if !publish(start, start.Subject("ctxgraph"), start.MsgID()) {
 			return
 		}
+		// n steps are acknowledged; held ones wait for a steps message.
 		n := 0
-		for ; n < steps; n++ {
+		var held []*rlds.Message
+		send := func() bool {
+			for _, m := range rlds.GroupSteps(held, len(held)) {
+				if !publish(m, m.Subject("ctxgraph"), m.MsgID()) {
+					return false
+				}
+			}
+			n += len(held)
+			held = held[:0]
+			c.mu.Lock()
+			c.acked[ep] = n
+			c.mu.Unlock()
+			return true
+		}
+		for i := 0; i < steps; i++ {
 			select {
 			case <-ctx.Done():
 			case <-tick.C:
@@ -380,13 +402,10 @@ func (c *controller) run(ctx context.Context, url string, hz float64, steps int,
 			if ctx.Err() != nil {
 				break
 			}
-			m := c.bot.Step(ep, n, t0)
-			if !publish(m, m.Subject("ctxgraph"), m.MsgID()) {
+			held = append(held, c.bot.Step(ep, i, t0))
+			if (len(held) >= perMessage || i == steps-1) && !send() {
 				break
 			}
-			c.mu.Lock()
-			c.acked[ep] = n + 1
-			c.mu.Unlock()
 		}
 		end := c.bot.End(ep, n, t0)
 		// The episode ends even when the run does.
@@ -704,8 +723,8 @@ func getJSON(url string, v any) error {
 
 // Print writes the report for people.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "soak: %d controllers × %.0f Hz + planner %.0f req/s for %.0fs on loopback (%d CPUs, load average %.1f → %.1f)\n",
-		r.Controllers, r.RateHz, r.PlannerRPS, r.DurationS, r.CPUs, r.LoadFrom, r.LoadTo)
+	fmt.Fprintf(w, "soak: %d controllers × %.0f Hz (%d steps a message) + planner %.0f req/s for %.0fs on loopback (%d CPUs, load average %.1f → %.1f)\n",
+		r.Controllers, r.RateHz, r.StepsPerMsg, r.PlannerRPS, r.DurationS, r.CPUs, r.LoadFrom, r.LoadTo)
 	fmt.Fprintf(w, "  ingest: %d steps acknowledged (%.0f steps/s), %d publish retries\n", r.StepsAcked, r.StepsPerS, r.PublishErrors)
 	fmt.Fprintf(w, "  planner over NATS, p50 / p99 / max (server-side p99; of it, waiting for the graph's read lock, p99):\n")
 	for _, l := range []struct {
