@@ -158,6 +158,9 @@ func (r *Report) OK() bool {
 // Run runs one soak.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
+	if o.StepsPerMessage < 0 || o.StepsPerMessage > rlds.MaxStepsPerMessage {
+		return nil, fmt.Errorf("soak: %d steps a message, want 1..%d", o.StepsPerMessage, rlds.MaxStepsPerMessage)
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.Duration+2*o.Idle+10*time.Minute)
 	defer cancel()
 	dir := o.Dir

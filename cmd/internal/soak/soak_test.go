@@ -37,3 +37,9 @@ func TestSmallSoak(t *testing.T) {
 		}
 	}
 }
+
+func TestSoakRefusesMoreStepsAMessageThanAMessageMayCarry(t *testing.T) {
+	if _, err := Run(context.Background(), Options{Binary: "/nonexistent", StepsPerMessage: 1025}); err == nil || !strings.Contains(err.Error(), "1..1024") {
+		t.Errorf("err = %v, want the refusal naming 1..1024", err)
+	}
+}
