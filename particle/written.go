@@ -15,9 +15,16 @@ type Written struct {
 	Episodes int64 `json:"episodes"`
 	Steps    int64 `json:"steps"`
 	Other    int64 `json:"other"` // aliases, spans, sessions, records, marks, metadata
+	// EpisodeRecords counts the episode records written (a count, not
+	// bytes). A batch writes an episode's record once however many of
+	// its steps it holds, so steps over this is how many steps of an
+	// episode a batch holds on average: the fewer, the more of an
+	// episode's records (its own, its nodes', its edges') each step
+	// rewrites.
+	EpisodeRecords int64 `json:"episode_records"`
 }
 
-// Total is the bytes of every table.
+// Total is the bytes of every table (EpisodeRecords, a count, apart).
 func (w Written) Total() int64 { return w.Nodes + w.Edges + w.Episodes + w.Steps + w.Other }
 
 // ByTable is w by table name: nodes, edges, episodes, steps, other.
@@ -28,7 +35,7 @@ func (w Written) ByTable() map[string]int64 {
 // Sub is w less an earlier reading.
 func (w Written) Sub(earlier Written) Written {
 	return Written{Nodes: w.Nodes - earlier.Nodes, Edges: w.Edges - earlier.Edges, Episodes: w.Episodes - earlier.Episodes,
-		Steps: w.Steps - earlier.Steps, Other: w.Other - earlier.Other}
+		Steps: w.Steps - earlier.Steps, Other: w.Other - earlier.Other, EpisodeRecords: w.EpisodeRecords - earlier.EpisodeRecords}
 }
 
 // add counts n bytes written under key k in k's table: a node's or
@@ -43,7 +50,10 @@ func (w *Written) add(k []byte, n int64) {
 		w.Nodes += n
 	case prefixEdge:
 		w.Edges += n
-	case prefixEpisode, prefixEpisodeEdges:
+	case prefixEpisode:
+		w.Episodes += n
+		w.EpisodeRecords++
+	case prefixEpisodeEdges:
 		w.Episodes += n
 	case prefixStep:
 		w.Steps += n
@@ -53,7 +63,7 @@ func (w *Written) add(k []byte, n int64) {
 }
 
 // writtenCounter is Written, added to by every commit.
-type writtenCounter struct{ nodes, edges, episodes, steps, other atomic.Int64 }
+type writtenCounter struct{ nodes, edges, episodes, steps, other, episodeRecords atomic.Int64 }
 
 func (c *writtenCounter) add(w Written) {
 	c.nodes.Add(w.Nodes)
@@ -61,10 +71,12 @@ func (c *writtenCounter) add(w Written) {
 	c.episodes.Add(w.Episodes)
 	c.steps.Add(w.Steps)
 	c.other.Add(w.Other)
+	c.episodeRecords.Add(w.EpisodeRecords)
 }
 
 func (c *writtenCounter) load() Written {
-	return Written{Nodes: c.nodes.Load(), Edges: c.edges.Load(), Episodes: c.episodes.Load(), Steps: c.steps.Load(), Other: c.other.Load()}
+	return Written{Nodes: c.nodes.Load(), Edges: c.edges.Load(), Episodes: c.episodes.Load(), Steps: c.steps.Load(), Other: c.other.Load(),
+		EpisodeRecords: c.episodeRecords.Load()}
 }
 
 // Written returns the bytes the store's committed batches have written

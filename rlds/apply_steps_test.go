@@ -324,3 +324,34 @@ func TestStepsMessageAppliesAsItsSteps(t *testing.T) {
 		t.Fatal("a refused steps message changed what is stored")
 	}
 }
+
+// A batch writes an episode's record once however many of its steps it
+// holds (particle.Written.EpisodeRecords): four steps of one episode
+// write one, one step of each of four episodes write four.
+func TestABatchWritesAnEpisodesRecordOnce(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	step := func(i int) rlds.Step {
+		return rlds.Step{Index: i, Timestamp: t0.Add(time.Duration(i) * time.Second), Annotations: &rlds.Annotations{Entities: []string{"red cup"}}}
+	}
+	oneEpisode := []*rlds.Message{{Kind: rlds.KindSteps, Agent: "robot-1", EpisodeID: "ep-a",
+		Steps: []rlds.Step{step(0), step(1), step(2), step(3)}}}
+	var fourEpisodes []*rlds.Message
+	for _, ep := range []string{"ep-b", "ep-c", "ep-d", "ep-e"} {
+		st := step(0)
+		fourEpisodes = append(fourEpisodes, &rlds.Message{Kind: rlds.KindStep, Agent: "robot-1", EpisodeID: ep, Step: &st})
+	}
+	for _, c := range []struct {
+		msgs []*rlds.Message
+		want int64
+	}{{oneEpisode, 1}, {fourEpisodes, 4}} {
+		before := s.Written()
+		if err := applyInBatches(t, s, c.msgs, len(c.msgs)); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Written().Sub(before).EpisodeRecords; got != c.want {
+			t.Errorf("%d messages in one batch wrote %d episode records, want %d", len(c.msgs), got, c.want)
+		}
+	}
+}

@@ -638,6 +638,9 @@ func TestRunStepsPerMessage(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	f := rep.Figures
+	if f["ingest.bulk_steps_per_episode_write"] < 1 {
+		t.Errorf("the bulk phase's steps of an episode a batch: %v", f["ingest.bulk_steps_per_episode_write"])
+	}
 	if f["ingest.bulk_cpu_cores"] <= 0 || f["ingest.bulk_cpu_us_per_step"] <= 0 {
 		t.Errorf("the bulk phase's CPU: %v cores, %v µs a step", f["ingest.bulk_cpu_cores"], f["ingest.bulk_cpu_us_per_step"])
 	}

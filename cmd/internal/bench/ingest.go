@@ -713,6 +713,9 @@ func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
 	r.fig[prefix+"written_edge_bytes_per_step"] = float64(w.Edges) / float64(steps)
 	r.fig[prefix+"written_episode_bytes_per_step"] = float64(w.Episodes) / float64(steps)
 	r.fig[prefix+"written_step_bytes_per_step"] = float64(w.Steps) / float64(steps)
+	if w.EpisodeRecords > 0 {
+		r.fig[prefix+"steps_per_episode_write"] = float64(steps) / float64(w.EpisodeRecords)
+	}
 }
 
 // countSteps is how many steps ms carry.
