@@ -133,7 +133,7 @@ func (w *workload) groupBulk(n int, prefix string, asMsgpack bool) error {
 			if asMsgpack {
 				p.body, err = m.AppendMsgpack(nil)
 			} else {
-				p.body, err = json.Marshal(m)
+				p.body, err = marshalMessage(m)
 			}
 			if err != nil {
 				return err

@@ -13,7 +13,8 @@ import (
 type (
 	msgJSON struct {
 		*rlds.Message
-		Step *stepJSON `json:"step,omitempty"`
+		Step  *stepJSON  `json:"step,omitempty"`
+		Steps []stepJSON `json:"steps,omitempty"`
 	}
 	stepJSON struct {
 		*rlds.Step
@@ -41,15 +42,27 @@ type (
 func marshalMessage(m *rlds.Message) ([]byte, error) {
 	v := msgJSON{Message: m}
 	if s := m.Step; s != nil {
-		v.Step = &stepJSON{Step: s}
-		if a := s.Annotations; a != nil {
-			v.Step.Annotations = &annJSON{Annotations: a}
-			for _, e := range a.Events {
-				v.Step.Annotations.Events = append(v.Step.Annotations.Events, eventJSON{Event: e, Embedding: e.Embedding})
-			}
+		v.Step = stepView(s)
+	}
+	if m.Steps != nil {
+		v.Steps = make([]stepJSON, len(m.Steps))
+		for i := range m.Steps {
+			v.Steps[i] = *stepView(&m.Steps[i])
 		}
 	}
 	return json.Marshal(v)
+}
+
+// stepView is s with its event embeddings marshalled as integers.
+func stepView(s *rlds.Step) *stepJSON {
+	v := &stepJSON{Step: s}
+	if a := s.Annotations; a != nil {
+		v.Annotations = &annJSON{Annotations: a}
+		for _, e := range a.Events {
+			v.Annotations.Events = append(v.Annotations.Events, eventJSON{Event: e, Embedding: e.Embedding})
+		}
+	}
+	return v
 }
 
 // marshalQuery is json.Marshal(q) with an integer vector.
