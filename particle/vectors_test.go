@@ -104,14 +104,19 @@ func TestEmbeddingStoredOnceApart(t *testing.T) {
 			}
 			w0 := s.Written()
 			putEmbedded(t, s, "cup", nil, "after-reopen") // loaded as stored apart: not written again
-			if w := s.Written().Sub(w0); w.Nodes != nodeBytes() {
-				t.Fatalf("a rewrite after the reopen wrote %d node bytes, want %d", w.Nodes, nodeBytes())
+			rewrite := s.Written().Sub(w0)
+			if rewrite.Nodes != nodeBytes() {
+				t.Fatalf("a rewrite after the reopen wrote %d node bytes, want %d", rewrite.Nodes, nodeBytes())
 			}
 			second := []float32{5, 6, 7, 8}
 			w0 = s.Written()
 			putEmbedded(t, s, "cup", second, "")
-			if w := s.Written().Sub(w0); w.Nodes != nodeBytes()+vectorBytes {
+			w := s.Written().Sub(w0)
+			if w.Nodes != nodeBytes()+vectorBytes {
 				t.Fatalf("a new embedding wrote %d node bytes, want %d", w.Nodes, nodeBytes()+vectorBytes)
+			}
+			if rewrite.Keys == 0 || w.Keys != rewrite.Keys+1 {
+				t.Fatalf("a new embedding set %d keys, a rewrite without one %d: want the embedding's key more", w.Keys, rewrite.Keys)
 			}
 			mustCheck(t, s)
 			s.Close()

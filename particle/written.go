@@ -22,9 +22,14 @@ type Written struct {
 	// episode's records (its own, its nodes', its edges') each step
 	// rewrites.
 	EpisodeRecords int64 `json:"episode_records"`
+	// Keys counts the keys set (a count, not bytes; deletions apart):
+	// Badger's commit inserts each into its memtable and logs it,
+	// whatever its size, so its cost follows this as much as the bytes.
+	Keys int64 `json:"keys"`
 }
 
-// Total is the bytes of every table (EpisodeRecords, a count, apart).
+// Total is the bytes of every table (EpisodeRecords and Keys, counts,
+// apart).
 func (w Written) Total() int64 { return w.Nodes + w.Edges + w.Episodes + w.Steps + w.Other }
 
 // ByTable is w by table name: nodes, edges, episodes, steps, other.
@@ -35,12 +40,14 @@ func (w Written) ByTable() map[string]int64 {
 // Sub is w less an earlier reading.
 func (w Written) Sub(earlier Written) Written {
 	return Written{Nodes: w.Nodes - earlier.Nodes, Edges: w.Edges - earlier.Edges, Episodes: w.Episodes - earlier.Episodes,
-		Steps: w.Steps - earlier.Steps, Other: w.Other - earlier.Other, EpisodeRecords: w.EpisodeRecords - earlier.EpisodeRecords}
+		Steps: w.Steps - earlier.Steps, Other: w.Other - earlier.Other, EpisodeRecords: w.EpisodeRecords - earlier.EpisodeRecords,
+		Keys: w.Keys - earlier.Keys}
 }
 
 // add counts n bytes written under key k in k's table: a node's or
 // edge's embedding, stored apart (vectorKey), in its record's.
 func (w *Written) add(k []byte, n int64) {
+	w.Keys++
 	p := prefix(k[0])
 	if p == prefixVector && len(k) > 1 {
 		p = prefix(k[1])
@@ -63,7 +70,7 @@ func (w *Written) add(k []byte, n int64) {
 }
 
 // writtenCounter is Written, added to by every commit.
-type writtenCounter struct{ nodes, edges, episodes, steps, other, episodeRecords atomic.Int64 }
+type writtenCounter struct{ nodes, edges, episodes, steps, other, episodeRecords, keys atomic.Int64 }
 
 func (c *writtenCounter) add(w Written) {
 	c.nodes.Add(w.Nodes)
@@ -72,11 +79,12 @@ func (c *writtenCounter) add(w Written) {
 	c.steps.Add(w.Steps)
 	c.other.Add(w.Other)
 	c.episodeRecords.Add(w.EpisodeRecords)
+	c.keys.Add(w.Keys)
 }
 
 func (c *writtenCounter) load() Written {
 	return Written{Nodes: c.nodes.Load(), Edges: c.edges.Load(), Episodes: c.episodes.Load(), Steps: c.steps.Load(), Other: c.other.Load(),
-		EpisodeRecords: c.episodeRecords.Load()}
+		EpisodeRecords: c.episodeRecords.Load(), Keys: c.keys.Load()}
 }
 
 // Written returns the bytes the store's committed batches have written

@@ -22,8 +22,8 @@ import (
 // Each run opens a store, commits 4,096 messages in batches of 1,024 so
 // that the fleet's nodes exist, then times 8,192 more in batches of n.
 // Reported per message: wall time, CPU (every goroutine's, Badger's
-// included), the bytes written to Badger, messages per episode record
-// written; and the wall time of a batch.
+// included), the bytes and keys written to Badger, messages per episode
+// record written; and the wall time of a batch.
 func BenchmarkCommitBySize(b *testing.B) {
 	const warm, timed = 4096, 8192
 	msgs := mediumFleet(warm + timed)
@@ -36,7 +36,7 @@ func BenchmarkCommitBySize(b *testing.B) {
 		for _, n := range []int{4, 16, 64, 256, 1024} {
 			b.Run(fmt.Sprintf("fsync=%v/batch=%d", sync, n), func(b *testing.B) {
 				var cpu float64
-				var bytes, episodeWrites int64
+				var bytes, keys, episodeWrites int64
 				for b.Loop() {
 					b.StopTimer()
 					o := particle.DefaultOptions(b.TempDir())
@@ -69,6 +69,7 @@ func BenchmarkCommitBySize(b *testing.B) {
 					cpu += cpuSeconds() - cpu0
 					w := s.Written().Sub(w0)
 					bytes += w.Total()
+					keys += w.Keys
 					episodeWrites += w.EpisodeRecords
 					if err := s.Close(); err != nil {
 						b.Fatal(err)
@@ -79,6 +80,7 @@ func BenchmarkCommitBySize(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/msgsTimed, "µs/msg")
 				b.ReportMetric(cpu*1e6/msgsTimed, "cpu-µs/msg")
 				b.ReportMetric(float64(bytes)/msgsTimed, "B/msg")
+				b.ReportMetric(float64(keys)/msgsTimed, "keys/msg")
 				b.ReportMetric(msgsTimed/float64(episodeWrites), "msgs/episode-write")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N*((timed+n-1)/n)), "ms/batch")
 			})

@@ -703,7 +703,7 @@ func (r *runner) writerFigures(prefix string, u particle.UpdateTimes, steps int,
 // writtenFigures records what the graph store wrote per step in a
 // phase: every table's bytes, and the nodes', edges' and episodes'
 // (rewritten whole at every batch that changes them, so smaller batches
-// write more) and the stored steps'.
+// write more) and the stored steps'; and the keys set.
 func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
 	if r.d == nil || steps == 0 {
 		return
@@ -713,6 +713,7 @@ func (r *runner) writtenFigures(prefix string, w particle.Written, steps int) {
 	r.fig[prefix+"written_edge_bytes_per_step"] = float64(w.Edges) / float64(steps)
 	r.fig[prefix+"written_episode_bytes_per_step"] = float64(w.Episodes) / float64(steps)
 	r.fig[prefix+"written_step_bytes_per_step"] = float64(w.Steps) / float64(steps)
+	r.fig[prefix+"written_keys_per_step"] = float64(w.Keys) / float64(steps)
 	if w.EpisodeRecords > 0 {
 		r.fig[prefix+"steps_per_episode_write"] = float64(steps) / float64(w.EpisodeRecords)
 	}

@@ -152,7 +152,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			pair("ingest.visibility_clear_of_marking_p50_ms", "ingest.visibility_clear_of_marking_p99_ms", 1) + "; " + n("ingest.visibility_share_near_marking", 3) +
 				"; " + n("ingest.visibility_mark_phases", 0) + ", " + n("ingest.visibility_marking_s", 2), "—", "", ""},
 		{"… graph bytes written per step, bulk / paced phase (of which nodes, edges, episodes, stored steps)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
-		{"… steps of one episode a batch holds, bulk / paced phase (each batch writes an episode's records once)", pair("ingest.bulk_steps_per_episode_write", "ingest.paced_steps_per_episode_write", 1), "—", "", ""},
+		{"… steps of one episode a batch holds, bulk / paced phase (each batch writes an episode's records once); keys set per step, bulk / paced", pair("ingest.bulk_steps_per_episode_write", "ingest.paced_steps_per_episode_write", 1) + "; " + pair("ingest.bulk_written_keys_per_step", "ingest.paced_written_keys_per_step", 1), "—", "", ""},
 		{"… graph writer, bulk / paced phase: busy; µs per step applying + encoding + in Badger's commit + publishing; steps per batch", writer("ingest.bulk_") + " / " + writer("ingest.paced_"), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
 		{fmt.Sprintf("… 1 hop, 1 thread at 250 calls/s, while %s steps/s stream in (the mixed phase), p50 / p99 µs; the same graph with nothing ingested; its wait for the graph's read lock: p99, mean µs, the share of calls that waited 10 µs or more", n("ingest.mixed_steps_per_s", 0)),

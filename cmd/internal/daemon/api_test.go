@@ -254,6 +254,9 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	if m := regexp.MustCompile(`ctxgraph_store_updates_total (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: committed batches %q", m)
 	}
+	if m := regexp.MustCompile(`ctxgraph_store_written_keys_total (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+		t.Errorf("/metrics: keys written %q", m)
+	}
 	if m := regexp.MustCompile(`ctxgraph_vector_index_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: vector index bytes %q", m)
 	}

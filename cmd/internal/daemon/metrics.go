@@ -134,6 +134,10 @@ func (m *metrics) registerStore(d *Daemon) {
 			Help: "Bytes (keys and values) committed to the graph store since start, by table: a node or edge record is written whole at every change, its embedding (counted with it) only when that changes.",
 		}, func() float64 { return float64(d.store.Written().ByTable()[table]) }))
 	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ctxgraph_store_written_keys_total",
+		Help: "Keys committed to the graph store since start (deletions apart): Badger inserts each into its memtable and logs it, so its commit costs by keys as well as by bytes.",
+	}, func() float64 { return float64(d.store.Written().Keys) }))
 	for stage := range d.store.UpdateTimes().ByStage() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ctxgraph_store_update_seconds_total", ConstLabels: prometheus.Labels{"stage": stage},
