@@ -92,7 +92,7 @@ const (
 var readPosts = []string{"/v1/context", "/v1/search", "/v1/strategies", "/v1/diff", "/v1/export", "/v1/sessions"}
 
 // operatorPaths are administration: operators only, whatever the method.
-var operatorPaths = []string{"/v1/policies", "/v1/keys", "/v1/dlq", "/v1/forget", "/v1/forgotten", "/v1/backup", "/v1/retention"}
+var operatorPaths = []string{"/v1/policies", "/v1/keys", "/v1/dlq", "/v1/forget", "/v1/forgotten", "/v1/backup", "/v1/retention", "/debug/pprof"}
 
 func classify(r *http.Request) routeClass {
 	p := r.URL.Path

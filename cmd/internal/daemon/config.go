@@ -52,6 +52,10 @@ type Config struct {
 	} `yaml:"nats"`
 	HTTP struct {
 		Addr string `yaml:"addr"`
+		// Pprof serves Go's profiles (CPU, heap, goroutines, mutexes,
+		// an execution trace) under /debug/pprof/, to operators only.
+		// Off by default.
+		Pprof bool `yaml:"pprof"`
 	} `yaml:"http"`
 	Ingest struct {
 		// BatchSize is how many messages one pull takes at most, and

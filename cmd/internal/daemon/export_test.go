@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,15 +21,7 @@ import (
 // status and that the trailer's row count arrived.
 func getExport(t *testing.T, d *Daemon, q url.Values) []byte {
 	t.Helper()
-	resp, err := http.Get("http://" + d.HTTPAddr() + "/v1/export?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := get(t, d, "", "/v1/export?"+q.Encode())
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/export?%s: %s: %s", q.Encode(), resp.Status, body)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -30,10 +31,26 @@ func (d *Daemon) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", d.httpReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	if d.cfg.HTTP.Pprof {
+		routePprof(mux)
+	}
 	for _, add := range extraRoutes {
 		add(d, mux)
 	}
 	return d.secureHTTP(checkScopeParams(mux))
+}
+
+// routePprof serves Go's profiles of the running daemon under
+// /debug/pprof/ (http.pprof), for `go tool pprof`: a CPU profile over
+// ?seconds=N, the heap in use and allocated, goroutines, mutex and block
+// contention, and an execution trace.
+func routePprof(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // checkScopeParams refuses, with a 400, a request whose tenant or
