@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,9 +26,12 @@ bench run loads a workload through the real ingest path into a daemon it
 starts on a fresh temporary directory, asks the planner every query
 in-process and over NATS, beside the exact brute-force baseline, reopens
 the store, and prints a table of every figure against the design's
-targets (--json writes them all by name).`,
+targets (--json writes them all by name).
+
+bench compare puts the JSON of several runs side by side: the median of
+each group of runs and its range, and each group's change from the first.`,
 	}
-	cmd.AddCommand(benchGenCmd(), benchRunCmd())
+	cmd.AddCommand(benchGenCmd(), benchRunCmd(), benchCompareCmd())
 	return cmd
 }
 
@@ -134,5 +138,46 @@ func benchRunCmd() *cobra.Command {
 	f.Float64Var(&memLimitGiB, "memory-limit-gib", 0, "Go memory limit of the run, GiB (the daemon runs in-process; 0: none)")
 	f.Float64Var(&maxRSSGiB, "max-rss-gib", 0, "stop the run once its resident memory passes this many GiB (0: never)")
 	f.StringVar(&logLevel, "log-level", "error", "daemon log level")
+	return cmd
+}
+
+func benchCompareCmd() *cobra.Command {
+	var figures []string
+	cmd := &cobra.Command{
+		Use:   "compare [--figures NAMES] [LABEL=]RUN.json ...",
+		Short: "Compare bench runs: each group's median and range of every figure, and its change from the first group",
+		Long: `compare reads the files bench run --json wrote and prints a Markdown table
+with a column per group of runs: runs given as LABEL=FILE with the same
+label form a group (a file without a label is a group of its own, named
+after the file), in the order the labels first appear. Each cell is the
+median of the group's runs and, when they differ, their range; the last
+columns give each group's median against the first group's, in percent.
+Interleave the runs of the groups (A, B, A, B, ...) so that the machine's
+drift falls on both.
+
+--figures takes figure names or patterns (path.Match: '*' within a name,
+as in 'ingest.paced_writer_*'), comma-separated or repeated; by default
+the targets' figures and the ones that explain them. Runs of different
+presets are refused.
+
+  ctxgraph bench compare before=a1.json after=b1.json before=a2.json after=b2.json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			runs := make([]bench.LabeledReport, 0, len(args))
+			for _, a := range args {
+				label, file, ok := strings.Cut(a, "=")
+				if !ok {
+					label, file = a, a
+				}
+				rep, err := bench.ReadReport(file)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, bench.LabeledReport{Label: label, Report: rep})
+			}
+			return bench.Compare(cmd.OutOrStdout(), runs, figures)
+		},
+	}
+	cmd.Flags().StringSliceVar(&figures, "figures", nil, "figure names or path.Match patterns to show (default: the targets' figures and what explains them)")
 	return cmd
 }
