@@ -112,12 +112,18 @@ func Compare(w io.Writer, runs []LabeledReport, patterns []string) error {
 	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, name := range rows {
+		groups := make([][]float64, len(labels))
+		var all []float64
+		for i, l := range labels {
+			groups[i] = groupValues(byLabel[l], name)
+			all = append(all, groups[i]...)
+		}
+		prec := precision(all)
 		cells := []string{name + targetOf(name)}
 		medians := make([]float64, len(labels))
-		for i, l := range labels {
-			var cell string
-			medians[i], cell = groupCell(byLabel[l], name)
-			cells = append(cells, cell)
+		for i, v := range groups {
+			medians[i] = median(v)
+			cells = append(cells, groupCell(v, prec))
 		}
 		for i := range labels[1:] {
 			cells = append(cells, change(medians[0], medians[i+1]))
@@ -166,39 +172,59 @@ func compareRows(names map[string]bool, patterns []string) ([]string, error) {
 	return rows, nil
 }
 
-// groupCell is the median of figure name over a group's runs and its
-// cell: the median, and the range when the runs differ ("—" when no
-// run measured it).
-func groupCell(group []figures, name string) (float64, string) {
+// groupValues are the values of figure name in a group's runs, sorted
+// (a run that did not measure it left out).
+func groupValues(group []figures, name string) []float64 {
 	var v []float64
 	for _, f := range group {
 		if x, ok := f[name]; ok && !math.IsNaN(x) {
 			v = append(v, x)
 		}
 	}
-	if len(v) == 0 {
-		return math.NaN(), "—"
-	}
 	slices.Sort(v)
-	med := v[len(v)/2]
-	if len(v)%2 == 0 {
-		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	if v[0] == v[len(v)-1] {
-		return med, figure(med)
-	}
-	return med, figure(med) + " (" + figure(v[0]) + "–" + figure(v[len(v)-1]) + ")"
+	return v
 }
 
-// figure formats x with the decimals its size calls for.
-func figure(x float64) string {
-	switch a := math.Abs(x); {
-	case a >= 100:
-		return commas(x, 0)
-	case a >= 10:
-		return commas(x, 1)
+// median of sorted values (NaN for none).
+func median(v []float64) float64 {
+	switch n := len(v); {
+	case n == 0:
+		return math.NaN()
+	case n%2 == 0:
+		return (v[n/2-1] + v[n/2]) / 2
 	default:
-		return commas(x, 3)
+		return v[n/2]
+	}
+}
+
+// groupCell is a group's cell: the median of its sorted values, and
+// their range when they differ ("—" for none), with prec decimals.
+func groupCell(v []float64, prec int) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	cell := commas(median(v), prec)
+	if v[0] != v[len(v)-1] {
+		cell += " (" + commas(v[0], prec) + "–" + commas(v[len(v)-1], prec) + ")"
+	}
+	return cell
+}
+
+// precision is the decimals a row of values calls for: none for counts
+// and for values of 100 or more, one from 10, else three.
+func precision(v []float64) int {
+	big, counts := 0.0, true
+	for _, x := range v {
+		big = max(big, math.Abs(x))
+		counts = counts && x == math.Trunc(x)
+	}
+	switch {
+	case counts || big >= 100:
+		return 0
+	case big >= 10:
+		return 1
+	default:
+		return 3
 	}
 }
 
@@ -218,7 +244,7 @@ func targetOf(name string) string {
 			if t.op == ">=" {
 				op = "≥"
 			}
-			return fmt.Sprintf(" (target %s %s)", op, figure(t.want))
+			return fmt.Sprintf(" (target %s %s)", op, commas(t.want, precision([]float64{t.want})))
 		}
 	}
 	return ""

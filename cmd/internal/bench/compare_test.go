@@ -55,7 +55,7 @@ func TestCompareGroupsByLabel(t *testing.T) {
 	// Equal runs show no range; a run that did not measure a figure
 	// (NaN) is left out of its group's median.
 	got = row(t, table, "reopen_s")
-	want = []string{"reopen_s (target ≤ 5.000)", "0.800", "0.700", "-12.5%"}
+	want = []string{"reopen_s (target ≤ 5)", "0.800", "0.700", "-12.5%"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("reopen row %q, want %q", got, want)
 	}
