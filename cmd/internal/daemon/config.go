@@ -52,9 +52,9 @@ type Config struct {
 	} `yaml:"nats"`
 	HTTP struct {
 		Addr string `yaml:"addr"`
-		// Pprof serves Go's profiles (CPU, heap, goroutines, mutexes,
-		// an execution trace) under /debug/pprof/, to operators only.
-		// Off by default.
+		// Pprof serves Go's profiles (CPU, heap, allocations,
+		// goroutines, an execution trace) under /debug/pprof/, to
+		// operators only. Off by default.
 		Pprof bool `yaml:"pprof"`
 	} `yaml:"http"`
 	Ingest struct {

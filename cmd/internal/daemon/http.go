@@ -42,8 +42,9 @@ func (d *Daemon) routes() http.Handler {
 
 // routePprof serves Go's profiles of the running daemon under
 // /debug/pprof/ (http.pprof), for `go tool pprof`: a CPU profile over
-// ?seconds=N, the heap in use and allocated, goroutines, mutex and block
-// contention, and an execution trace.
+// ?seconds=N, the heap in use and allocated, goroutines, and an
+// execution trace. (The mutex and block profiles stay empty: the daemon
+// does not turn on their sampling.)
 func routePprof(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
