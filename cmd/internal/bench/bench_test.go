@@ -363,6 +363,15 @@ func TestRunMicro(t *testing.T) {
 		if busy <= 0 || busy > 1.5 || apply <= 0 || commit <= 0 || batch <= 0 {
 			t.Errorf("%s writer: busy %v, apply %v µs and commit %v µs per step, %v steps per batch", phase, busy, apply, commit, batch)
 		}
+		// Its time per step is its stages' sum (each truncated to whole
+		// microseconds before the division).
+		sum := f[phase+"writer_apply_us_per_step"] + f[phase+"writer_encode_us_per_step"] + f[phase+"writer_commit_us_per_step"] + f[phase+"writer_publish_us_per_step"]
+		if total := f[phase+"writer_us_per_step"]; total <= 0 || math.Abs(total-sum) > 0.01*sum {
+			t.Errorf("%s writer: %v µs a step in all, %v in its stages", phase, total, sum)
+		}
+	}
+	if r := f["ingest.paced_writer_cost_ratio"]; r != f["ingest.paced_writer_us_per_step"]/f["ingest.bulk_writer_us_per_step"] || r <= 0 {
+		t.Errorf("a paced step's cost over a bulk step's: %v", r)
 	}
 	// The NATS floor echoes replies of the answers' mean size: a
 	// msgpack answer is smaller than its JSON, and not empty.

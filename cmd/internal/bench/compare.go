@@ -55,6 +55,7 @@ var CompareFigures = []string{
 	"ingest.visibility_p99_ms",
 	"ingest.visibility_clear_of_marking_p99_ms",
 	"ingest.paced_writer_busy",
+	"ingest.paced_writer_cost_ratio",
 	"ingest.paced_written_keys_per_step",
 	"planner.in_process.p50_us",
 	"planner.in_process.p99_us",

@@ -639,6 +639,13 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.fig["ingest.visibility_asked_steps_per_s"] = rate
 	r.writtenFigures("ingest.paced_", written().Sub(w0), pacedSteps)
 	r.writerFigures("ingest.paced_", updates().Sub(u0), pacedSteps, time.Since(t0))
+	if bulk, paced := r.fig["ingest.bulk_writer_us_per_step"], r.fig["ingest.paced_writer_us_per_step"]; bulk > 0 && paced > 0 {
+		// The paced phase asks for half the bulk rate: past twice a
+		// bulk step's cost, a paced step leaves the writer no time
+		// spare, and the lag is a queue's (BENCHMARKS.md, fifty-second
+		// round).
+		r.fig["ingest.paced_writer_cost_ratio"] = paced / bulk
+	}
 	r.fig["ingest.visibility_seconds"] = time.Since(t0).Seconds()
 	pr.drain()
 	r.lagFigures("ingest.", pr, true, marks)
@@ -694,6 +701,7 @@ func (r *runner) writerFigures(prefix string, u particle.UpdateTimes, steps int,
 		return
 	}
 	r.fig[prefix+"writer_busy"] = u.Total().Seconds() / took.Seconds()
+	r.fig[prefix+"writer_us_per_step"] = float64(u.Total().Microseconds()) / float64(steps)
 	for stage, d := range u.ByStage() {
 		r.fig[prefix+"writer_"+stage+"_us_per_step"] = float64(d.Microseconds()) / float64(steps)
 	}
