@@ -69,6 +69,9 @@ type view struct {
 	// one end: Reader.EdgeEnds reaches them without hashing their ids.
 	// Written with the adjacency (link, unlink, linkAdjacency).
 	ends []edgeEnds
+	// snapEnds, set by a load from the view snapshot, is its table of
+	// the loaded edges' end nodes, for linkAdjacency.
+	snapEnds []edgeEnds
 	// loaded holds the edges a load put, chunk by chunk, until
 	// indexLoaded puts them into edges and identity.
 	loaded     [][]*Edge
@@ -356,7 +359,7 @@ func (v *view) linkLoaded() {
 // time-ordered to the millisecond, seqs count commits). The out and in
 // lists are built side by side (loadedAdjacency).
 func (v *view) linkAdjacency() {
-	ends := v.loadedEnds()
+	ends := v.snapshotEnds()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		v.loadedAdjacency(v.out, ends, func(e *Edge) string { return e.Source },
@@ -407,6 +410,36 @@ func (v *view) loadedAdjacency(lists map[string][]adjEdge, ends []edgeEnds, at f
 			lists[v.nodeSeq[n].ID] = list
 		}
 	}
+}
+
+// snapshotEnds returns loadedEnds, taken from the table a load from the
+// view snapshot found (snapEnds), which its writer made with loadedEnds
+// over the same graph. An end whose seq holds no node, or that the
+// table leaves out, is looked up by id.
+func (v *view) snapshotEnds() []edgeEnds {
+	table := v.snapEnds
+	v.snapEnds = nil
+	if table == nil {
+		return v.loadedEnds()
+	}
+	ends := make([]edgeEnds, len(v.edgeSeq))
+	for seq, e := range v.edgeSeq {
+		if e == nil {
+			continue
+		}
+		var x edgeEnds
+		if seq < len(table) {
+			x = table[seq]
+		}
+		if x.source == 0 || atSeq(v.nodeSeq, x.source) == nil {
+			x.source = v.loadedSeqOf(e.Source)
+		}
+		if x.target == 0 || atSeq(v.nodeSeq, x.target) == nil {
+			x.target = v.loadedSeqOf(e.Target)
+		}
+		ends[seq] = x
+	}
+	return ends
 }
 
 // edgeEnds are the seqs of an edge's end nodes.

@@ -93,8 +93,9 @@ func snapshotSeeds(tb testing.TB) [][]byte {
 // resealSnapshot returns b with the checksums of a view snapshot made
 // to match what it holds, as far as its trailer and directory can be
 // read: every chunk's records and embeddings that lie inside b, the
-// episodes' edge chunks, the directory and the trailer. The magic and
-// the format are set too. Anything it cannot place is left as it is.
+// episodes' edge chunks, the edges' ends, the directory and the
+// trailer. The magic and the format are set too. Anything it cannot
+// place is left as it is.
 func resealSnapshot(b []byte) []byte {
 	if len(b) < trailerSize {
 		return b
@@ -105,6 +106,9 @@ func resealSnapshot(b []byte) []byte {
 	size := uint64(len(b)) - trailerSize
 	if t.listsOff <= size && t.listsLen <= size-t.listsOff {
 		t.listsCRC = crc32.Checksum(b[t.listsOff:t.listsOff+t.listsLen], crcTable)
+	}
+	if t.endsOff <= size && t.endsLen <= size-t.endsOff {
+		t.endsCRC = crc32.Checksum(b[t.endsOff:t.endsOff+t.endsLen], crcTable)
 	}
 	if t.chunks <= size/chunkEntrySize && t.dirOff <= size && t.chunks*chunkEntrySize+uint64(t.parts) == size-t.dirOff {
 		tail := b[t.dirOff:size]

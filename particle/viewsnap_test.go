@@ -82,14 +82,30 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// With the edges' ends from the store's view, as Close writes them,
+	// and without (an ends table left out), the load links the same
+	// adjacency.
+	for _, ends := range [][]edgeEnds{s.v.loadedEnds(), nil} {
+		compareSnapshotLoad(t, s, ends, old)
+	}
+}
+
+// compareSnapshotLoad writes a snapshot of s with ends and loads it
+// beside a scan of Badger: the two views must be equal (old[1] is an
+// edge with an empty embedding).
+func compareSnapshotLoad(t *testing.T, s *Store, ends []edgeEnds, old []*Edge) {
+	t.Helper()
 	path := ViewSnapshotPath(t.TempDir())
-	if _, err := writeViewSnapshot(s.db, path); err != nil {
+	if _, err := writeViewSnapshot(s.db, path, ends); err != nil {
 		t.Fatal(err)
 	}
 	fromSnap := newView()
 	_, _, err := readViewSnapshot(path, s.db.MaxVersion(), 3, fromSnap, func() {})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if (fromSnap.snapEnds == nil) != (ends == nil) {
+		t.Fatalf("ends written: %d, loaded: %d", len(ends), len(fromSnap.snapEnds))
 	}
 	fromSnap.linkLoaded()
 	fromSnap.awaitLinks()
@@ -511,7 +527,7 @@ func TestViewSnapshotFailedLoadStopsItsReadAhead(t *testing.T) {
 	dir := t.TempDir()
 	s := writeFleet(t, dir, 11, testEntities, 3*benchEdgesPerTxn)
 	path := ViewSnapshotPath(t.TempDir())
-	if _, err := writeViewSnapshot(s.db, path); err != nil {
+	if _, err := writeViewSnapshot(s.db, path, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -709,5 +725,43 @@ func observeOn(t *testing.T, s *Store, src, dst string) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSnapshotEndsFallBackByID: the load takes each edge's end nodes
+// from the snapshot's table, and looks up by id an end the table does
+// not give (left out, past its end) or gives at a seq holding no node:
+// the result is what the lookups alone give.
+func TestSnapshotEndsFallBackByID(t *testing.T) {
+	s := writeFleet(t, t.TempDir(), 5, testEntities, benchEdgesPerTxn)
+	defer s.Close()
+	v := s.v
+	want := v.loadedEnds()
+	var seqs []int
+	for seq, e := range v.edgeSeq {
+		if e != nil {
+			seqs = append(seqs, seq)
+		}
+	}
+	if len(seqs) < 10 {
+		t.Fatalf("%d edges", len(seqs))
+	}
+	table := slices.Clone(want[:seqs[len(seqs)-3]])    // the last three edges past its end
+	table[seqs[0]].source = uint64(len(v.nodeSeq)) + 7 // no node there
+	table[seqs[1]].target = 0                          // left out
+	table[seqs[2]] = edgeEnds{}
+	v.snapEnds = table
+	got := v.snapshotEnds()
+	if !slices.Equal(got, want) {
+		t.Fatalf("ends from the table differ from the lookups' (first edges: %v against %v)", got[seqs[0]:seqs[3]], want[seqs[0]:seqs[3]])
+	}
+	if v.snapEnds != nil {
+		t.Fatal("the table is kept after use")
+	}
+	// The lookups found every end (a fleet's edges all have both).
+	for _, seq := range seqs {
+		if want[seq].source == 0 || want[seq].target == 0 {
+			t.Fatalf("edge %d: ends %v", seq, want[seq])
+		}
 	}
 }
