@@ -422,15 +422,15 @@ func (v *view) snapshotEnds() []edgeEnds {
 	if table == nil {
 		return v.loadedEnds()
 	}
-	ends := make([]edgeEnds, len(v.edgeSeq))
+	// In place: the table is this load's own copy.
+	ends := table[:min(len(table), len(v.edgeSeq))]
+	ends = append(ends, make([]edgeEnds, len(v.edgeSeq)-len(ends))...)
 	for seq, e := range v.edgeSeq {
 		if e == nil {
+			ends[seq] = edgeEnds{}
 			continue
 		}
-		var x edgeEnds
-		if seq < len(table) {
-			x = table[seq]
-		}
+		x := ends[seq]
 		if x.source == 0 || atSeq(v.nodeSeq, x.source) == nil {
 			x.source = v.loadedSeqOf(e.Source)
 		}
