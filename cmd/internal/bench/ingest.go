@@ -640,10 +640,11 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.writtenFigures("ingest.paced_", written().Sub(w0), pacedSteps)
 	r.writerFigures("ingest.paced_", updates().Sub(u0), pacedSteps, time.Since(t0))
 	if bulk, paced := r.fig["ingest.bulk_writer_us_per_step"], r.fig["ingest.paced_writer_us_per_step"]; bulk > 0 && paced > 0 {
-		// The paced phase asks for half the bulk rate: past twice a
-		// bulk step's cost, a paced step leaves the writer no time
-		// spare, and the lag is a queue's (BENCHMARKS.md, fifty-second
-		// round).
+		// At its default rate the paced phase asks for half the bulk
+		// rate: past twice a bulk step's cost, a paced step leaves the
+		// writer no time spare, and the lag is a queue's (BENCHMARKS.md,
+		// fifty-second round). At a slower rate batches shrink toward a
+		// step and a step's share of each commit's syncs grows.
 		r.fig["ingest.paced_writer_cost_ratio"] = paced / bulk
 	}
 	r.fig["ingest.visibility_seconds"] = time.Since(t0).Seconds()
