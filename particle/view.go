@@ -413,9 +413,10 @@ func (v *view) loadedAdjacency(lists map[string][]adjEdge, ends []edgeEnds, at f
 }
 
 // snapshotEnds returns loadedEnds, taken from the table a load from the
-// view snapshot found (snapEnds), which its writer made with loadedEnds
-// over the same graph. An end whose seq holds no node, or that the
-// table leaves out, is looked up by id.
+// view snapshot found (snapEnds): the ends the writer's view noted over
+// the same graph. A node found at a noted seq is that node (seqs are
+// never reused, as Reader.EdgeEnds relies on too); an end whose seq
+// holds no node, or that the table leaves out, is looked up by id.
 func (v *view) snapshotEnds() []edgeEnds {
 	table := v.snapEnds
 	v.snapEnds = nil

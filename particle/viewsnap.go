@@ -48,7 +48,7 @@ import (
 //	lists     the episodes' edge chunks (prefixEpisodeEdges): (key len
 //	          uvarint, key, value len uvarint, value)* in key order
 //	ends      by edge seq from 0, the seqs of the edge's source and
-//	          target nodes as the load would find them (0: none): two
+//	          target nodes as the view noted them (0: none): two
 //	          uint32 little-endian each; empty when the writer had none
 //	          to give or a seq did not fit
 //	directory chunkEntrySize bytes per chunk, in load order
@@ -310,10 +310,12 @@ func snapTrailerFields(b []byte) snapTrailer {
 
 // writeViewSnapshot writes the node, edge and episode tables of db to
 // path (through a temporary file, then renamed), stamped with db's
-// version, with ends, the end nodes' seqs of each edge by seq as a load
-// of those tables finds them (view.loadedEnds; nil for none: the load
-// then finds them itself). Nothing may write to db meanwhile. It returns
-// the bytes written. The file is not synced: it is a cache of what Badger holds,
+// version, with ends, the end nodes' seqs of each edge by seq as the
+// view keeps them (view.ends; nil for none: the load then finds them by
+// id). A seq the view noted is its node's for good (seqs are never
+// reused), and the load looks up by id an end noted as none or whose
+// node is gone (view.snapshotEnds). Nothing may write to db meanwhile.
+// It returns the bytes written. The file is not synced: it is a cache of what Badger holds,
 // and a file that a crash left half written fails its checksums, so the
 // next start loads from Badger (syncing 2 GB took seconds of a 1M-edge
 // store's shutdown).
@@ -746,7 +748,7 @@ func (s *Store) saveViewSnapshot(unwritten bool) {
 		}
 		s.log.Info("view snapshot loaded not kept; writing it again", "err", err)
 	}
-	size, err := writeViewSnapshot(s.db, path, s.v.loadedEnds())
+	size, err := writeViewSnapshot(s.db, path, s.v.ends)
 	removeFiles(s.log, path+loadedSuffix) // replaced (or, on an error, stale)
 	if err != nil {
 		s.log.Warn("view snapshot not written; the next start loads from the store", "err", err)

@@ -82,10 +82,10 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// With the edges' ends from the store's view, as Close writes them,
+	// With the edges' ends the store's view keeps, as Close writes them,
 	// and without (an ends table left out), the load links the same
 	// adjacency.
-	for _, ends := range [][]edgeEnds{s.v.loadedEnds(), nil} {
+	for _, ends := range [][]edgeEnds{s.v.ends, nil} {
 		compareSnapshotLoad(t, s, ends, old)
 	}
 }

@@ -46,9 +46,9 @@ type LabeledReport struct {
 	Report *Report
 }
 
-// CompareFigures are the figures Compare shows by default: the
+// compareFigures are the figures Compare shows by default: the
 // targets' and what explains them.
-var CompareFigures = []string{
+var compareFigures = []string{
 	"ingest.steps_per_s",
 	"ingest.bulk_cpu_us_per_step",
 	"ingest.visibility_p50_ms",
@@ -76,7 +76,7 @@ var CompareFigures = []string{
 // appear), each figure's median over the group and its range, and for
 // each group after the first its median's change from the first's.
 // patterns are figure names or path.Match patterns over them
-// ("ingest.paced_writer_*"); none means CompareFigures, as far as the
+// ("ingest.paced_writer_*"); none means compareFigures, as far as the
 // runs measured them. Runs of different presets are refused: their
 // figures do not compare.
 func Compare(w io.Writer, runs []LabeledReport, patterns []string) error {
@@ -140,7 +140,7 @@ func Compare(w io.Writer, runs []LabeledReport, patterns []string) error {
 func compareRows(names map[string]bool, patterns []string) ([]string, error) {
 	if len(patterns) == 0 {
 		var rows []string
-		for _, f := range CompareFigures {
+		for _, f := range compareFigures {
 			if names[f] {
 				rows = append(rows, f)
 			}
