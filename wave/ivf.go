@@ -250,7 +250,7 @@ func (x *IVF) place(st *ivfState, e ivfEntry, vec []float32, scratch *coder) ivf
 	}
 	list := &st.lists[l]
 	e.code, e.lo, e.step = scratch.residual(vec, list.d.Load().centre)
-	return ivfLoc{uint32(l), uint32(list.push(e, x.dim, doubling))}
+	return ivfLoc{uint32(l), uint32(list.push(e, x.dim))}
 }
 
 // coder is the scratch of coding residuals.
@@ -343,7 +343,7 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		d.markDead(int(loc.pos))
 		x.deleted++
 		l := &x.st.Load().lists[loc.list]
-		x.ids.put(id, ivfLoc{loc.list, uint32(l.push(e, x.dim, doubling))})
+		x.ids.put(id, ivfLoc{loc.list, uint32(l.push(e, x.dim))})
 	} else {
 		nm.setMutable(m)
 		d.widenAt(int(loc.pos))

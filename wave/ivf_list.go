@@ -167,28 +167,18 @@ func (d *listData) isDead(i int) bool {
 func (d *listData) markDead(i int) { d.blk[i>>blockShift].dead.Or(1 << (i & (blockSize - 1))) }
 
 // push appends e to list l (its code of the residual from l's centre),
-// growing its storage to room(n) entries when full (n held), and
-// returns the entry's position. Only the writer calls it.
-func (l *ivfList) push(e ivfEntry, dim int, room func(n int) int) int {
+// doubling its storage when full, and returns the entry's position.
+// Only the writer calls it.
+func (l *ivfList) push(e ivfEntry, dim int) int {
 	d := l.d.Load()
 	n := d.len()
 	if n == len(d.ids) {
-		d = l.grow(d, room(n), dim, false)
+		d = l.grow(d, max(8, 2*n), dim, false)
 	}
 	d.set(n, e, nibbleBytes(dim))
 	d.n.Store(int32(n + 1))
 	return n
 }
-
-// doubling is an inverted list's growth: its room doubles when full.
-func doubling(n int) int { return max(8, 2*n) }
-
-// byQuarter is a split's lists' growth: a key's list takes its items
-// over its whole life, and an hour's arrive out of order when robots'
-// streams lag one another, so doubling left them half empty on average
-// (the medium store's hours: room for 299,516 entries, 192,584 held);
-// the more frequent copies cost the indexer little.
-func byQuarter(n int) int { return max(8, n+n/4) }
 
 // set writes e (whose code is cb bytes) at position i, not yet
 // published, and widens its block's summary.
@@ -230,6 +220,14 @@ func (l *ivfList) compact(dim int, moved func(id uint64, pos int)) int {
 // (dropping tombstones when compact is set, which moves entries: the
 // caller re-reads their positions), publishes it and returns it.
 func (l *ivfList) grow(d *listData, capacity, dim int, compact bool) *listData {
+	nd := copyListData(d, capacity, dim, compact)
+	l.d.Store(nd)
+	return nd
+}
+
+// copyListData returns a copy of d's entries in a new listData of the
+// given capacity, without the tombstones when compact is set.
+func copyListData(d *listData, capacity, dim int, compact bool) *listData {
 	nd := newListData(capacity, dim)
 	nd.centre = d.centre
 	cb := nibbleBytes(dim)
@@ -245,6 +243,5 @@ func (l *ivfList) grow(d *listData, capacity, dim int, compact bool) *listData {
 		j++
 	}
 	nd.n.Store(int32(j))
-	l.d.Store(nd)
 	return nd
 }

@@ -72,7 +72,7 @@ type ivfSide struct {
 // key gets its first one.
 type sideLists struct {
 	slot  map[uint32]uint32 // key -> index in lists
-	lists []*ivfList
+	lists []*sideList
 	// sorted is the keys in increasing order, each with its slot: the
 	// hours a window overlaps are a run of it.
 	sorted []keySlot
@@ -197,30 +197,29 @@ func (x *IVF) sideAdd(sd *ivfSide, id uint64, vec []float32, m Meta) {
 		return
 	}
 	lists := len(sd.lists.Load().lists)
-	l, slot := sd.list(key, x.dim)
+	l, slot := sd.list(key)
 	if sd.by == byTime && int(slot) == lists {
 		sd.trimBefore(key, x.dim) // a new hour
 	}
 	e := ivfEntry{id: id, meta: packMeta(m), vec: &vec[0]}
 	e.code, e.lo, e.step = sd.scratch.residual(vec, nil)
-	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim, byQuarter))})
+	sd.ids.put(id, ivfLoc{slot, uint32(l.push(e, x.dim))})
 }
 
 // list returns key's list and its slot, making them if key has none;
 // the caller holds mu.
-func (sd *ivfSide) list(key uint32, dim int) (*ivfList, uint32) {
+func (sd *ivfSide) list(key uint32) (*sideList, uint32) {
 	al := sd.lists.Load()
 	if slot, ok := al.slot[key]; ok {
 		return al.lists[slot], slot
 	}
-	nl := &sideLists{slot: make(map[uint32]uint32, len(al.slot)+1), lists: append(al.lists[:len(al.lists):len(al.lists)], new(ivfList))}
+	nl := &sideLists{slot: make(map[uint32]uint32, len(al.slot)+1), lists: append(al.lists[:len(al.lists):len(al.lists)], newSideList(sd.expected(al, key)))}
 	for k, v := range al.slot {
 		nl.slot[k] = v
 	}
 	slot := uint32(len(al.lists))
 	nl.slot[key] = slot
 	nl.sorted = slices.Insert(slices.Clone(al.sorted), firstAtLeast(al.sorted, key), keySlot{key, slot})
-	nl.lists[slot].d.Store(newListData(sd.expected(al, key), dim))
 	sd.lists.Store(nl)
 	return nl.lists[slot], slot
 }
@@ -228,30 +227,26 @@ func (sd *ivfSide) list(key uint32, dim int) (*ivfList, uint32) {
 // expected is the room a new list for key starts with: in the split by
 // time, what the hour before it holds (a fleet's hours hold about as
 // many items as one another, and a list grown a quarter at a time from
-// nothing was copied some twenty times on its way to an hour's items);
-// else none.
+// nothing held some twenty segments); else none.
 func (sd *ivfSide) expected(al *sideLists, key uint32) int {
 	if sd.by != byTime {
 		return 0
 	}
 	if at := firstAtLeast(al.sorted, key); at > 0 {
-		return al.lists[al.sorted[at-1].slot].d.Load().len()
+		return al.lists[al.sorted[at-1].slot].len()
 	}
 	return 0
 }
 
 // trimBefore gives back the room to grow into of the list of the key
-// before key, when more than an eighth of it is empty (a copy of the
-// list; the caller holds mu). An hour's items arrive mostly in time
-// order, so when the next hour gets its list the one before is mostly
-// complete; a late item grows it again.
+// before key, when more than an eighth of it is empty (a copy of its
+// last segment; the caller holds mu). An hour's items arrive mostly in
+// time order, so when the next hour gets its list the one before is
+// mostly complete; a late item grows it again.
 func (sd *ivfSide) trimBefore(key uint32, dim int) {
 	al := sd.lists.Load()
 	if at := firstAtLeast(al.sorted, key); at > 0 {
-		prev := al.lists[al.sorted[at-1].slot]
-		if d := prev.d.Load(); len(d.ids) > d.len()+d.len()/8 {
-			prev.grow(d, d.len(), dim, false)
-		}
+		al.lists[al.sorted[at-1].slot].trim(dim)
 	}
 }
 
@@ -267,7 +262,8 @@ func firstAtLeast(sorted []keySlot, key uint32) int {
 func (x *IVF) sideRemove(sd *ivfSide, id uint64) {
 	defer x.sideChanged(sd)
 	if loc, ok := sd.ids.get(id); ok {
-		sd.lists.Load().lists[loc.list].d.Load().markDead(int(loc.pos))
+		d, i := sd.lists.Load().lists[loc.list].at(int(loc.pos))
+		d.markDead(i)
 		sd.ids.remove(id)
 		sd.dead++
 		// Items leave a key's list without any removal from x (an edge
@@ -290,11 +286,11 @@ func (x *IVF) sideRemove(sd *ivfSide, id uint64) {
 func (x *IVF) sideSetMeta(sd *ivfSide, id uint64, vec *float32, m Meta) {
 	key, keyed := sd.key(m)
 	if loc, ok := sd.ids.get(id); ok {
-		d := sd.lists.Load().lists[loc.list].d.Load()
-		nm := &d.metas[loc.pos]
+		d, i := sd.lists.Load().lists[loc.list].at(int(loc.pos))
+		nm := &d.metas[i]
 		if was, _ := sd.key(nm.meta()); keyed && was == key && !nm.fixedDiffer(m) {
 			nm.setMutable(m)
-			d.widenAt(int(loc.pos))
+			d.widenAt(i)
 			return
 		}
 	} else if !keyed && sd.shared.SetMeta(id, m) {
@@ -383,11 +379,8 @@ func (x *IVF) reserveSide(sd *ivfSide) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for key, n := range want {
-		l, _ := sd.list(key, x.dim)
-		d := l.d.Load()
-		if need := d.len() + n; need > len(d.ids) {
-			l.grow(d, need, x.dim, false)
-		}
+		l, _ := sd.list(key)
+		l.reserve(l.len() + n)
 	}
 }
 
@@ -414,7 +407,7 @@ func (x *IVF) compactSideLists(sd *ivfSide) {
 func (sd *ivfSide) bytes(dim int) int {
 	n := sd.shared.Bytes() + sd.ids.bytes()
 	for _, l := range sd.lists.Load().lists {
-		n += l.d.Load().bytes(dim)
+		n += l.bytes(dim)
 	}
 	return n
 }
@@ -423,20 +416,23 @@ func (sd *ivfSide) bytes(dim int) int {
 // by agent: the catch-alls' index searched with the agent's list scanned
 // first.
 func (x *IVF) searchAgent(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) []Hit {
-	var one [1]*listData
-	pre := one[:0]
+	// The agent's segments on the stack (a list of 100,000 entries has
+	// about 40): a search for one agent allocates no more than another.
+	var segs [48]*listData
+	pre := segs[:0]
 	al := sd.lists.Load()
+	keys := 0
 	if slot, ok := al.slot[f.Agent]; ok {
-		pre = append(pre, al.lists[slot].d.Load())
+		pre, keys = al.lists[slot].appendTo(pre), 1
 	}
-	return x.searchSide(sd, q, k, f, pre, stats)
+	return x.searchSide(sd, q, k, f, pre, keys, stats)
 }
 
-// windowLists appends to pre the lists of sd (a split by time) that may
-// hold items the window [from, to] admits (0: open), and returns ok
-// false when they hold more than limit items: a wide window, for the
-// inverted lists.
-func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []*listData, ok bool) {
+// windowLists appends to pre the segments of the lists of sd (a split
+// by time) that may hold items the window [from, to] admits (0: open),
+// with the number of those lists, and returns ok false when they hold
+// more than limit items: a wide window, for the inverted lists.
+func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []*listData, keys int, ok bool) {
 	al := sd.lists.Load()
 	// A keyed item starts at most timeBucketNS before it ends: one that
 	// overlaps the window starts in [from-timeBucketNS, to].
@@ -447,20 +443,21 @@ func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []
 	if to > 0 {
 		hi = uint32(min(to/timeBucketNS, math.MaxUint32))
 	} else if to < 0 {
-		return pre, true // the window ends before any keyed item starts
+		return pre, 0, true // the window ends before any keyed item starts
 	}
 	n := 0
 	for _, e := range al.sorted[firstAtLeast(al.sorted, lo):] {
 		if e.key > hi {
 			break
 		}
-		d := al.lists[e.slot].d.Load()
-		if n += d.len(); n > limit {
-			return pre, false
+		l := al.lists[e.slot]
+		if n += l.len(); n > limit {
+			return pre, keys, false
 		}
-		pre = append(pre, d)
+		pre = l.appendTo(pre)
+		keys++
 	}
-	return pre, true
+	return pre, keys, true
 }
 
 // searchTime is Search for a windowed filter on a ready split by time,
@@ -468,23 +465,27 @@ func (sd *ivfSide) windowLists(from, to int64, limit int, pre []*listData) (_ []
 func (x *IVF) searchTime(sd *ivfSide, q []float32, k int, f *Filter, stats *SearchStats) (_ []Hit, ok bool) {
 	st := x.st.Load()
 	limit := int(timeScanFactor * float64(x.nprobe.Load()) * float64(sd.live.Load()) / float64(max(1, len(st.lists))))
-	// A day's hours on the stack: a windowed search allocates no more
-	// than any other.
-	var hours [32]*listData
-	pre, ok := sd.windowLists(f.From, f.To, limit, hours[:0])
+	// A day's hours (each mostly one segment) on the stack: a windowed
+	// search allocates no more than any other.
+	var hours [48]*listData
+	pre, keys, ok := sd.windowLists(f.From, f.To, limit, hours[:0])
 	if !ok {
 		return nil, false
 	}
-	return x.searchSide(sd, q, k, f, pre, stats), true
+	return x.searchSide(sd, q, k, f, pre, keys, stats), true
 }
 
-// searchSide searches sd's catch-alls' index with its lists pre scanned
-// first.
-func (x *IVF) searchSide(sd *ivfSide, q []float32, k int, f *Filter, pre []*listData, stats *SearchStats) []Hit {
+// searchSide searches sd's catch-alls' index with the segments pre of
+// keys of its lists scanned first (stats counts each list once).
+func (x *IVF) searchSide(sd *ivfSide, q []float32, k int, f *Filter, pre []*listData, keys int, stats *SearchStats) []Hit {
 	sh := sd.shared
 	// The catch-alls' index probes as large a share of its lists as an
 	// unfiltered search of x does of x's, and at least 8 (on the medium
 	// bench, 4 gave the same-agent queries recall@10 0.91, 8 0.95).
 	nprobe := max(8, int(x.nprobe.Load())*len(sh.st.Load().lists)/max(1, len(x.st.Load().lists)))
-	return sh.search(q, k, f, pre, nprobe, int(sd.sharedLive.Load()), stats)
+	hits := sh.search(q, k, f, pre, nprobe, int(sd.sharedLive.Load()), stats)
+	if stats != nil {
+		stats.Lists -= len(pre) - keys
+	}
+	return hits
 }

@@ -281,8 +281,8 @@ func TestSplitByAgentOfAFilledIndex(t *testing.T) {
 	}
 	sd := x.sides[byAgent].Load()
 	for slot, l := range sd.lists.Load().lists {
-		if d := l.d.Load(); len(d.ids) != d.len() {
-			t.Errorf("agent list %d: room for %d entries, holds %d", slot, len(d.ids), d.len())
+		if l.room() != l.len() {
+			t.Errorf("agent list %d: room for %d entries, holds %d", slot, l.room(), l.len())
 		}
 	}
 	sd.shared.WaitRebuild()

@@ -224,8 +224,8 @@ func TestSplitsTogether(t *testing.T) {
 	for by := range splitKinds {
 		sd := x.sides[by].Load()
 		for slot, l := range sd.lists.Load().lists {
-			if d := l.d.Load(); len(d.ids) != d.len() {
-				t.Errorf("split %d, list %d: room for %d entries, holds %d", by, slot, len(d.ids), d.len())
+			if l.room() != l.len() {
+				t.Errorf("split %d, list %d: room for %d entries, holds %d", by, slot, l.room(), l.len())
 			}
 		}
 		sd.shared.WaitRebuild()
@@ -316,8 +316,8 @@ func TestSplitByTimeStaysCompact(t *testing.T) {
 	al := sd.lists.Load()
 	last := al.sorted[len(al.sorted)-1].slot
 	for _, e := range al.sorted {
-		if d := al.lists[e.slot].d.Load(); e.slot != last && len(d.ids) > d.len()+d.len()/8 {
-			t.Errorf("hour %d: room for %d entries, holds %d", e.key, len(d.ids), d.len())
+		if l := al.lists[e.slot]; e.slot != last && l.room() > l.len()+l.len()/8 {
+			t.Errorf("hour %d: room for %d entries, holds %d", e.key, l.room(), l.len())
 		}
 	}
 	meta := timeMeta(n)
@@ -361,8 +361,8 @@ func TestSplitByTimeStaysCompact(t *testing.T) {
 	}
 	held, room := 0, 0
 	for _, l := range y.sides[byTime].Load().lists.Load().lists {
-		held += l.d.Load().len()
-		room += len(l.d.Load().ids)
+		held += l.len()
+		room += l.room()
 	}
 	if room*4 > held*5 {
 		t.Errorf("hours' lists filled out of order: room for %d entries, hold %d", room, held)
@@ -390,27 +390,27 @@ func TestSplitByTimeSizesANewHourFromTheLast(t *testing.T) {
 			id++
 		}
 	}
-	hour := func(h int64) *listData {
+	hour := func(h int64) *sideList {
 		t.Helper()
 		al := sd.lists.Load()
 		slot, ok := al.slot[uint32(timeBase/timeBucketNS+h)]
 		if !ok {
 			t.Fatalf("hour %d has no list", h)
 		}
-		return al.lists[slot].d.Load()
+		return al.lists[slot]
 	}
 	add(0, 300)
 	add(1, 1)
-	if d := hour(1); len(d.ids) != 300 {
-		t.Fatalf("a new hour after one of 300 items has room for %d", len(d.ids))
+	if l := hour(1); l.room() != 300 {
+		t.Fatalf("a new hour after one of 300 items has room for %d", l.room())
 	}
 	add(1, 99) // the hour ends at a third of its room
 	add(2, 1)
-	if d := hour(1); d.len() != 100 || len(d.ids) != 100 {
-		t.Fatalf("an hour of %d items kept room for %d once the next began", d.len(), len(d.ids))
+	if l := hour(1); l.len() != 100 || l.room() != 100 {
+		t.Fatalf("an hour of %d items kept room for %d once the next began", l.len(), l.room())
 	}
-	if d := hour(2); len(d.ids) != 100 {
-		t.Fatalf("the hour after one of 100 items has room for %d", len(d.ids))
+	if l := hour(2); l.room() != 100 {
+		t.Fatalf("the hour after one of 100 items has room for %d", l.room())
 	}
 	if got := x.Len(); got != id {
 		t.Fatalf("index holds %d items, want %d", got, id)
