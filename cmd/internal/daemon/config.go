@@ -167,8 +167,10 @@ type Config struct {
 		// heap is collapsed while ingest is quiet, and the planner's
 		// random reads over gigabytes then miss the TLB far less, for
 		// more resident memory; a reply can stall while a pass
-		// collapses. On by default; a host in THP mode "always" needs
-		// none of it, one in mode "never" is left so.
+		// collapses. A start that loads snapshots also has its load
+		// fault in huge pages where memory is free for them
+		// (hugepage.ForLoad). On by default; a host in THP mode
+		// "always" needs none of it, one in mode "never" is left so.
 		HugePages bool `yaml:"huge_pages"`
 		// GCPercent is the Go garbage collector's target (GOGC): the
 		// heap may grow by this percentage of what is live before a

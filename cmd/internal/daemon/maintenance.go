@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -133,6 +134,31 @@ func (d *Daemon) hugePages(ctx context.Context) {
 	case mode != "always":
 		d.log.Info("the heap keeps 4 KiB pages: this host offers no transparent huge pages", "thp", mode)
 	}
+}
+
+// readyHeapForLoad has the start's load fault its heap in huge pages
+// where memory.huge_pages is on and the host has free 2 MiB blocks to
+// spare (hugepage.ForLoad). The load is about what the view snapshot and
+// the vector snapshot hold, plus a quarter for the maps and lists built
+// beside them; without snapshots (a new store, a start from Badger)
+// there is little to gain and nothing is marked.
+func (d *Daemon) readyHeapForLoad() {
+	if !d.cfg.Memory.HugePages {
+		return
+	}
+	var n int64
+	for _, f := range []string{particle.ViewSnapshotPath(filepath.Join(d.cfg.Data, "graph")), d.vectorSnapshot()} {
+		if fi, err := os.Stat(f); err == nil {
+			n += fi.Size()
+		}
+	}
+	n += n / 4
+	adv := hugepage.ForLoad(n)
+	if adv.Advised > 0 {
+		d.log.Info("the load's heap faults in huge pages", "advised_mib", adv.Advised>>20, "free_huge_mib", adv.Free>>20)
+		return
+	}
+	d.log.Debug("the load's heap faults in 4 KiB pages", "why", adv.Reason, "load_mib", n>>20, "free_huge_mib", adv.Free>>20)
 }
 
 // keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages),

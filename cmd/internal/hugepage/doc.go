@@ -34,4 +34,9 @@
 // a collapse stalls, for milliseconds on a VM, every thread that
 // touches the range it moves or faults a page meanwhile (BENCHMARKS.md,
 // forty-first round).
+//
+// A start is the exception: it loads gigabytes at once, before anything
+// is served, and [ForLoad] marks the heap that load is about to fill,
+// when the kernel has free 2 MiB blocks enough for it (BENCHMARKS.md,
+// fifty-third round).
 package hugepage

@@ -246,3 +246,50 @@ func TestKeeperWaitsForQuiet(t *testing.T) {
 		t.Errorf("a quiet keeper advised %d bytes", st.Advised)
 	}
 }
+
+// TestForLoadFaultsTheLoadInHugePages: where the host's mode is
+// "madvise" and memory is free in 2 MiB blocks, ForLoad marks a range
+// of the heap, and a load allocated after it (1 MiB slices, touched)
+// lies mostly there, in huge pages. Elsewhere it marks nothing and says
+// why.
+func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
+	const n = 256 << 20
+	adv := ForLoad(n)
+	if adv.Advised == 0 {
+		if adv.Reason == "" {
+			t.Fatal("nothing advised, and no reason given")
+		}
+		if Mode() == "madvise" && adv.Free >= 2*n && !strings.Contains(adv.Reason, "refused") {
+			t.Fatalf("mode madvise with %d MiB free in 2 MiB blocks, and nothing advised: %s", adv.Free>>20, adv.Reason)
+		}
+		t.Logf("nothing advised here: %s", adv.Reason)
+		return
+	}
+	if adv.Advised < n-2*hugeSize || adv.hi-adv.lo != uintptr(adv.Advised) {
+		t.Fatalf("advised %d bytes [%x, %x) of a %d-byte load", adv.Advised, adv.lo, adv.hi, n)
+	}
+	load := make([][]byte, 192)
+	inside := 0
+	for i := range load {
+		load[i] = make([]byte, 1<<20)
+		for j := 0; j < len(load[i]); j += 4096 {
+			load[i][j] = 1
+		}
+		if a := uintptr(unsafe.Pointer(&load[i][0])); adv.lo <= a && a < adv.hi {
+			inside++
+		}
+	}
+	if inside < len(load)/2 {
+		t.Fatalf("%d of the load's %d slices lie in the advised range", inside, len(load))
+	}
+	if huge := hugeBytesAt(t, adv.lo); huge < int64(inside-8)<<20 {
+		t.Errorf("the advised range holds %d MiB of huge pages; %d MiB of the load lie in it", huge>>20, inside)
+	}
+}
+
+// TestForLoadSkipsSmallLoads: a load under a huge page is left alone.
+func TestForLoadSkipsSmallLoads(t *testing.T) {
+	if adv := ForLoad(1 << 20); adv.Advised != 0 || adv.Reason == "" {
+		t.Errorf("a 1 MiB load: %+v", adv)
+	}
+}

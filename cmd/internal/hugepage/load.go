@@ -1,0 +1,55 @@
+package hugepage
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// LoadAdvice is what ForLoad did: Advised bytes of the heap marked for
+// huge pages ahead of a load, or why none were.
+type LoadAdvice struct {
+	Advised int64
+	// Free is the free memory the kernel holds in blocks of a huge
+	// page or more, as ForLoad read it (0 where it read none).
+	Free int64
+	// Reason says why nothing was advised ("" when something was).
+	Reason string
+	// lo and hi are the range advised.
+	lo, hi uintptr
+}
+
+// hugeOrder is the buddy allocator's order of a 2 MiB block of 4 KiB
+// pages.
+const hugeOrder = 9
+
+// freeHugeBytes reads /proc/buddyinfo's format from r and returns the
+// free memory held in blocks of hugeOrder or more: what a huge page's
+// fault can take without compacting memory first.
+func freeHugeBytes(r io.Reader) (int64, error) {
+	var free int64
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		// Node 0, zone   Normal  41238  31459 ... (counts by order 0..10)
+		f := strings.Fields(sc.Text())
+		i := 0
+		for i < len(f) && f[i] != "zone" {
+			i++
+		}
+		if i+2 >= len(f) {
+			continue
+		}
+		for order, s := range f[i+2:] {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("buddyinfo: %q: %w", sc.Text(), err)
+			}
+			if order >= hugeOrder {
+				free += n << order * 4096
+			}
+		}
+	}
+	return free, sc.Err()
+}

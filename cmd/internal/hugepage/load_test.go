@@ -1,0 +1,30 @@
+package hugepage
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFreeHugeBytes reads /proc/buddyinfo's format: free blocks of 2 MiB
+// (order 9) and more count, smaller ones do not.
+func TestFreeHugeBytes(t *testing.T) {
+	const info = `Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3
+Node 0, zone    DMA32      2      3      0      2      3      2      1      4      4      2    752
+Node 0, zone   Normal  41238  31459  17451  15561   6224   2925   1024    193    245    925   2195
+`
+	got, err := freeHugeBytes(strings.NewReader(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	want := int64((1+2+925)*2*mib + (3+752+2195)*4*mib)
+	if got != want {
+		t.Errorf("free in 2 MiB blocks or more: %d MiB, want %d MiB", got/mib, want/mib)
+	}
+	if _, err := freeHugeBytes(strings.NewReader("Node 0, zone Normal 1 2 x\n")); err == nil {
+		t.Error("a count that is not a number was accepted")
+	}
+	if n, err := freeHugeBytes(strings.NewReader("")); err != nil || n != 0 {
+		t.Errorf("no zones: %d, %v", n, err)
+	}
+}
