@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -291,5 +292,14 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 func TestForLoadSkipsSmallLoads(t *testing.T) {
 	if adv := ForLoad(1 << 20); adv.Advised != 0 || adv.Reason == "" {
 		t.Errorf("a 1 MiB load: %+v", adv)
+	}
+}
+
+// TestForLoadRespectsTheMemoryLimit: under a Go memory limit smaller
+// than twice the load, nothing is reserved.
+func TestForLoadRespectsTheMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
+	if adv := ForLoad(256 << 20); adv.Advised != 0 || !strings.Contains(adv.Reason, "limit") && !strings.Contains(adv.Reason, "mode") {
+		t.Errorf("a 256 MiB load under a 256 MiB memory limit: %+v", adv)
 	}
 }

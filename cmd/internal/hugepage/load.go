@@ -53,3 +53,34 @@ func freeHugeBytes(r io.Reader) (int64, error) {
 	}
 	return free, sc.Err()
 }
+
+// commitRoom reads /proc/meminfo's format from r and returns how much
+// more the kernel lets the process commit: CommitLimit less
+// Committed_AS. Under strict overcommit (vm.overcommit_memory 2) an
+// allocation past it fails, and the Go runtime dies of it.
+func commitRoom(r io.Reader) (int64, error) {
+	var limit, committed int64 = -1, -1
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || (f[0] != "CommitLimit:" && f[0] != "Committed_AS:") {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("meminfo: %q: %w", sc.Text(), err)
+		}
+		if f[0] == "CommitLimit:" {
+			limit = kb << 10
+		} else {
+			committed = kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if limit < 0 || committed < 0 {
+		return 0, fmt.Errorf("meminfo: no CommitLimit or Committed_AS")
+	}
+	return limit - committed, nil
+}

@@ -5,6 +5,8 @@ package hugepage
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -26,13 +28,21 @@ import (
 // every such fault, which made a start slower (fiftieth round). So
 // ForLoad marks nothing unless the kernel holds at least twice n free in
 // blocks of 2 MiB or more (/proc/buddyinfo), nor where the mode is
-// "always" (the kernel does it unasked) or "never".
+// "always" (the kernel does it unasked) or "never", nor under a Go
+// memory limit smaller than twice n, nor under strict
+// overcommit without room to commit twice n (the reservation is an
+// allocation, and one the kernel refuses kills a Go process).
 func ForLoad(n int64) LoadAdvice {
 	if n < hugeSize {
 		return LoadAdvice{Reason: "a load too small to matter"}
 	}
 	if mode := Mode(); mode != "madvise" {
 		return LoadAdvice{Reason: "transparent huge page mode " + quoteMode(mode)}
+	}
+	if limit := debug.SetMemoryLimit(-1); limit < 2*n {
+		// The reservation would count against the limit, and the
+		// collector would work to free it at every step of the load.
+		return LoadAdvice{Reason: "a Go memory limit under twice the load"}
 	}
 	f, err := os.Open("/proc/buddyinfo")
 	if err != nil {
@@ -45,6 +55,14 @@ func ForLoad(n int64) LoadAdvice {
 	}
 	if free < 2*n {
 		return LoadAdvice{Free: free, Reason: "too little memory free in 2 MiB blocks (a huge page's fault would compact memory)"}
+	}
+	if strict, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || strings.TrimSpace(string(strict)) == "2" {
+		// Under strict overcommit the reservation is committed memory:
+		// past the limit the allocation would kill the process.
+		room, err := readCommitRoom()
+		if err != nil || room < 2*n {
+			return LoadAdvice{Free: free, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
+		}
 	}
 	lo, hi := reserveAdvised(n)
 	runtime.GC() // the reserve's pages go back to the heap, untouched and marked
@@ -68,6 +86,15 @@ func reserveAdvised(n int64) (lo, hi uintptr) {
 		return 0, 0
 	}
 	return lo, hi
+}
+
+func readCommitRoom() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return commitRoom(f)
 }
 
 func quoteMode(m string) string {

@@ -28,3 +28,26 @@ Node 0, zone   Normal  41238  31459  17451  15561   6224   2925   1024    193   
 		t.Errorf("no zones: %d, %v", n, err)
 	}
 }
+
+// TestCommitRoom reads /proc/meminfo's format: the commit limit less
+// what is committed, and an error where either is missing.
+func TestCommitRoom(t *testing.T) {
+	const info = `MemTotal:       24683620 kB
+CommitLimit:    12341808 kB
+Committed_AS:      47736 kB
+VmallocTotal:   34359738367 kB
+`
+	got, err := commitRoom(strings.NewReader(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(12341808-47736) << 10; got != want {
+		t.Errorf("commit room %d, want %d", got, want)
+	}
+	if _, err := commitRoom(strings.NewReader("MemTotal: 1 kB\nCommitLimit: 5 kB\n")); err == nil {
+		t.Error("a meminfo without Committed_AS was read")
+	}
+	if _, err := commitRoom(strings.NewReader("CommitLimit: x kB\nCommitted_AS: 1 kB\n")); err == nil {
+		t.Error("a limit that is not a number was read")
+	}
+}
