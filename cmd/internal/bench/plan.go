@@ -49,6 +49,10 @@ type recorder struct {
 	// The last search's filter (nil: none) and the index's work in it.
 	f    *wave.Filter
 	work wave.SearchStats
+	// busy is the daemon's planner, told of every call (NoteCall) so
+	// that the daemon's idle-time work (the huge-page keeper) waits for
+	// the recall pass as it would for the daemon's own calls.
+	busy *planner.Planner
 }
 
 func (x *recorder) Add(id uint64, v []float32, m wave.Meta) error { return x.approx.Add(id, v, m) }
@@ -93,6 +97,9 @@ func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 // plan asks query i through p, which must search x once.
 func (x *recorder) plan(ctx context.Context, p *planner.Planner, i int, req *planner.Request) error {
 	x.searches = 0
+	if x.busy != nil {
+		x.busy.NoteCall()
+	}
 	if _, err := p.Plan(ctx, req); err != nil {
 		return fmt.Errorf("query %d: %w", i, err)
 	}
@@ -491,6 +498,9 @@ func (r *runner) inProcess(ctx context.Context) error {
 					ans := new(planner.Answer)
 					return func(i int, c *call) error {
 						req := reqs[i]
+						if pl.p != r.d.Planner() {
+							r.d.Planner().NoteCall() // the daemon's idle-time work waits, as for its own calls
+						}
 						t := time.Now()
 						ans.Reset()
 						err := pl.p.PlanInto(ctx, &req, ans)
@@ -536,7 +546,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 // each search would find the caches emptied by the scan before it.
 func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.Flat, emb embed.Embedder, o planner.Options) error {
 	t := time.Now()
-	rec := &recorder{approx: r.d.VectorIndex(), exact: newBrute(store), check: flat, flat: flat}
+	rec := &recorder{approx: r.d.VectorIndex(), exact: newBrute(store), check: flat, flat: flat, busy: r.d.Planner()}
 	if rec.exact.Len() != flat.Len() {
 		return fmt.Errorf("exact search holds %d vectors, wave.Flat %d", rec.exact.Len(), flat.Len())
 	}
