@@ -65,22 +65,26 @@ func newSideList(want int) *sideList {
 }
 
 // len is the number of entries the list has published (live and dead).
-func (l *sideList) len() int {
-	s := l.segs.Load()
-	if len(s.d) == 0 {
+func (l *sideList) len() int { return l.segs.Load().len() }
+
+// room is the number of entries the list's segments have room for.
+func (l *sideList) room() int { return l.segs.Load().room() }
+
+// len is the number of entries s's segments have published.
+func (s *sideSegs) len() int {
+	k := len(s.d) - 1
+	if k < 0 {
 		return 0
 	}
-	k := len(s.d) - 1
 	return s.start[k] + s.d[k].len()
 }
 
-// room is the number of entries the list's segments have room for.
-func (l *sideList) room() int {
-	s := l.segs.Load()
-	if len(s.d) == 0 {
+// room is the number of entries s's segments have room for.
+func (s *sideSegs) room() int {
+	k := len(s.d) - 1
+	if k < 0 {
 		return 0
 	}
-	k := len(s.d) - 1
 	return s.start[k] + len(s.d[k].ids)
 }
 
@@ -102,10 +106,7 @@ func (l *sideList) push(e ivfEntry, dim int) int {
 
 // addSegment publishes s with an empty segment added and returns it.
 func (l *sideList) addSegment(s *sideSegs, dim int) *sideSegs {
-	total := 0
-	if k := len(s.d) - 1; k >= 0 {
-		total = s.start[k] + len(s.d[k].ids)
-	}
+	total := s.room()
 	room := segmentAfter(total)
 	if l.want > total {
 		room = l.want - total
@@ -150,8 +151,8 @@ func (l *sideList) appendTo(pre []*listData) []*listData {
 // only).
 func (l *sideList) trim(dim int) {
 	s := l.segs.Load()
-	k := len(s.d) - 1
-	if k < 0 || l.room() <= l.len()+l.len()/8 {
+	k, n := len(s.d)-1, s.len()
+	if k < 0 || s.room() <= n+n/8 {
 		return
 	}
 	ns := &sideSegs{d: slices.Clone(s.d), start: s.start}

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -147,11 +147,7 @@ func compareRows(names map[string]bool, patterns []string) ([]string, error) {
 		}
 		return rows, nil
 	}
-	all := make([]string, 0, len(names))
-	for k := range names {
-		all = append(all, k)
-	}
-	sort.Strings(all)
+	all := slices.Sorted(maps.Keys(names))
 	var rows []string
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {

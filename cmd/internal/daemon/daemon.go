@@ -141,7 +141,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// collection meanwhile would mark gigabytes to free little, on the
 	// cores the load needs. GC is off until the daemon serves (a
 	// memory limit set with GOMEMLIMIT still applies).
-	d.readyHeapForLoad()
+	d.readyHeapForLoad(so)
 	restoreGC := particle.PauseGC()
 	defer restoreGC()
 	var storeErr, indexErr, keywordErr error

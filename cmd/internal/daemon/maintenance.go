@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -138,16 +137,21 @@ func (d *Daemon) hugePages(ctx context.Context) {
 
 // readyHeapForLoad has the start's load fault its heap in huge pages
 // where memory.huge_pages is on and the host has free 2 MiB blocks to
-// spare (hugepage.ForLoad). The load is about what the view snapshot and
-// the vector snapshot hold, plus a quarter for the maps and lists built
-// beside them; without snapshots (a new store, a start from Badger)
-// there is little to gain and nothing is marked.
-func (d *Daemon) readyHeapForLoad() {
+// spare (hugepage.ForLoad). The load is about what the view snapshot
+// (when the store so loads its view) and the vector snapshot hold, plus
+// a quarter for the maps and lists built beside them; without snapshots
+// (a new store, a start from Badger) there is little to gain and
+// nothing is marked.
+func (d *Daemon) readyHeapForLoad(so particle.Options) {
 	if !d.cfg.Memory.HugePages {
 		return
 	}
+	files := []string{d.vectorSnapshot()}
+	if so.ViewSnapshot {
+		files = append(files, particle.ViewSnapshotPath(so.Dir))
+	}
 	var n int64
-	for _, f := range []string{particle.ViewSnapshotPath(filepath.Join(d.cfg.Data, "graph")), d.vectorSnapshot()} {
+	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
 			n += fi.Size()
 		}

@@ -65,6 +65,17 @@ func collapseErr(t *testing.T) error {
 // hugeBytesAt is the AnonHugePages of the mapping holding addr, from
 // /proc/self/smaps.
 func hugeBytesAt(t *testing.T, addr uintptr) int64 {
+	var kb int64
+	if n, _ := fmt.Sscanf(smapsField(t, addr, "AnonHugePages:"), "%d kB", &kb); n != 1 {
+		t.Fatalf("no AnonHugePages for the mapping holding %x", addr)
+	}
+	return kb << 10
+}
+
+// smapsField is the rest of the line starting with field in the entry
+// of /proc/self/smaps for the mapping holding addr.
+func smapsField(t *testing.T, addr uintptr, field string) string {
+	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
@@ -78,15 +89,12 @@ func hugeBytesAt(t *testing.T, addr uintptr) int64 {
 			in = lo <= addr && addr < hi
 			continue
 		}
-		var kb int64
-		if in {
-			if n, _ := fmt.Sscanf(sc.Text(), "AnonHugePages: %d kB", &kb); n == 1 {
-				return kb << 10
-			}
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok && in {
+			return strings.TrimSpace(rest)
 		}
 	}
 	t.Fatalf("no mapping holds %x", addr)
-	return 0
+	return ""
 }
 
 // residentMapping maps n bytes of private anonymous memory (as the
@@ -298,25 +306,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 // vmFlagsAt is the VmFlags of the mapping holding addr, from
 // /proc/self/smaps ("hg": marked MADV_HUGEPAGE).
 func vmFlagsAt(t *testing.T, addr uintptr) []string {
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(sc.Text(), "%x-%x", &lo, &hi); n == 2 && strings.Contains(sc.Text(), " ") {
-			in = lo <= addr && addr < hi
-			continue
-		}
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmFlags:"); ok && in {
-			return strings.Fields(rest)
-		}
-	}
-	t.Fatalf("no mapping holds %x", addr)
-	return nil
+	return strings.Fields(smapsField(t, addr, "VmFlags:"))
 }
 
 // TestForLoadSkipsSmallLoads: a load under a huge page is left alone.
