@@ -2,7 +2,9 @@ package particle
 
 import (
 	"math"
+	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ctxgraph/ctxgraph/wave"
 )
@@ -38,6 +40,39 @@ type edgeCodes struct {
 
 // codeChunkSeqs is how many seqs a chunk covers.
 const codeChunkSeqs = 1 << 12
+
+// newCodeChunk makes a chunk of stale codes of dim bytes each. Its codes
+// lie outside Go's heap where the kernel maps memory for them
+// (anonMemory): they hold no pointers, so the collector has nothing to
+// do with them, and nothing zeroes them but the kernel, when the coder
+// first writes a page. On the heap, each chunk was cleared as it was
+// made. A load makes every chunk at once (loaded), and where the
+// daemon's start had readied its heap for huge pages (the heap's free
+// pages are then all cleared before reuse) that clearing was 0.5 GB of
+// a 1M-edge store's start, on its critical path (BENCHMARKS.md,
+// fifty-fourth round). The memory goes back to the kernel once the
+// chunk is unreachable: a reader never keeps a code past its call
+// ([Reader.EdgeCode]), and the view holds its chunks while it is read.
+func newCodeChunk(dim int) *codeChunk {
+	n := codeChunkSeqs * dim
+	ch := &codeChunk{}
+	mem, free := anonMemory(n)
+	if mem == nil {
+		ch.codes = make([]int8, n)
+		return ch
+	}
+	ch.codes = unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(mem))), n)
+	codeBytesMapped.Add(int64(n))
+	runtime.AddCleanup(ch, func(free func()) {
+		free()
+		codeBytesMapped.Add(-int64(n))
+	}, free)
+	return ch
+}
+
+// codeBytesMapped is the bytes of code chunks mapped outside the heap
+// and not yet released.
+var codeBytesMapped atomic.Int64
 
 type codeChunk struct {
 	codes []int8 // dim per seq
@@ -126,8 +161,9 @@ func (c *edgeCodes) cover(seq uint64) {
 // their allocations were paid for in the collector's work: a 1M-edge
 // store's first expansion took 0.56-0.75 s (BENCHMARKS.md, forty-third
 // round). Made during the load, while the collector rests, they are
-// fresh pages the kernel zeroes when the coder writes them (every code
-// is made soon after a daemon serves: Store.CodeAll).
+// mapped memory the kernel zeroes when the coder writes it (every code
+// is made soon after a daemon serves: Store.CodeAll), off the start's
+// path (newCodeChunk).
 func (c *edgeCodes) loaded(edges []*Edge) {
 	for _, e := range edges {
 		if e != nil && len(e.Embedding) > 0 {
@@ -140,7 +176,7 @@ func (c *edgeCodes) loaded(edges []*Edge) {
 	}
 	if c.dim > 0 {
 		for k := range c.chunks {
-			c.chunks[k].Store(&codeChunk{codes: make([]int8, codeChunkSeqs*c.dim)})
+			c.chunks[k].Store(newCodeChunk(c.dim))
 		}
 	}
 }
@@ -161,7 +197,7 @@ func (r Reader) EdgeCode(seq uint64) (code []int8, scale float32, ok bool) {
 	if ch == nil {
 		// The first code of its chunk: make the chunk (a reader racing
 		// this one may make it too; one of them is kept).
-		c.chunks[k].CompareAndSwap(nil, &codeChunk{codes: make([]int8, codeChunkSeqs*c.dim)})
+		c.chunks[k].CompareAndSwap(nil, newCodeChunk(c.dim))
 		ch = c.chunks[k].Load()
 	}
 	i := int(seq % codeChunkSeqs)

@@ -57,3 +57,14 @@ func diskFree(dir string) (uint64, bool) {
 	}
 	return st.Bavail * uint64(st.Bsize), true
 }
+
+// anonMemory is n bytes of zeroed memory outside Go's heap, or nil if
+// the kernel refuses them. The kernel gives a page its memory when it is
+// first written, and free holds them until the mapping is released.
+func anonMemory(n int) (mem []byte, free func()) {
+	mem, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, nil
+	}
+	return mem, func() { _ = syscall.Munmap(mem) }
+}
