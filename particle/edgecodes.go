@@ -74,6 +74,12 @@ func newCodeChunk(dim int) *codeChunk {
 // and not yet released.
 var codeBytesMapped atomic.Int64
 
+// MappedCodeBytes is the memory the process's stores hold for edge codes
+// outside Go's heap (newCodeChunk): the runtime's memory statistics leave
+// it out. A closed store's goes back to the kernel once a collection
+// finds its chunks unreachable. Pages not yet written hold no memory.
+func MappedCodeBytes() int64 { return codeBytesMapped.Load() }
+
 type codeChunk struct {
 	codes []int8 // dim per seq
 	// state holds, per seq, codeStale, codeBusy, codeNone, or the

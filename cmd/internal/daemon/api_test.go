@@ -260,6 +260,11 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 	if m := regexp.MustCompile(`ctxgraph_vector_index_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: vector index bytes %q", m)
 	}
+	// The planner calls above scored edges by their codes, whose chunk
+	// is mapped outside the heap.
+	if m := regexp.MustCompile(`ctxgraph_store_edge_codes_mapped_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+		t.Errorf("/metrics: edge codes mapped %q", m)
+	}
 	for _, split := range []string{"agent", "time"} {
 		if m := regexp.MustCompile(`ctxgraph_vector_index_split_ready\{split="` + split + `"\} ([01])\n`).FindStringSubmatch(string(raw)); len(m) != 2 {
 			t.Errorf("/metrics lacks the split by %s's readiness", split)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
@@ -117,6 +118,9 @@ func (m *metrics) registerStore(d *Daemon) {
 			Name: "ctxgraph_vector_index_bytes", Help: "Memory the vector index holds beside the float vectors it shares with the graph (its codes, ids, metadata and lists; with its splits).",
 		}, func() float64 { return float64(x.Bytes()) }))
 	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_edge_codes_mapped_bytes", Help: "Memory mapped outside the Go heap for the edges' int8 codes (the expansion's similarity bounds), which Go's memory statistics leave out: the pages written so far are resident.",
+	}, func() float64 { return float64(particle.MappedCodeBytes()) }))
 	for split, ready := range map[string]func(*wave.IVF) bool{"agent": (*wave.IVF).SplitReady, "time": (*wave.IVF).TimeSplitReady} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ctxgraph_vector_index_split_ready", ConstLabels: prometheus.Labels{"split": split},
