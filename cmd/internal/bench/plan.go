@@ -554,6 +554,7 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	var all, selective, sameAgent, aLat, eLat, uLat, agree dist
 	var misses recallLog
 	reqs := r.requests(1)
+	r.exactTop = make([][]uint64, len(reqs))
 	const (
 		checked    = 20  // queries on which brute must equal wave.Flat
 		timedScans = 100 // queries on which an unfiltered scan is timed
@@ -576,6 +577,7 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		if len(ex) == 0 {
 			continue
 		}
+		r.exactTop[i] = ex
 		got := ids(rec.a, 10)
 		rc := float64(overlap(got, ex)) / float64(len(ex))
 		all.add(rc)
@@ -621,6 +623,48 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	r.fig["truth.agreement_at_10"] = agree.mean()
 	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f; %d same-agent: %.4f; of the exact hits missed, %d, %d are nodes); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
 		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), misses.missed, misses.nodes, aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
+	return nil
+}
+
+// recallAfterReopen asks the recall pass's queries again, of the index
+// the reopened daemon serves (read from its snapshot, its splits filled
+// in the background), against the exact answers of that pass: the index
+// a restarted daemon serves is built another way than ingest's. Nothing
+// without a recall pass.
+func (r *runner) recallAfterReopen(ctx context.Context) error {
+	if r.exactTop == nil || r.d == nil {
+		return nil
+	}
+	t := time.Now()
+	emb, err := embed.New(r.cfg.EmbedOptions())
+	if err != nil {
+		return err
+	}
+	rec := &recorder{approx: r.d.VectorIndex(), alone: true, busy: r.d.Planner()}
+	p := planner.New(r.d.Store(), rec, emb, nil, planner.Options{HypothesisBelow: r.cfg.Planner.HypothesisBelow, PerNodeFanout: r.cfg.Planner.PerNodeFanout})
+	var all, selective, sameAgent dist
+	reqs := r.requests(1)
+	for i, ex := range r.exactTop {
+		if len(ex) == 0 {
+			continue
+		}
+		if err := rec.plan(ctx, p, i, &reqs[i]); err != nil {
+			return fmt.Errorf("after the reopen: %w", err)
+		}
+		rc := float64(overlap(ids(rec.a, 10), ex)) / float64(len(ex))
+		all.add(rc)
+		if r.qs[i].Admitted < 0.01 {
+			selective.add(rc)
+		}
+		if reqs[i].SameAgent {
+			sameAgent.add(rc)
+		}
+	}
+	r.fig["reopen.recall_at_10"] = all.mean()
+	r.fig["reopen.recall_at_10_selective"] = selective.mean()
+	r.fig["reopen.recall_at_10_same_agent"] = sameAgent.mean()
+	r.say("after the reopen: prefilter recall@10 %.4f over %d queries (%d admitting < 1%%: %.4f; %d same-agent: %.4f) against the recall pass's exact answers (%.1fs)",
+		all.mean(), all.n(), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), time.Since(t).Seconds())
 	return nil
 }
 

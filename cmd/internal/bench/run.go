@@ -150,6 +150,10 @@ type runner struct {
 	w            *workload
 	qs           []Query
 	t0           time.Time
+	// exactTop is each query's exact top 10 ids from the recall pass
+	// (nil where exact search found none), for the recall after the
+	// reopen: the store is the same, so is the exact answer.
+	exactTop [][]uint64
 }
 
 // Run measures ctxgraph on a workload: it loads it through the real
@@ -546,5 +550,5 @@ func (r *runner) reopen(ctx context.Context) error {
 	r.say("reopened in %.2fs (%d vectors; the index's splits filled at %.2fs); RSS %.0f MB (%.0f B/edge), disk %.0f MB (%.0f B/edge; the view snapshot %.0f MB of it)",
 		r.fig["reopen_s"], d.VectorIndex().Len(), r.fig["reopen.splits_ready_s"], r.fig["rss_bytes"]/1e6, r.fig["rss_bytes_per_edge"],
 		r.fig["disk_bytes"]/1e6, r.fig["disk_bytes_per_edge"], r.fig["disk.view_snapshot_bytes"]/1e6)
-	return nil
+	return r.recallAfterReopen(ctx)
 }
