@@ -3,6 +3,7 @@ package wave
 import (
 	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -326,30 +327,20 @@ func (x *IVF) fillSideLocked(sd *ivfSide) {
 
 // fillSide passes over the lists, one list under the lock at a time, so
 // that ingest and searches go on, until a pass found every entry where
-// it looked for it and no pass was asked for meanwhile.
+// it looked for it and no pass was asked for meanwhile. The catch-alls'
+// index trains for the catch-alls to come (trainFor) while the first
+// pass adds the keyed items; the catch-alls follow once it has.
 func (x *IVF) fillSide(sd *ivfSide) {
-	x.reserveSide(sd)
+	sample, shared := x.reserveSide(sd)
+	trained := make(chan struct{})
+	go func() {
+		defer close(trained)
+		sd.shared.trainFor(sample, shared)
+	}()
+	x.fillPass(sd, true)
+	<-trained
 	for {
-		st := x.st.Load()
-		moved := false
-		for li := range st.lists {
-			x.mu.Lock()
-			d := st.lists[li].d.Load()
-			for i := range d.len() {
-				if !sd.lacks(d, i) {
-					continue
-				}
-				id := d.ids[i]
-				if loc, ok := x.ids.get(id); !ok || x.st.Load() != st || loc != (ivfLoc{uint32(li), uint32(i)}) {
-					// Moved since the pass began (a retraining, a
-					// compaction): the next pass finds it where it is.
-					moved = true
-					continue
-				}
-				x.sideAdd(sd, id, unsafe.Slice(d.vecs[i].Load(), x.dim), d.metas[i].meta())
-			}
-			x.mu.Unlock()
-		}
+		st, moved := x.fillPass(sd, false)
 		x.mu.Lock()
 		if !sd.again && !moved && x.st.Load() == st {
 			sd.filling = false
@@ -361,27 +352,73 @@ func (x *IVF) fillSide(sd *ivfSide) {
 	}
 }
 
-// reserveSide sizes the keys' lists for the items a fill is about to
-// add, so that a reopen's split holds no room to grow into.
-func (x *IVF) reserveSide(sd *ivfSide) {
-	want := map[uint32]int{}
-	st := x.st.Load()
+// fillPass adds to the split the items it lacks (the keyed ones alone
+// with keyedOnly) from the lists of x's current state, which it returns
+// with whether some item moved since the pass began (a retraining, a
+// compaction: the next pass finds it where it is).
+func (x *IVF) fillPass(sd *ivfSide, keyedOnly bool) (st *ivfState, moved bool) {
+	st = x.st.Load()
+	x.eachLacking(sd, st, func(li int, d *listData, i int) {
+		m := d.metas[i].meta()
+		if _, keyed := sd.key(m); keyedOnly && !keyed {
+			return
+		}
+		id := d.ids[i]
+		if loc, ok := x.ids.get(id); !ok || x.st.Load() != st || loc != (ivfLoc{uint32(li), uint32(i)}) {
+			moved = true
+			return
+		}
+		x.sideAdd(sd, id, unsafe.Slice(d.vecs[i].Load(), x.dim), m)
+	})
+	return st, moved
+}
+
+// eachLacking calls fn with each entry of st's lists that the split
+// lacks (ivfSide.lacks), holding x's mu over one list at a time so that
+// ingest and searches go on between them.
+func (x *IVF) eachLacking(sd *ivfSide, st *ivfState, fn func(li int, d *listData, i int)) {
 	for li := range st.lists {
 		x.mu.Lock()
 		d := st.lists[li].d.Load()
 		for i := range d.len() {
-			if key, ok := sd.key(d.metas[i].meta()); ok && sd.lacks(d, i) {
-				want[key]++
+			if sd.lacks(d, i) {
+				fn(li, d, i)
 			}
 		}
 		x.mu.Unlock()
 	}
+}
+
+// reserveSide sizes the keys' lists for the items a fill is about to
+// add, so that a reopen's split holds no room to grow into, and returns
+// the number of catch-alls it is about to add with a uniform sample of
+// their vectors (at most a retraining's), for the catch-alls' index to
+// train on first (IVF.trainFor).
+func (x *IVF) reserveSide(sd *ivfSide) (sample [][]float32, shared int) {
+	want := map[uint32]int{}
+	rng := rand.New(rand.NewPCG(x.opt.Seed, uint64(sd.by)))
+	x.eachLacking(sd, x.st.Load(), func(_ int, d *listData, i int) {
+		if key, ok := sd.key(d.metas[i].meta()); ok {
+			want[key]++
+			return
+		}
+		// Reservoir sampling: each catch-all so far is in the sample
+		// with the same chance.
+		shared++
+		v := unsafe.Slice(d.vecs[i].Load(), x.dim)
+		if len(sample) < ivfMaxSample {
+			sample = append(sample, v)
+		} else if j := rng.IntN(shared); j < ivfMaxSample {
+			sample[j] = v
+		}
+	})
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for key, n := range want {
 		l, _ := sd.list(key)
 		l.reserve(l.len() + n)
 	}
+	return sample, shared
 }
 
 // sideCleanup compacts the keys' lists holding tombstones and the

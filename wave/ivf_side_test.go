@@ -272,13 +272,7 @@ func TestSplitByAgentOfAFilledIndex(t *testing.T) {
 	vecs, qs := all[:n], all[n:]
 	x, flat := buildIVFMeta(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, splitMeta)
 	x.SplitByAgent()
-	deadline := time.Now().Add(30 * time.Second)
-	for !x.SplitReady() {
-		if time.Now().After(deadline) {
-			t.Fatal("split of a filled index not ready after 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitReady(t, x.SplitReady, "the split of a filled index")
 	sd := x.sides[byAgent].Load()
 	for slot, l := range sd.lists.Load().lists {
 		if l.room() != l.len() {
@@ -290,5 +284,43 @@ func TestSplitByAgentOfAFilledIndex(t *testing.T) {
 		if r := recall(t, x, flat, qs, 10, f); r < 0.95 {
 			t.Errorf("filter %+v: recall@10 = %.4f, want >= 0.95", *f, r)
 		}
+	}
+}
+
+// TestSplitFillTrainsTheCatchAllsOnASample: a split filled from an index
+// that holds its items already trains its catch-alls' index once, for
+// all of them, on a sample from every list; added in the index's list
+// order, they had trained it on the first lists' corner of the space.
+// Searches through both splits keep their recall.
+func TestSplitFillTrainsTheCatchAllsOnASample(t *testing.T) {
+	const n = 24000
+	all := clustered(27, n+100, 32, 60)
+	vecs, qs := all[:n], all[n:]
+	x, flat := buildIVFMeta(t, vecs, IVFOptions{Seed: 1, TrainAt: 1000}, splitMeta)
+	x.SplitByAgent()
+	x.SplitByTime()
+	waitReady(t, x.SplitsReady, "the splits of a filled index")
+	sd := x.sides[byAgent].Load()
+	sd.shared.WaitRebuild()
+	if got, want := sd.shared.trained, sd.shared.Len(); got != want {
+		t.Errorf("the catch-alls' index trained at %d items, want once at the fill's %d", got, want)
+	}
+	for _, f := range splitFilters(n) {
+		wantRecall(t, x, flat, qs, f)
+	}
+	for _, f := range []*Filter{{From: int64(n / 2), To: int64(n/2 + 300)}, {From: int64(n / 5), To: int64(n/5 + 600), MinConfidence: 100}} {
+		wantRecall(t, x, flat, qs, f)
+	}
+}
+
+// waitReady waits up to a minute for ready, failing t naming what.
+func waitReady(t *testing.T, ready func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after a minute", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
