@@ -62,12 +62,24 @@ func newCodeChunk(dim int) *codeChunk {
 		return ch
 	}
 	ch.codes = unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(mem))), n)
+	ch.mapping = &codeMapping{bytes: n, free: free}
 	codeBytesMapped.Add(int64(n))
-	runtime.AddCleanup(ch, func(free func()) {
-		free()
-		codeBytesMapped.Add(-int64(n))
-	}, free)
+	runtime.AddCleanup(ch, (*codeMapping).release, ch.mapping)
 	return ch
+}
+
+// codeMapping is a chunk's codes' memory outside the heap, released by
+// the chunk's cleanup.
+type codeMapping struct {
+	bytes    int
+	free     func()
+	released atomic.Bool
+}
+
+func (m *codeMapping) release() {
+	m.free()
+	m.released.Store(true)
+	codeBytesMapped.Add(-int64(m.bytes))
 }
 
 // codeBytesMapped is the bytes of code chunks mapped outside the heap
@@ -82,6 +94,9 @@ func MappedCodeBytes() int64 { return codeBytesMapped.Load() }
 
 type codeChunk struct {
 	codes []int8 // dim per seq
+	// mapping is the codes' memory when mapped outside the heap (nil
+	// on the heap).
+	mapping *codeMapping
 	// state holds, per seq, codeStale, codeBusy, codeNone, or the
 	// float32 bits of the scale of a code made (a zero scale as -0).
 	state [codeChunkSeqs]atomic.Uint32
