@@ -207,6 +207,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"reopen until the first answer, s (Start alone)", n("reopen_s", 2) + " (" + n("reopen.start_s", 2) + ")", "—", "≤ 5 at 1M edges", verdict("reopen_s")},
 		row{"… prefilter recall@10 after it (the index read from its snapshot, its splits filled after the start): all / admitting < 1% / same-agent",
 			n("reopen.recall_at_10", 3) + " / " + n("reopen.recall_at_10_selective", 3) + " / " + n("reopen.recall_at_10_same_agent", 3), "", "≥ 0.95", ""},
+		row{"… planner in-process after it, 1 hop, 1 thread, p50 / p99 µs; each query's faster of two passes, p99 µs",
+			pair("reopen.planner.in_process.p50_us", "reopen.planner.in_process.p99_us", 0) + "; " + n("reopen.planner.in_process.best_of_2.p99_us", 0), "", "p99 ≤ 1,000", ""},
 		row{"… the start, s: Badger's open, the sequence lease, the view's load; beside them the vector and keyword indexes read; then the vector index made ready; beside it the adjacency; serving",
 			n("reopen.start.badger_s", 2) + ", " + n("reopen.start.lease_s", 2) + ", " + n("reopen.start.view_s", 2) + "; " + n("reopen.start.vectors_s", 2) + "; " +
 				n("reopen.start.index_s", 2) + "; " + n("reopen.start.links_s", 2) + "; " + n("reopen.start.serve_s", 2), "—", "", ""},
