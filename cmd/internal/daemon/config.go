@@ -182,7 +182,9 @@ type Config struct {
 		// alone; -1 turns collection off but for LimitMiB.
 		GCPercent int `yaml:"gc_percent"`
 		// LimitMiB is a soft memory limit (GOMEMLIMIT), MiB: near it the
-		// collector runs as often as it must. 0 leaves Go's setting
+		// collector runs as often as it must. It budgets the edges'
+		// codes too, which live outside Go's heap: Go's own limit is
+		// what they leave of it (at least half). 0 leaves Go's setting
 		// (and a GOMEMLIMIT environment variable) alone.
 		LimitMiB int64 `yaml:"limit_mib"`
 	} `yaml:"memory"`

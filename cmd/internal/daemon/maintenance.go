@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,6 +108,13 @@ func (d *Daemon) startMaintenance(ctx context.Context) {
 		})
 	}
 	d.hugePages(ctx)
+	if d.cfg.Memory.LimitMiB > 0 {
+		d.fitMemoryLimit()
+		d.every(ctx, memoryLimitInterval, "memory limit", func(context.Context) error {
+			d.fitMemoryLimit()
+			return nil
+		})
+	}
 	if d.cfg.Retention.Enabled && len(d.cfg.Retention.Rules) > 0 {
 		d.every(ctx, d.cfg.Retention.Interval, "retention", func(ctx context.Context) error {
 			_, err := d.RunRetention(ctx, time.Now())
@@ -114,6 +122,24 @@ func (d *Daemon) startMaintenance(ctx context.Context) {
 		})
 	}
 }
+
+// memoryLimitInterval is how often fitMemoryLimit follows the edges'
+// codes as the graph grows (a chunk of codes is 1.5 MB at 384
+// dimensions, one for every 4,096 edges).
+const memoryLimitInterval = 10 * time.Second
+
+// fitMemoryLimit keeps memory.limit_mib the budget of the daemon's
+// memory, not of Go's alone: Go's soft limit is set to it less what
+// the edges' codes hold outside the heap (particle.MappedCodeBytes),
+// which Go does not count (0.5 GB at 1M edges).
+func (d *Daemon) fitMemoryLimit() {
+	debug.SetMemoryLimit(goMemoryLimit(d.cfg.Memory.LimitMiB<<20, particle.MappedCodeBytes()))
+}
+
+// goMemoryLimit is Go's share of a memory budget of which outside bytes
+// are held outside its heap: the rest, but never under half the budget
+// (a collector that ran without end would not give the codes back).
+func goMemoryLimit(budget, outside int64) int64 { return max(budget-outside, budget/2) }
 
 // hugePages backs the heap with huge pages as memory.huge_pages and the
 // host's transparent huge page mode allow: in mode "madvise" (the

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/ctxgraph/ctxgraph/particle"
 )
 
 func TestStorageValueThresholdIsValidated(t *testing.T) {
@@ -28,12 +31,33 @@ func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(prevGC); debug.SetMemoryLimit(prevLimit) })
 	cfg := testConfig(t.TempDir())
 	cfg.Memory.GCPercent, cfg.Memory.LimitMiB = 300, 8192
+	// Codes other stores of this process mapped (released as
+	// collections find them unreachable, never added here: the new
+	// store holds no edge) are budgeted out of Go's share.
+	mapped := particle.MappedCodeBytes()
 	startDaemon(t, cfg)
 	if gc := debug.SetGCPercent(100); gc != 300 {
 		t.Errorf("GC percent %d after a start with gc_percent 300", gc)
 	}
-	if limit := debug.SetMemoryLimit(-1); limit != 8192<<20 {
-		t.Errorf("memory limit %d after a start with limit_mib 8192", limit)
+	if limit := debug.SetMemoryLimit(-1); limit > 8192<<20 || limit < 8192<<20-mapped {
+		t.Errorf("memory limit %d after a start with limit_mib 8192, %d bytes of codes mapped before", limit, mapped)
+	}
+	// A store with edges maps their codes as it loads: the limit a
+	// start sets leaves room for them, one chunk at least.
+	dir := t.TempDir()
+	d := startDaemon(t, testConfig(dir))
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg = testConfig(dir)
+	cfg.Memory.LimitMiB = 8192
+	startDaemon(t, cfg)
+	chunk := int64(4096 * cfg.Embed.Dimensions) // particle's codeChunkSeqs
+	if limit := debug.SetMemoryLimit(-1); limit > 8192<<20-chunk {
+		t.Errorf("memory limit %d after a start with limit_mib 8192 and a store whose codes are mapped, want at most %d", limit, 8192<<20-chunk)
 	}
 	// The defaults leave both alone.
 	debug.SetGCPercent(150)
@@ -77,4 +101,20 @@ func TestStorageValueLogFileIsValidated(t *testing.T) {
 	}
 	checkSizeBounds(t, "storage.value_log_file_mib", func(c *Config, v int) { c.Storage.ValueLogFileMiB = v },
 		[]int{0, -1, 2048}, []int{1, 64, 2047})
+}
+
+// TestGoMemoryLimitLeavesRoomForTheCodes: memory.limit_mib is the
+// daemon's budget; Go's share is what the codes outside its heap leave,
+// never under half.
+func TestGoMemoryLimitLeavesRoomForTheCodes(t *testing.T) {
+	const gib = int64(1) << 30
+	for _, c := range []struct{ budget, outside, want int64 }{
+		{4 * gib, 0, 4 * gib},
+		{4 * gib, gib / 2, 4*gib - gib/2},
+		{4 * gib, 3 * gib, 2 * gib},
+	} {
+		if got := goMemoryLimit(c.budget, c.outside); got != c.want {
+			t.Errorf("goMemoryLimit(%d, %d) = %d, want %d", c.budget, c.outside, got, c.want)
+		}
+	}
 }
