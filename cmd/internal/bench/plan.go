@@ -467,15 +467,12 @@ func (r *runner) inProcess(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	popts := func() planner.Options {
-		return planner.Options{HypothesisBelow: r.cfg.Planner.HypothesisBelow, PerNodeFanout: r.cfg.Planner.PerNodeFanout}
-	}
-	if err := r.recall(ctx, store, flat, emb, popts()); err != nil {
+	if err := r.recall(ctx, store, flat, emb, r.plannerOptions()); err != nil {
 		return err
 	}
 	r.fig["memory.huge_pages_mb"] = float64(hugeBytes()) / 1e6
 	r.say("memory: %.0f of %.0f MB resident in huge pages (memory.huge_pages)", r.fig["memory.huge_pages_mb"], float64(rss())/1e6)
-	exact := planner.New(store, flat, emb, nil, popts())
+	exact := planner.New(store, flat, emb, nil, r.plannerOptions())
 	nExact := len(r.requests(1))
 	if r.o.ExactQueries > 0 {
 		nExact = min(nExact, r.o.ExactQueries)
@@ -556,7 +553,8 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		return fmt.Errorf("exact search holds %d vectors, wave.Flat %d", rec.exact.Len(), flat.Len())
 	}
 	p := planner.New(store, rec, emb, nil, o)
-	var all, selective, sameAgent, aLat, eLat, uLat, agree dist
+	var rc recallDists
+	var aLat, eLat, uLat, agree dist
 	var misses recallLog
 	reqs := r.requests(1)
 	r.exactTop = make([][]uint64, len(reqs))
@@ -583,16 +581,9 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 			continue
 		}
 		r.exactTop[i] = ex
-		got := ids(rec.a, 10)
-		rc := float64(overlap(got, ex)) / float64(len(ex))
-		all.add(rc)
-		misses.add(store, i, rc, r.qs[i].Admitted, reqs[i].SameAgent, rec.f, rec.work, rec.a, rec.e)
-		if r.qs[i].Admitted < 0.01 {
-			selective.add(rc)
-		}
-		if reqs[i].SameAgent {
-			sameAgent.add(rc)
-		}
+		got := float64(overlap(ids(rec.a, 10), ex)) / float64(len(ex))
+		rc.add(got, r.qs[i].Admitted, reqs[i].SameAgent)
+		misses.add(store, i, got, r.qs[i].Admitted, reqs[i].SameAgent, rec.f, rec.work, rec.a, rec.e)
 		if a, ok := r.agreement(store, r.qs[i].Truth, ex); ok {
 			agree.add(a)
 		}
@@ -607,14 +598,14 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 		}
 		aLat.addDur(rec.aDur, time.Microsecond)
 	}
-	r.fig["prefilter.recall_at_10"] = all.mean()
-	r.fig["prefilter.recall_at_10_p5"] = all.pct(5)
-	r.fig["prefilter.recall_at_10_min"] = all.pct(0)
-	r.fig["prefilter.recall_at_10_selective"] = selective.mean()
-	r.fig["prefilter.selective_queries"] = float64(selective.n())
-	r.fig["prefilter.recall_at_10_same_agent"] = sameAgent.mean()
-	r.fig["prefilter.same_agent_queries"] = float64(sameAgent.n())
-	r.fig["prefilter.queries"] = float64(all.n())
+	r.fig["prefilter.recall_at_10"] = rc.all.mean()
+	r.fig["prefilter.recall_at_10_p5"] = rc.all.pct(5)
+	r.fig["prefilter.recall_at_10_min"] = rc.all.pct(0)
+	r.fig["prefilter.recall_at_10_selective"] = rc.selective.mean()
+	r.fig["prefilter.selective_queries"] = float64(rc.selective.n())
+	r.fig["prefilter.recall_at_10_same_agent"] = rc.sameAgent.mean()
+	r.fig["prefilter.same_agent_queries"] = float64(rc.sameAgent.n())
+	r.fig["prefilter.queries"] = float64(rc.all.n())
 	r.fig["prefilter.missed_at_10"] = float64(misses.missed)
 	r.fig["prefilter.missed_nodes_at_10"] = float64(misses.nodes)
 	if r.o.CallsDir != "" {
@@ -627,8 +618,29 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	r.fig.put("exact.search_unfiltered_", &uLat, "us")
 	r.fig["truth.agreement_at_10"] = agree.mean()
 	r.say("prefilter: recall@10 %.4f over %d queries (5th pct %.2f; %d admitting < 1%%: %.4f; %d same-agent: %.4f; of the exact hits missed, %d, %d are nodes); index search p50 %.0f µs p99 %.0f µs; exact filter-last p99 %.0f µs, unfiltered flat scan p99 %.0f µs; exact agrees with the generated truth %.4f (%.1fs)",
-		all.mean(), all.n(), all.pct(5), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), misses.missed, misses.nodes, aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
+		rc.all.mean(), rc.all.n(), rc.all.pct(5), rc.selective.n(), rc.selective.mean(), rc.sameAgent.n(), rc.sameAgent.mean(), misses.missed, misses.nodes, aLat.pct(50), aLat.pct(99), eLat.pct(99), uLat.pct(99), agree.mean(), time.Since(t).Seconds())
 	return nil
+}
+
+// plannerOptions are the options of the planners the bench makes
+// beside the daemon's (the exact baseline, the recall passes): the
+// daemon's own.
+func (r *runner) plannerOptions() planner.Options {
+	return planner.Options{HypothesisBelow: r.cfg.Planner.HypothesisBelow, PerNodeFanout: r.cfg.Planner.PerNodeFanout}
+}
+
+// recallDists are a recall pass's recall@10 per query: over all queries,
+// those whose filters admit under 1% of the events, the same-agent ones.
+type recallDists struct{ all, selective, sameAgent dist }
+
+func (d *recallDists) add(recall, admitted float64, sameAgent bool) {
+	d.all.add(recall)
+	if admitted < 0.01 {
+		d.selective.add(recall)
+	}
+	if sameAgent {
+		d.sameAgent.add(recall)
+	}
 }
 
 // recallAfterReopen asks the recall pass's queries again, of the index
@@ -646,8 +658,8 @@ func (r *runner) recallAfterReopen(ctx context.Context) error {
 		return err
 	}
 	rec := &recorder{approx: r.d.VectorIndex(), alone: true, busy: r.d.Planner()}
-	p := planner.New(r.d.Store(), rec, emb, nil, planner.Options{HypothesisBelow: r.cfg.Planner.HypothesisBelow, PerNodeFanout: r.cfg.Planner.PerNodeFanout})
-	var all, selective, sameAgent dist
+	p := planner.New(r.d.Store(), rec, emb, nil, r.plannerOptions())
+	var rc recallDists
 	reqs := r.requests(1)
 	for i, ex := range r.exactTop {
 		if len(ex) == 0 {
@@ -656,20 +668,13 @@ func (r *runner) recallAfterReopen(ctx context.Context) error {
 		if err := rec.plan(ctx, p, i, &reqs[i]); err != nil {
 			return fmt.Errorf("after the reopen: %w", err)
 		}
-		rc := float64(overlap(ids(rec.a, 10), ex)) / float64(len(ex))
-		all.add(rc)
-		if r.qs[i].Admitted < 0.01 {
-			selective.add(rc)
-		}
-		if reqs[i].SameAgent {
-			sameAgent.add(rc)
-		}
+		rc.add(float64(overlap(ids(rec.a, 10), ex))/float64(len(ex)), r.qs[i].Admitted, reqs[i].SameAgent)
 	}
-	r.fig["reopen.recall_at_10"] = all.mean()
-	r.fig["reopen.recall_at_10_selective"] = selective.mean()
-	r.fig["reopen.recall_at_10_same_agent"] = sameAgent.mean()
+	r.fig["reopen.recall_at_10"] = rc.all.mean()
+	r.fig["reopen.recall_at_10_selective"] = rc.selective.mean()
+	r.fig["reopen.recall_at_10_same_agent"] = rc.sameAgent.mean()
 	r.say("after the reopen: prefilter recall@10 %.4f over %d queries (%d admitting < 1%%: %.4f; %d same-agent: %.4f) against the recall pass's exact answers (%.1fs)",
-		all.mean(), all.n(), selective.n(), selective.mean(), sameAgent.n(), sameAgent.mean(), time.Since(t).Seconds())
+		rc.all.mean(), rc.all.n(), rc.selective.n(), rc.selective.mean(), rc.sameAgent.n(), rc.sameAgent.mean(), time.Since(t).Seconds())
 	// The reopened daemon's planner, as the planner phase measures it
 	// before: 1 hop, one thread, two passes.
 	caller := r.inProcessCaller(ctx, r.d.Planner(), reqs)
@@ -684,9 +689,8 @@ func (r *runner) recallAfterReopen(ctx context.Context) error {
 	best := fasterOfTwo(first, again)
 	r.fig.put("reopen.planner.in_process.", &first.lat, "us")
 	r.fig.put("reopen.planner.in_process.best_of_2.", best, "us")
-	// The huge-page keeper collapses the reopened daemon's heap when it
-	// is idle (the wait for the splits is): a call meeting a collapse
-	// waits.
+	// How much of the reopened daemon's memory is in huge pages as the
+	// timing ends: the keeper collapses its heap only once it idles.
 	r.fig["reopen.memory.huge_pages_mb"] = float64(hugeBytes()) / 1e6
 	r.say("after the reopen: planner in-process index hops 1, 1 thread: p50 %6.0f µs  p99 %6.0f µs; each query's faster of two passes: p50 %6.0f µs  p99 %6.0f µs%s; %.0f of %.0f MB resident in huge pages",
 		first.lat.pct(50), first.lat.pct(99), best.pct(50), best.pct(99), r.measureNote(first), r.fig["reopen.memory.huge_pages_mb"], float64(rss())/1e6)

@@ -3,6 +3,7 @@
 package hugepage
 
 import (
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -44,12 +45,7 @@ func ForLoad(n int64) LoadAdvice {
 		// collector would work to free it at every step of the load.
 		return LoadAdvice{Reason: "a Go memory limit under twice the load"}
 	}
-	f, err := os.Open("/proc/buddyinfo")
-	if err != nil {
-		return LoadAdvice{Reason: "no /proc/buddyinfo: " + err.Error()}
-	}
-	free, err := freeHugeBytes(f)
-	f.Close()
+	free, err := readProc("/proc/buddyinfo", freeHugeBytes)
 	if err != nil {
 		return LoadAdvice{Reason: err.Error()}
 	}
@@ -59,7 +55,7 @@ func ForLoad(n int64) LoadAdvice {
 	if strict, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || strings.TrimSpace(string(strict)) == "2" {
 		// Under strict overcommit the reservation is committed memory:
 		// past the limit the allocation would kill the process.
-		room, err := readCommitRoom()
+		room, err := readProc("/proc/meminfo", commitRoom)
 		if err != nil || room < 2*n {
 			return LoadAdvice{Free: free, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
 		}
@@ -88,13 +84,14 @@ func reserveAdvised(n int64) (lo, hi uintptr) {
 	return lo, hi
 }
 
-func readCommitRoom() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
+// readProc reads the kernel's file at path with parse.
+func readProc(path string, parse func(io.Reader) (int64, error)) (int64, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	return commitRoom(f)
+	return parse(f)
 }
 
 func quoteMode(m string) string {
