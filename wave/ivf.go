@@ -113,6 +113,9 @@ type IVF struct {
 	// collects the ids changed meanwhile, which it replays.
 	rebuild *sync.WaitGroup
 	touched []uint64
+	// changed records the items given a vector since ExpectSplits, while
+	// a load of the splits waits to read them (nil otherwise).
+	changed map[uint64]struct{}
 	scratch coder // the writer's, under mu
 	// sides are the splits by agent and by time (nil: none; see
 	// ivf_side.go).
@@ -222,12 +225,21 @@ func (x *IVF) Add(id uint64, vec []float32, m Meta) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.removeLocked(id)
+	x.noteChanged(id)
 	st := x.st.Load()
 	x.ids.put(id, x.place(st, e, vec, &x.scratch))
 	x.sidesDo(func(sd *ivfSide) { x.sideAdd(sd, id, vec, m) })
 	x.touch(id)
 	x.maybeRebuild()
 	return nil
+}
+
+// noteChanged records that id was given a vector, for a load of the
+// splits waiting (ExpectSplits); the caller holds mu.
+func (x *IVF) noteChanged(id uint64) {
+	if x.changed != nil {
+		x.changed[id] = struct{}{}
+	}
 }
 
 // unit returns v if it is unit length (or zero), else a normalised copy.
@@ -378,6 +390,7 @@ func (x *IVF) attach(id uint64, vec []float32, m *Meta) bool {
 	}
 	d := x.st.Load().lists[loc.list].d.Load()
 	d.vecs[loc.pos].Store(&vec[0])
+	x.noteChanged(id)
 	if m != nil {
 		x.setMetaAt(id, loc, *m) // touches id; the split takes the vector
 		return true

@@ -37,10 +37,11 @@ import (
 // A split holds the items' ids, metas and 4-bit codes again (of the
 // whole vector in a key's list, which has no centroid; of the residual
 // in the catch-alls' IVF) and references the same float vectors. It is
-// derived: a snapshot does not hold it. An item enters it once its float
-// vector is known (at Add, or at Attach after a snapshot load, or from a
-// background pass over the lists), and the split serves searches only
-// while it holds every live item.
+// derived: the IVF's snapshot does not hold it, a splits snapshot beside
+// it may (ivf_side_snapshot.go). An item enters it once its float vector
+// is known (at Add, or at Attach after a snapshot load, from a splits
+// snapshot, or from a background pass over the lists), and the split
+// serves searches only while it holds every live item.
 
 // splitBy is what a split keys its lists by.
 type splitBy uint8
@@ -64,9 +65,12 @@ type ivfSide struct {
 	// filling is set while a background pass adds the items the split
 	// lacks; again asks it to pass once more.
 	filling, again bool
-	ready          atomic.Bool  // the split holds every live item
-	live           atomic.Int64 // the IVF's live items, for searches
-	sharedLive     atomic.Int64 // the catch-alls' live items, for searches
+	// loading is set while the split's entries read from a snapshot are
+	// checked against the IVF (SplitsLoad.Load): it serves no search.
+	loading    bool
+	ready      atomic.Bool  // the split holds every live item
+	live       atomic.Int64 // the IVF's live items, for searches
+	sharedLive atomic.Int64 // the catch-alls' live items, for searches
 }
 
 // sideLists are a split's lists, replaced whole (copy on write) when a
@@ -183,7 +187,7 @@ func (x *IVF) sideReady(by splitBy) bool {
 // x's ids (sideAdd and sideRemove call it); the caller holds mu.
 func (x *IVF) sideChanged(sd *ivfSide) {
 	shared := sd.shared.Len()
-	sd.ready.Store(sd.ids.len()+shared == x.ids.len())
+	sd.ready.Store(!sd.loading && sd.ids.len()+shared == x.ids.len())
 	sd.live.Store(int64(x.ids.len()))
 	sd.sharedLive.Store(int64(shared))
 }
@@ -317,6 +321,9 @@ func (sd *ivfSide) lacks(d *listData, i int) bool {
 // fillSideLocked starts (or asks for another) background pass adding to
 // the split the live items with a vector it lacks; the caller holds mu.
 func (x *IVF) fillSideLocked(sd *ivfSide) {
+	if sd.loading {
+		return // the load fills once it has checked what it read
+	}
 	if sd.filling {
 		sd.again = true
 		return

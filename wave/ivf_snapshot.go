@@ -129,29 +129,51 @@ func (x *IVF) writeVersion(w io.Writer, version byte) (int64, error) {
 		}
 		slices.SortFunc(live, func(a, b int) int { return cmp.Compare(d.ids[a], d.ids[b]) })
 		e.u32(uint32(len(live)))
-		for _, i := range live {
-			e.u64(d.ids[i])
-		}
-		for _, i := range live {
-			e.meta(&d.metas[i])
-		}
 		if version < 3 {
+			for _, i := range live {
+				e.u64(d.ids[i])
+			}
+			for _, i := range live {
+				e.meta(&d.metas[i])
+			}
 			e.int8Codes(d, live, x.dim)
 			continue
 		}
-		for _, i := range live {
-			e.u32(math.Float32bits(d.lows[i]))
+		refs := make([]entryRef, len(live))
+		for k, i := range live {
+			refs[k] = entryRef{d, i}
 		}
-		for _, i := range live {
-			e.u32(math.Float32bits(d.steps[i]))
-		}
-		cb := nibbleBytes(x.dim)
-		for _, i := range live {
-			e.room(cb)
-			e.buf = append(e.buf, d.codes[i*cb:(i+1)*cb]...)
-		}
+		e.listColumns(refs, nibbleBytes(x.dim))
 	}
 	return e.finish()
+}
+
+// entryRef is entry i of list data d, for a snapshot to write.
+type entryRef struct {
+	d *listData
+	i int
+}
+
+// listColumns writes the entries refs as a list of a version 3
+// snapshot holds them after its count: their ids, metas, lows, steps,
+// then codes (cb bytes each). readIVFList reads them.
+func (e *encoder) listColumns(refs []entryRef, cb int) {
+	for _, r := range refs {
+		e.u64(r.d.ids[r.i])
+	}
+	for _, r := range refs {
+		e.meta(&r.d.metas[r.i])
+	}
+	for _, r := range refs {
+		e.u32(math.Float32bits(r.d.lows[r.i]))
+	}
+	for _, r := range refs {
+		e.u32(math.Float32bits(r.d.steps[r.i]))
+	}
+	for _, r := range refs {
+		e.room(cb)
+		e.buf = append(e.buf, r.d.codes[r.i*cb:(r.i+1)*cb]...)
+	}
 }
 
 // int8Codes writes the scales and int8 codes of versions 1 and 2 for the
@@ -259,7 +281,7 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 		if q != nil {
 			centre = q.leaf(li)
 		}
-		ld, err := readIVFList(d, c, dimN, msize, v, centre)
+		ld, err := readIVFList(d, c, min(c, maxListPresize), dimN, msize, v, centre)
 		if err != nil {
 			return nil, err
 		}
@@ -290,12 +312,12 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 const maxListPresize = 1 << 14
 
 // readIVFList reads the c entries of one list (of centroid centre) from
-// a snapshot of the given version.
-func readIVFList(d *decoder, c, dim, msize int, version byte, centre []float32) (*listData, error) {
-	// Sized for the count the snapshot gives, up to a bound a damaged
-	// count cannot make large: growing as it reads cost a third of a
-	// 1M-vector snapshot's load, in copies and clearing.
-	pre := min(c, maxListPresize)
+// a snapshot of the given version, sized for pre of them first. Sized
+// for the count the snapshot gives, up to a bound a damaged count
+// cannot make large (maxListPresize, unless the count was checked):
+// growing as it reads cost a third of a 1M-vector snapshot's load, in
+// copies and clearing.
+func readIVFList(d *decoder, c, pre, dim, msize int, version byte, centre []float32) (*listData, error) {
 	cb := nibbleBytes(dim)
 	ld := &listData{ids: make([]uint64, 0, pre), metas: make([]nodeMeta, 0, pre),
 		lows: make([]float32, 0, pre), steps: make([]float32, 0, pre), codes: make([]byte, 0, pre*cb), centre: centre}

@@ -110,6 +110,12 @@ func (x *IVF) trainFor(sample [][]float32, n int) {
 	if n < x.opt.TrainAt || len(sample) == 0 {
 		return // the index trains itself as they come, as any does
 	}
+	x.mu.Lock()
+	done := x.trained > 0 || x.rebuild != nil
+	x.mu.Unlock()
+	if done {
+		return // trained already (read from a snapshot), or training
+	}
 	q := x.quantiser(sample, n, trainRand(x.opt.Seed, n))
 	nst := newIVFState(q, x.dim)
 	x.mu.Lock()

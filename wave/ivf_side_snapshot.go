@@ -1,0 +1,432 @@
+package wave
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+)
+
+// maxCheckedPresize bounds the entries a key's list is sized for at
+// once from its checked count (about 1 GB at 384 dimensions).
+const maxCheckedPresize = 1 << 22
+
+// A splits snapshot holds an IVF's splits (ivf_side.go) beside the
+// index's own snapshot, so that a restart loads them instead of filling
+// them again: at a million items the fill took 13-18 s and 20-28 s of
+// CPU after the start, two k-means trainings and two codings of every
+// vector, while same-agent and windowed searches used the slower
+// inverted lists. Format version 1, integers little-endian, each section
+// checked by its own CRC-32 (Castagnoli) as the IVF snapshot is:
+//
+//	header      "wvSPL_" | version u8 = 1 | flags u8 = 0
+//	            dim u32 | splits u8 | by u8 × splits (0 agent, 1 time) | crc u32
+//	for each split, in that order:
+//	keys        "wvKEY_" | version u8 = 1 | flags u8 = 0 | lists u32 |
+//	            (key u32 | count u32) × lists, keys increasing | crc u32 (of
+//	            this much), then for each list its entries as an IVF
+//	            snapshot's list holds them (ids, metas, lows, steps, 4-bit
+//	            codes of the whole vectors) | crc u32 (of the section)
+//	catch-alls  an IVF snapshot (ivf_snapshot.go)
+//
+// The splits are derived from the index, so a load trusts nothing in
+// them that the index does not confirm ([SplitsLoad.Load]).
+const (
+	splitsMagic   = "wvSPL_"
+	splitsVersion = 1
+	keysMagic     = "wvKEY_"
+	keysVersion   = 1
+)
+
+// WriteSplitsTo writes a snapshot of x's splits to w (see the format
+// above; a split still loading is left out) and returns the number of
+// bytes written. Write it beside a snapshot of x ([IVF.WriteTo]) taken
+// with no change between them: [SplitsLoad.Load] reads both as one
+// state. Writers wait while it runs; searches go on.
+func (x *IVF) WriteSplitsTo(w io.Writer) (int64, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var sides []*ivfSide
+	x.sidesDo(func(sd *ivfSide) {
+		if !sd.loading {
+			sides = append(sides, sd)
+		}
+	})
+	e := newEncoder(w, splitsMagic, splitsVersion)
+	e.u32(uint32(x.dim))
+	e.u8(uint8(len(sides)))
+	for _, sd := range sides {
+		e.u8(uint8(sd.by))
+	}
+	n, err := e.finish()
+	for _, sd := range sides {
+		if err != nil {
+			break
+		}
+		var m int64
+		m, err = sd.writeKeys(w, x.dim)
+		n += m
+		if err == nil {
+			m, err = sd.shared.WriteTo(w)
+			n += m
+		}
+	}
+	return n, err
+}
+
+// writeKeys writes the keys section of sd: its lists' live entries, by
+// key; the caller holds the IVF's mu.
+func (sd *ivfSide) writeKeys(w io.Writer, dim int) (int64, error) {
+	e := newEncoder(w, keysMagic, keysVersion)
+	al := sd.lists.Load()
+	live := func(slot uint32, fn func(d *listData, i int)) {
+		for _, d := range al.lists[slot].segs.Load().d {
+			for i := range d.len() {
+				if !d.isDead(i) {
+					fn(d, i)
+				}
+			}
+		}
+	}
+	e.u32(uint32(len(al.sorted)))
+	for _, ks := range al.sorted {
+		n := 0
+		live(ks.slot, func(*listData, int) { n++ })
+		e.u32(ks.key)
+		e.u32(uint32(n))
+	}
+	e.flushBuf()
+	e.u32(e.crc)
+	var refs []entryRef
+	for _, ks := range al.sorted {
+		refs = refs[:0]
+		live(ks.slot, func(d *listData, i int) { refs = append(refs, entryRef{d, i}) })
+		e.listColumns(refs, nibbleBytes(dim))
+	}
+	return e.finish()
+}
+
+// readSplit is one split as a splits snapshot holds it, not yet checked
+// against the index.
+type readSplit struct {
+	by     splitBy
+	keys   []uint32    // each list's key
+	lists  []*listData // each key's entries, with no vectors
+	ids    idTable     // the keys' lists' entries
+	shared *IVF        // the catch-alls' index, with no vectors
+}
+
+// readSplits reads a splits snapshot of dim-dimensional vectors from r,
+// exactly its bytes. A damaged or truncated one gives an error wrapping
+// [ErrCorrupt].
+func readSplits(r io.Reader, dim int) ([]*readSplit, error) {
+	d := &decoder{r: r}
+	if _, err := d.header(splitsMagic, splitsVersion, "splits version"); err != nil {
+		return nil, err
+	}
+	fdim := d.u32()
+	var bys []byte
+	if b := d.read(1); b != nil {
+		bys = append([]byte(nil), d.read(int(b[0]))...)
+	}
+	want := d.crc
+	if got := d.u32(); d.err == nil && got != want {
+		return nil, corrupt("splits header checksum %08x, want %08x", got, want)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if int(fdim) != dim {
+		return nil, fmt.Errorf("wave: splits snapshot of %d dimensions, index of %d", fdim, dim)
+	}
+	var out []*readSplit
+	var seen [splitKinds]bool
+	for _, by := range bys {
+		if by >= uint8(splitKinds) || seen[by] {
+			return nil, corrupt("split kind %d", by)
+		}
+		seen[by] = true
+		rs, err := readKeys(r, dim)
+		if err != nil {
+			return nil, err
+		}
+		rs.by = splitBy(by)
+		if rs.shared, err = ReadIVF(r); err != nil {
+			return nil, err
+		}
+		if rs.shared.dim != dim {
+			return nil, corrupt("catch-alls of %d dimensions", rs.shared.dim)
+		}
+		for _, ld := range rs.lists {
+			for _, id := range ld.ids {
+				if rs.shared.ids.has(id) {
+					return nil, corrupt("id %d held twice", id)
+				}
+			}
+		}
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// readKeys reads a split's keys section.
+func readKeys(r io.Reader, dim int) (*readSplit, error) {
+	d := &decoder{r: r}
+	if _, err := d.header(keysMagic, keysVersion, "keys version"); err != nil {
+		return nil, err
+	}
+	rs := &readSplit{}
+	nl := d.u32()
+	if d.err == nil && nl > 1<<24 {
+		return nil, corrupt("%d key lists", nl)
+	}
+	// The keys and counts, checked by their checksum before any list is
+	// sized by its count.
+	var counts []int
+	total := 0
+	for range nl {
+		key, c := d.u32(), d.u32()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if len(rs.keys) > 0 && key <= rs.keys[len(rs.keys)-1] {
+			return nil, corrupt("key %d after %d", key, rs.keys[len(rs.keys)-1])
+		}
+		if total += int(c); total > math.MaxInt32 {
+			return nil, corrupt("%d entries", total)
+		}
+		rs.keys, counts = append(rs.keys, key), append(counts, int(c))
+	}
+	head := d.crc
+	if got := d.u32(); d.err == nil && got != head {
+		return nil, corrupt("keys checksum %08x, want %08x", got, head)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	rs.ids.expect = min(total, 1<<22)
+	for slot, c := range counts {
+		ld, err := readIVFList(d, c, min(c, maxCheckedPresize), dim, metaSize, ivfVersion, nil)
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range ld.ids {
+			if !rs.ids.put(id, ivfLoc{uint32(slot), uint32(i)}) {
+				return nil, corrupt("id %d held twice", id)
+			}
+		}
+		rs.lists = append(rs.lists, ld)
+	}
+	want := d.crc
+	got := d.u32()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if got != want {
+		return nil, corrupt("keys checksum %08x, want %08x", got, want)
+	}
+	return rs, nil
+}
+
+// SplitsLoad is a load of splits from a snapshot, begun by
+// [IVF.ExpectSplits] and done by [SplitsLoad.Load].
+type SplitsLoad struct{ x *IVF }
+
+// ExpectSplits begins a load of x's splits from a snapshot written with
+// the one x was read from ([IVF.WriteSplitsTo]): from now on x records
+// which items change, so that the load leaves their saved copies out.
+// Call it before x changes after its snapshot is read and the vectors
+// attached, and call Load once (the record grows until then).
+func (x *IVF) ExpectSplits() *SplitsLoad {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.changed = map[uint64]struct{}{}
+	return &SplitsLoad{x: x}
+}
+
+// Load reads the splits snapshot r (nil: none) and makes x keep the
+// splits asked for (by agent, by time: agent, window) from it, as SplitByAgent and
+// SplitByTime would make them: searches go on using the inverted lists
+// until each split holds every live item. An entry of the snapshot
+// enters its split only if x holds the item unchanged since
+// ExpectSplits, with its float vector, under the same split key (the
+// Meta is x's); the items the snapshot lacks or that fail this are
+// added by the split's background fill, which then codes only those and
+// trains nothing the snapshot held. A split the snapshot does not hold,
+// or one that cannot be read, is made by that fill alone. Load returns
+// the error reading r gave, if any, after falling back so, and what it
+// read and kept. Cancelling ctx stops Load between lists, returning
+// ctx's error: the splits it has begun then stay unready (a daemon
+// stopping).
+func (l *SplitsLoad) Load(ctx context.Context, r io.Reader, agent, window bool) (SplitsLoaded, error) {
+	x := l.x
+	var rs []*readSplit
+	var err error
+	var got SplitsLoaded
+	if r != nil {
+		rs, err = readSplits(r, x.dim)
+	}
+	want := [splitKinds]bool{byAgent: agent, byTime: window}
+	x.mu.Lock()
+	changed := x.changed
+	x.changed = nil
+	var loading []*ivfSide
+	for _, s := range rs {
+		if want[s.by] && x.sides[s.by].Load() == nil {
+			sd := s.install()
+			x.sides[s.by].Store(sd)
+			loading = append(loading, sd)
+		}
+	}
+	x.mu.Unlock()
+	for _, sd := range loading {
+		got.Splits++
+		if !x.confirmKeys(ctx, sd, changed, &got) || !x.confirmShared(ctx, sd, changed, &got) {
+			return got, ctx.Err()
+		}
+		x.mu.Lock()
+		sd.loading = false
+		x.sideChanged(sd)
+		x.fillSideLocked(sd) // the items the snapshot did not give it
+		x.mu.Unlock()
+	}
+	for by := range splitKinds {
+		if want[by] {
+			x.split(by) // nothing if loaded
+		}
+	}
+	return got, err
+}
+
+// SplitsLoaded is what [SplitsLoad.Load] read: the splits it took from
+// the snapshot, their saved entries and those the index confirmed (a
+// snapshot saved with the index's at a clean shutdown and loaded before
+// any change has every one confirmed).
+type SplitsLoaded struct{ Splits, Entries, Kept int }
+
+// install returns the split s holds, loading: it takes the IVF's
+// changes from now, and serves no search until confirmed.
+func (s *readSplit) install() *ivfSide {
+	sd := &ivfSide{by: s.by, shared: s.shared, ids: s.ids, loading: true}
+	al := &sideLists{slot: make(map[uint32]uint32, len(s.keys)), lists: make([]*sideList, len(s.keys)), sorted: make([]keySlot, len(s.keys))}
+	for slot, key := range s.keys {
+		l := newSideList(0)
+		l.segs.Store(&sideSegs{d: []*listData{s.lists[slot]}, start: []int{0}})
+		al.slot[key] = uint32(slot)
+		al.lists[slot] = l
+		al.sorted[slot] = keySlot{key, uint32(slot)} // keys are read in order
+	}
+	sd.lists.Store(al)
+	return sd
+}
+
+// confirmed returns the Meta and float vector of x's item id, ok when x
+// holds it with a vector and it has not changed since ExpectSplits; the
+// caller holds mu.
+func (x *IVF) confirmed(id uint64, changed map[uint64]struct{}) (m Meta, vec *float32, ok bool) {
+	if _, ch := changed[id]; ch {
+		return m, nil, false
+	}
+	loc, ok := x.ids.get(id)
+	if !ok {
+		return m, nil, false
+	}
+	d := x.st.Load().lists[loc.list].d.Load()
+	vec = d.vecs[loc.pos].Load()
+	return d.metas[loc.pos].meta(), vec, vec != nil
+}
+
+// confirmKeys checks the loaded entries of sd's keys' lists against x,
+// one list under x's mu at a time: one x confirms under the list's key
+// takes x's Meta and vector; any other is dropped. It returns false if
+// ctx ended first.
+func (x *IVF) confirmKeys(ctx context.Context, sd *ivfSide, changed map[uint64]struct{}, got *SplitsLoaded) bool {
+	loaded := sd.lists.Load().sorted // the loaded lists; later ones are new
+	for _, ks := range loaded {
+		if ctx.Err() != nil {
+			return false
+		}
+		x.mu.Lock()
+		// Reloaded: a compaction since may have moved the entries.
+		for _, d := range sd.lists.Load().lists[ks.slot].segs.Load().d {
+			for i := range d.len() {
+				if d.isDead(i) || d.vecs[i].Load() != nil {
+					continue // dropped, or confirmed or added since
+				}
+				id, nm := d.ids[i], &d.metas[i]
+				m, vec, ok := x.confirmed(id, changed)
+				got.Entries++
+				if key, keyed := sd.key(m); ok && keyed && key == ks.key && !nm.fixedDiffer(m) {
+					nm.setMutable(m)
+					d.vecs[i].Store(vec)
+					d.widenAt(i)
+					got.Kept++
+					continue
+				}
+				d.markDead(i)
+				sd.ids.remove(id)
+				sd.dead++
+			}
+		}
+		x.mu.Unlock()
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if CleanupDue(sd.dead, sd.ids.len()) {
+		x.compactSideLists(sd)
+	}
+	return true
+}
+
+// confirmShared checks the loaded entries of sd's catch-alls' index
+// against x as confirmKeys does those of its lists, until a pass over
+// the index's lists finds none left (a retraining or a compaction of it
+// meanwhile moves them). It returns false if ctx ended first.
+func (x *IVF) confirmShared(ctx context.Context, sd *ivfSide, changed map[uint64]struct{}, got *SplitsLoaded) bool {
+	sh := sd.shared
+	for {
+		st, left := sh.st.Load(), false
+		for li := range st.lists {
+			if ctx.Err() != nil {
+				return false
+			}
+			x.mu.Lock()
+			sh.mu.Lock()
+			if sh.st.Load() != st {
+				sh.mu.Unlock()
+				x.mu.Unlock()
+				left = true
+				break
+			}
+			d := st.lists[li].d.Load()
+			for i := range d.len() {
+				if d.isDead(i) || d.vecs[i].Load() != nil {
+					continue
+				}
+				id, nm := d.ids[i], &d.metas[i]
+				m, vec, ok := x.confirmed(id, changed)
+				got.Entries++
+				if _, keyed := sd.key(m); ok && !keyed && !nm.fixedDiffer(m) {
+					nm.setMutable(m)
+					d.vecs[i].Store(vec)
+					d.widenAt(i)
+					got.Kept++
+				} else {
+					sh.removeLocked(id)
+				}
+				sh.touch(id) // a retraining running copies it afresh
+			}
+			sh.mu.Unlock()
+			x.mu.Unlock()
+		}
+		if !left {
+			break
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if CleanupDue(sd.shared.Tombstones(), sd.shared.Len()) {
+		sd.shared.Cleanup()
+	}
+	return true
+}
