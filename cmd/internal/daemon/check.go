@@ -83,11 +83,11 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 	res.Derived = append(res.Derived, checkVectors(store, newVectorIndex(cfg, cfg.Embed.Dimensions)))
 	for _, kind := range []string{"hnsw", "ivf"} {
 		name := vectorSnapshots[kind]
-		if snap, err := checkVectorSnapshot(store, kind, filepath.Join(cfg.Data, name), cfg.Embed.Dimensions); err != nil {
+		snaps, err := checkVectorSnapshot(store, kind, filepath.Join(cfg.Data, name), cfg.Embed.Dimensions)
+		if err != nil {
 			return nil, err
-		} else if snap != nil {
-			res.Derived = append(res.Derived, *snap)
 		}
+		res.Derived = append(res.Derived, snaps...)
 	}
 	res.Derived = append(res.Derived, checkKeyword(store, filepath.Join(cfg.Data, "keyword")))
 	for _, c := range derivedChecks {
@@ -226,9 +226,10 @@ func findsItself(store *particle.Store, idx wave.Index, want map[uint64][]float3
 // clean shutdown saved, the way the next start would, and compares it
 // with the store: the same ids (one per stored embedding) and the stored
 // vectors (a sample finds itself; an IVF snapshot holds int8 codes, so
-// the store's vectors are attached first, as the indexer does at start).
-// Without a snapshot it returns nil: the next start rebuilds.
-func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) (*DerivedCheck, error) {
+// the store's vectors are attached first, as the indexer does at start);
+// then an IVF's splits saved beside it (checkSplitsSnapshot). Without a
+// snapshot it returns none: the next start rebuilds.
+func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) ([]DerivedCheck, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -241,11 +242,11 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) (*De
 	h, err := readVectorIndex(kind, bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
 		dc.Note = fmt.Sprintf("unreadable (%v): the next start rebuilds the index from the store", err)
-		return dc, nil
+		return []DerivedCheck{*dc}, nil
 	}
 	if h.Dim() != dim {
 		dc.Note = fmt.Sprintf("%d-d, not %d-d: the next start rebuilds the index from the store", h.Dim(), dim)
-		return dc, nil
+		return []DerivedCheck{*dc}, nil
 	}
 	want, _ := embeddings(store, dim)
 	dc.Items = h.Len()
@@ -270,7 +271,43 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) (*De
 	if bad > 20 {
 		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d problems in all", bad))
 	}
-	return dc, nil
+	out := []DerivedCheck{*dc}
+	if x, ok := h.(*wave.IVF); ok {
+		splits, err := checkSplitsSnapshot(x, path+".splits")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, splits...)
+	}
+	return out, nil
+}
+
+// checkSplitsSnapshot loads the splits saved beside an IVF snapshot
+// (path) into x, that snapshot with the store's vectors attached, as
+// the next start will, and reports the saved entries x does not
+// confirm: after a clean shutdown there are none. Without the file it
+// returns none.
+func checkSplitsSnapshot(x *wave.IVF, path string) ([]DerivedCheck, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dc := DerivedCheck{Name: "vector splits snapshot", Note: "loaded from " + filepath.Base(path) + " into the vector snapshot as the next start will"}
+	got, err := x.ExpectSplits().Load(context.Background(), bufio.NewReaderSize(f, 1<<20), true, true)
+	if err != nil {
+		dc.Note = fmt.Sprintf("unreadable (%v): the next start fills the splits from the index", err)
+		return []DerivedCheck{dc}, nil
+	}
+	dc.Items = got.Entries
+	if got.Kept != got.Entries {
+		dc.Problems = append(dc.Problems, fmt.Sprintf("%d of the %d entries saved in %d splits do not match the vector snapshot (the next start fills them anew)",
+			got.Entries-got.Kept, got.Entries, got.Splits))
+	}
+	return []DerivedCheck{dc}, nil
 }
 
 // checkKeyword compares the keyword (text) index with the store: the

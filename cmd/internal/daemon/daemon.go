@@ -87,8 +87,12 @@ type Daemon struct {
 	// startTimes are how long Start took to serve and where that time
 	// went (nil until then).
 	startTimes atomic.Pointer[StartTimes]
-	stopOnce   sync.Once
-	stopErr    error
+	// splitsFile is the vector index's splits snapshot, open from the
+	// load until read once serving (splitIndex).
+	splitsFile   *os.File
+	splitsLoaded atomic.Bool // read from that snapshot (SplitsFromSnapshot)
+	stopOnce     sync.Once
+	stopErr      error
 	// unlockData releases the data directory (lockData), at the end of
 	// Shutdown.
 	unlockData func()
@@ -175,6 +179,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	if err := errors.Join(err, keywordErr); err != nil {
 		return nil, err
 	}
+	// The splits saved beside the vector index's snapshot are read once
+	// serving; what ingest changes in the index from here they leave out.
+	var splitsLoad *wave.SplitsLoad
+	if x, ok := d.index.(*wave.IVF); ok && d.splitsFile != nil {
+		splitsLoad = x.ExpectSplits()
+	}
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
 	d.priority = planner.NewPriority(cfg.Ingest.YieldToPlanner)
 	d.indexer.GiveWayTo(d.priority)
@@ -213,17 +223,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// which ingest's first batch and the first look-up of an edge by id
 	// would otherwise wait for; and the vector index's splits by agent
 	// and by time (same-agent and windowed searches use the inverted
-	// lists until each is whole); and the check of the edges' embeddings
-	// a load from the view snapshot left in its file.
+	// lists until each is whole, read from their snapshot or filled);
+	// and the check of the edges' embeddings a load from the view
+	// snapshot left in its file.
 	d.store.CheckEmbeddings()
 	d.store.CodeAll()
 	if x, ok := d.index.(*wave.IVF); ok {
-		if cfg.Vectors.SplitByAgent {
-			x.SplitByAgent()
-		}
-		if cfg.Vectors.SplitByTime {
-			x.SplitByTime()
-		}
+		d.splitIndex(runCtx, x, splitsLoad)
 	}
 	go func() {
 		t := time.Now()
@@ -512,6 +518,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			case <-time.After(10 * time.Second):
 				d.log.Error("nats drain timed out")
 			}
+		}
+		if d.splitsFile != nil { // a start that failed before serving
+			d.splitsFile.Close()
 		}
 		if d.indexer != nil {
 			d.indexer.Close()

@@ -132,6 +132,15 @@ func (m *metrics) registerStore(d *Daemon) {
 			return 0
 		}))
 	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_vector_index_splits_from_snapshot",
+		Help: "1 when this start read the IVF's splits from the snapshot saved beside the index at the last clean shutdown, else 0 (filled from the index's lists, or loading).",
+	}, func() float64 {
+		if d.SplitsFromSnapshot() {
+			return 1
+		}
+		return 0
+	}))
 	for table := range d.store.Written().ByTable() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ctxgraph_store_written_bytes_total", ConstLabels: prometheus.Labels{"table": table},

@@ -890,13 +890,19 @@ func TestCheckFindsAStaleVectorSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var snap *DerivedCheck
+	var snap, splits *DerivedCheck
 	for i := range res.Derived {
-		if res.Derived[i].Name == "vector snapshot" {
+		switch res.Derived[i].Name {
+		case "vector snapshot":
 			snap = &res.Derived[i]
+		case "vector splits snapshot":
+			splits = &res.Derived[i]
 		}
 	}
 	if snap == nil || len(snap.Problems) == 0 || res.OK() {
 		t.Errorf("stale snapshot not reported: %+v", res.Derived)
+	}
+	if splits == nil || len(splits.Problems) == 0 || splits.Items == 0 {
+		t.Errorf("stale splits snapshot not reported: %+v", splits)
 	}
 }

@@ -135,9 +135,10 @@ func TestShutdownWithPlannerRequestsQueued(t *testing.T) {
 
 // TestVectorIndexSplits: with vectors.split_by_agent and
 // vectors.split_by_time (the defaults) the IVF is split both ways once
-// the daemon has filled it, fresh or reopened from its snapshot, and
-// same-agent and windowed answers are those of a daemon without the
-// splits on the same graph.
+// the daemon has filled it, fresh or reopened from its snapshot (the
+// splits read from theirs, saved beside it; filled when that is
+// damaged), and same-agent and windowed answers are those of a daemon
+// without the splits on the same graph.
 func TestVectorIndexSplits(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
@@ -180,10 +181,41 @@ func TestVectorIndexSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d2 := startDaemon(t, cfg) // from the snapshot, which holds no split
+	splits := d.splitsSnapshot()
+	if _, err := os.Stat(splits); err != nil {
+		t.Fatalf("no splits snapshot after a clean shutdown: %v", err)
+	}
+
+	d2 := startDaemon(t, cfg) // from the snapshots
 	split(d2)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := os.Stat(splits); !d2.SplitsFromSnapshot() || !os.IsNotExist(err); _, err = os.Stat(splits) {
+		if time.Now().After(deadline) {
+			t.Fatalf("splits read from their snapshot: %v; the snapshot consumed: %v", d2.SplitsFromSnapshot(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := asked(connect(t, d2)); got != fresh {
 		t.Errorf("answers after a reopen differ:\n%s\nwant\n%s", got, fresh)
+	}
+	d2.Shutdown(context.Background())
+
+	// A damaged splits snapshot: the splits are filled from the index.
+	raw, err := os.ReadFile(splits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0x55
+	if err := os.WriteFile(splits, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d2 = startDaemon(t, cfg)
+	split(d2)
+	if d2.SplitsFromSnapshot() {
+		t.Error("splits read from a damaged snapshot")
+	}
+	if got := asked(connect(t, d2)); got != fresh {
+		t.Errorf("answers with the splits filled after a damaged snapshot differ:\n%s\nwant\n%s", got, fresh)
 	}
 	d2.Shutdown(context.Background())
 
