@@ -644,8 +644,8 @@ func (d *recallDists) add(recall, admitted float64, sameAgent bool) {
 }
 
 // recallAfterReopen asks the recall pass's queries again, of the index
-// the reopened daemon serves (read from its snapshot, its splits filled
-// in the background), against the exact answers of that pass: the index
+// the reopened daemon serves (read from its snapshot, its splits read
+// from theirs or filled in the background), against the exact answers of that pass: the index
 // a restarted daemon serves is built another way than ingest's. Nothing
 // without a recall pass.
 func (r *runner) recallAfterReopen(ctx context.Context) error {

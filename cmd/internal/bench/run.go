@@ -526,6 +526,10 @@ func (r *runner) reopen(ctx context.Context) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 		r.fig["reopen.splits_ready_s"] = time.Since(t).Seconds()
+		r.fig["reopen.splits_from_snapshot"] = 0
+		if d.SplitsFromSnapshot() {
+			r.fig["reopen.splits_from_snapshot"] = 1
+		}
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -545,10 +549,15 @@ func (r *runner) reopen(ctx context.Context) error {
 	r.fig["disk.graph_bytes"] = float64(du.graph)
 	r.fig["disk.jetstream_bytes"] = float64(du.jetstream)
 	r.fig["disk.view_snapshot_bytes"] = float64(du.viewSnapshot)
+	r.fig["disk.vector_snapshots_bytes"] = float64(du.vectorSnapshots)
 	r.fig["disk_bytes_per_edge"] = float64(du.total) / edges
 	r.fig["disk.graph_bytes_per_edge"] = float64(du.graph) / edges
-	r.say("reopened in %.2fs (%d vectors; the index's splits filled at %.2fs); RSS %.0f MB (%.0f B/edge), disk %.0f MB (%.0f B/edge; the view snapshot %.0f MB of it)",
-		r.fig["reopen_s"], d.VectorIndex().Len(), r.fig["reopen.splits_ready_s"], r.fig["rss_bytes"]/1e6, r.fig["rss_bytes_per_edge"],
-		r.fig["disk_bytes"]/1e6, r.fig["disk_bytes_per_edge"], r.fig["disk.view_snapshot_bytes"]/1e6)
+	how := "filled"
+	if d.SplitsFromSnapshot() {
+		how = "read from their snapshot"
+	}
+	r.say("reopened in %.2fs (%d vectors; the index's splits %s, ready at %.2fs); RSS %.0f MB (%.0f B/edge), disk %.0f MB (%.0f B/edge; the view snapshot %.0f MB of it, the vector index's %.0f MB)",
+		r.fig["reopen_s"], d.VectorIndex().Len(), how, r.fig["reopen.splits_ready_s"], r.fig["rss_bytes"]/1e6, r.fig["rss_bytes_per_edge"],
+		r.fig["disk_bytes"]/1e6, r.fig["disk_bytes_per_edge"], r.fig["disk.view_snapshot_bytes"]/1e6, r.fig["disk.vector_snapshots_bytes"]/1e6)
 	return r.recallAfterReopen(ctx)
 }

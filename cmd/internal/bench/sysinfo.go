@@ -180,9 +180,10 @@ func procKB(path, name string) int64 {
 
 // disk is bytes on disk: in all; Badger's graph; the view snapshot a
 // clean shutdown left beside it (set aside as view.snapshot.loaded once
-// the daemon starts again, and removed when a new one replaces it);
-// JetStream's streams.
-type disk struct{ total, graph, viewSnapshot, jetstream int64 }
+// the daemon starts again, and removed when a new one replaces it); the
+// vector index's snapshots (the index and its splits, saved at a clean
+// shutdown and consumed by the next start); JetStream's streams.
+type disk struct{ total, graph, viewSnapshot, vectorSnapshots, jetstream int64 }
 
 // diskUsage is the size of the files under a daemon's data directory.
 func diskUsage(dir string) disk {
@@ -202,8 +203,16 @@ func diskUsage(dir string) disk {
 	if fi, err := os.Stat(particle.ViewSnapshotPath(filepath.Join(dir, "graph"))); err == nil {
 		snap = allocated(fi)
 	}
+	var vectors int64 // the vector index's snapshots (vectors.*)
+	if files, err := filepath.Glob(filepath.Join(dir, "vectors.*")); err == nil {
+		for _, f := range files {
+			if fi, err := os.Stat(f); err == nil {
+				vectors += allocated(fi)
+			}
+		}
+	}
 	return disk{total: size(dir), graph: size(filepath.Join(dir, "graph")) - snap, viewSnapshot: snap,
-		jetstream: size(filepath.Join(dir, "jetstream"))}
+		vectorSnapshots: vectors, jetstream: size(filepath.Join(dir, "jetstream"))}
 }
 
 // allocated is the disk space a file takes: its blocks (Badger's value
