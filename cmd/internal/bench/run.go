@@ -515,11 +515,11 @@ func (r *runner) reopen(ctx context.Context) error {
 		}
 	}
 	r.fig["reopen.vectors"] = float64(d.VectorIndex().Len())
-	// The vector index's splits fill in the background once the daemon
-	// serves: memory is measured once they are whole, as a serving
-	// daemon holds it.
+	// The vector index's splits are read from their snapshot, or filled,
+	// in the background once the daemon serves: memory is measured once
+	// they are whole, as a serving daemon holds it.
 	if x, ok := d.VectorIndex().(*wave.IVF); ok {
-		for !x.SplitsReady() {
+		for !x.SplitsReady() || d.SplitsLoading() {
 			if time.Since(t) > 5*time.Minute {
 				return fmt.Errorf("the vector index's splits are not filled %v after the start", time.Since(t).Round(time.Second))
 			}

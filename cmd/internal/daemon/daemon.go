@@ -89,10 +89,11 @@ type Daemon struct {
 	startTimes atomic.Pointer[StartTimes]
 	// splitsFile is the vector index's splits snapshot, open from the
 	// load until read once serving (splitIndex).
-	splitsFile   *os.File
-	splitsLoaded atomic.Bool // read from that snapshot (SplitsFromSnapshot)
-	stopOnce     sync.Once
-	stopErr      error
+	splitsFile    *os.File
+	splitsLoaded  atomic.Bool // read from that snapshot (SplitsFromSnapshot)
+	splitsLoading atomic.Bool // being read (SplitsLoading)
+	stopOnce      sync.Once
+	stopErr       error
 	// unlockData releases the data directory (lockData), at the end of
 	// Shutdown.
 	unlockData func()

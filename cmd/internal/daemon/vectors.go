@@ -110,7 +110,9 @@ func (d *Daemon) splitIndex(ctx context.Context, x *wave.IVF, load *wave.SplitsL
 	}
 	f := d.splitsFile
 	d.splitsFile = nil
+	d.splitsLoading.Store(true)
 	d.wg.Go(func() {
+		defer d.splitsLoading.Store(false)
 		t := time.Now()
 		got, err := load.Load(ctx, bufio.NewReaderSize(f, 1<<20), v.SplitByAgent, v.SplitByTime)
 		f.Close()
@@ -121,6 +123,8 @@ func (d *Daemon) splitIndex(ctx context.Context, x *wave.IVF, load *wave.SplitsL
 		case errors.Is(err, context.Canceled): // stopping
 		case err != nil:
 			d.log.Warn("vector splits snapshot unreadable; filling the splits from the index", "err", err)
+		case got.Splits == 0:
+			d.log.Info("vector splits snapshot holds no split; filling the splits from the index")
 		default:
 			d.splitsLoaded.Store(true)
 			// Entries the index no longer confirms (changed since the
@@ -244,8 +248,14 @@ func writeSnapshot(path string, write func(io.Writer) error) error {
 
 // SplitsFromSnapshot reports whether this start read the vector index's
 // splits from the snapshot saved at the last clean shutdown (they are
-// ready once each holds every item: wave.IVF.SplitsReady).
+// ready once each holds every item: wave.IVF.SplitsReady), once
+// SplitsLoading is false.
 func (d *Daemon) SplitsFromSnapshot() bool { return d.splitsLoaded.Load() }
+
+// SplitsLoading reports whether the vector index's splits snapshot is
+// being read (from the start until its splits are checked and it is
+// removed).
+func (d *Daemon) SplitsLoading() bool { return d.splitsLoading.Load() }
 
 // saveSplits writes the IVF's splits beside its snapshot, for the next
 // start to load instead of filling them (a million items' fill took
