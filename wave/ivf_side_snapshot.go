@@ -284,11 +284,7 @@ func (l *SplitsLoad) Load(ctx context.Context, r io.Reader, agent, window bool) 
 		if !x.confirmKeys(ctx, sd, changed, &got) || !x.confirmShared(ctx, sd, changed, &got) {
 			return got, ctx.Err()
 		}
-		x.mu.Lock()
-		sd.loading = false
-		x.sideChanged(sd)
-		x.fillSideLocked(sd) // the items the snapshot did not give it
-		x.mu.Unlock()
+		x.endLoading(sd)
 	}
 	for by := range splitKinds {
 		if want[by] {
@@ -337,8 +333,7 @@ func (x *IVF) confirmed(id uint64, changed map[uint64]struct{}) (m Meta, vec *fl
 }
 
 // confirmKeys checks the loaded entries of sd's keys' lists against x,
-// one list under x's mu at a time: one x confirms under the list's key
-// takes x's Meta and vector; any other is dropped. It returns false if
+// one list under x's mu at a time (confirmKeyList). It returns false if
 // ctx ended first.
 func (x *IVF) confirmKeys(ctx context.Context, sd *ivfSide, changed map[uint64]struct{}, got *SplitsLoaded) bool {
 	loaded := sd.lists.Load().sorted // the loaded lists; later ones are new
@@ -347,41 +342,44 @@ func (x *IVF) confirmKeys(ctx context.Context, sd *ivfSide, changed map[uint64]s
 			return false
 		}
 		x.mu.Lock()
-		// Reloaded: a compaction since may have moved the entries.
-		for _, d := range sd.lists.Load().lists[ks.slot].segs.Load().d {
-			for i := range d.len() {
-				if d.isDead(i) || d.vecs[i].Load() != nil {
-					continue // dropped, or confirmed or added since
-				}
-				id, nm := d.ids[i], &d.metas[i]
-				m, vec, ok := x.confirmed(id, changed)
-				got.Entries++
-				if key, keyed := sd.key(m); ok && keyed && key == ks.key && !nm.fixedDiffer(m) {
-					nm.setMutable(m)
-					d.vecs[i].Store(vec)
-					d.widenAt(i)
-					got.Kept++
-					continue
-				}
-				d.markDead(i)
-				sd.ids.remove(id)
-				sd.dead++
-			}
-		}
+		x.confirmKeyList(sd, ks, changed, got)
 		x.mu.Unlock()
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if CleanupDue(sd.dead, sd.ids.len()) {
-		x.compactSideLists(sd)
 	}
 	return true
 }
 
+// confirmKeyList checks the loaded entries of sd's list ks: one x
+// confirms under the list's key takes x's Meta and vector; any other is
+// dropped. The caller holds x's mu.
+func (x *IVF) confirmKeyList(sd *ivfSide, ks keySlot, changed map[uint64]struct{}, got *SplitsLoaded) {
+	// Reloaded: a compaction since may have moved the entries.
+	for _, d := range sd.lists.Load().lists[ks.slot].segs.Load().d {
+		for i := range d.len() {
+			if d.isDead(i) || d.vecs[i].Load() != nil {
+				continue // dropped, or confirmed or added since
+			}
+			id, nm := d.ids[i], &d.metas[i]
+			m, vec, ok := x.confirmed(id, changed)
+			got.Entries++
+			if key, keyed := sd.key(m); ok && keyed && key == ks.key && !nm.fixedDiffer(m) {
+				nm.setMutable(m)
+				d.vecs[i].Store(vec)
+				d.widenAt(i)
+				got.Kept++
+				continue
+			}
+			d.markDead(i)
+			sd.ids.remove(id)
+			sd.dead++
+		}
+	}
+}
+
 // confirmShared checks the loaded entries of sd's catch-alls' index
-// against x as confirmKeys does those of its lists, until a pass over
-// the index's lists finds none left (a retraining or a compaction of it
-// meanwhile moves them). It returns false if ctx ended first.
+// against x as confirmKeys does those of its lists, one list under x's
+// and the index's mu at a time (confirmSharedList), until a pass over
+// the index's lists finds its state unchanged (a retraining swaps it).
+// It returns false if ctx ended first.
 func (x *IVF) confirmShared(ctx context.Context, sd *ivfSide, changed map[uint64]struct{}, got *SplitsLoaded) bool {
 	sh := sd.shared
 	for {
@@ -392,41 +390,60 @@ func (x *IVF) confirmShared(ctx context.Context, sd *ivfSide, changed map[uint64
 			}
 			x.mu.Lock()
 			sh.mu.Lock()
-			if sh.st.Load() != st {
-				sh.mu.Unlock()
-				x.mu.Unlock()
-				left = true
-				break
-			}
-			d := st.lists[li].d.Load()
-			for i := range d.len() {
-				if d.isDead(i) || d.vecs[i].Load() != nil {
-					continue
-				}
-				id, nm := d.ids[i], &d.metas[i]
-				m, vec, ok := x.confirmed(id, changed)
-				got.Entries++
-				if _, keyed := sd.key(m); ok && !keyed && !nm.fixedDiffer(m) {
-					nm.setMutable(m)
-					d.vecs[i].Store(vec)
-					d.widenAt(i)
-					got.Kept++
-				} else {
-					sh.removeLocked(id)
-				}
-				sh.touch(id) // a retraining running copies it afresh
+			if left = sh.st.Load() != st; !left {
+				x.confirmSharedList(sd, st.lists[li].d.Load(), changed, got)
 			}
 			sh.mu.Unlock()
 			x.mu.Unlock()
+			if left {
+				break
+			}
 		}
 		if !left {
-			break
+			return true
 		}
 	}
+}
+
+// confirmSharedList checks the loaded entries of d, a list of sd's
+// catch-alls' index, as confirmKeyList does a key's. The caller holds
+// x's mu and the index's.
+func (x *IVF) confirmSharedList(sd *ivfSide, d *listData, changed map[uint64]struct{}, got *SplitsLoaded) {
+	sh := sd.shared
+	for i := range d.len() {
+		if d.isDead(i) || d.vecs[i].Load() != nil {
+			continue
+		}
+		id, nm := d.ids[i], &d.metas[i]
+		m, vec, ok := x.confirmed(id, changed)
+		got.Entries++
+		if _, keyed := sd.key(m); ok && !keyed && !nm.fixedDiffer(m) {
+			nm.setMutable(m)
+			d.vecs[i].Store(vec)
+			d.widenAt(i)
+			got.Kept++
+		} else {
+			sh.removeLocked(id)
+		}
+		sh.touch(id) // a retraining running copies it afresh
+	}
+}
+
+// endLoading ends sd's loading once its lists are checked: it compacts
+// what the checks dropped and has the fill add what the snapshot lacked,
+// after which sd serves. (No list can take an unchecked entry once it is
+// checked: a catch-all given another namespace, kind or type is appended
+// anew to the same list as a copy of its entry, checked or not with it.)
+func (x *IVF) endLoading(sd *ivfSide) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if CleanupDue(sd.shared.Tombstones(), sd.shared.Len()) {
-		sd.shared.Cleanup()
+	if CleanupDue(sd.dead, sd.ids.len()) {
+		x.compactSideLists(sd)
 	}
-	return true
+	if sh := sd.shared; CleanupDue(sh.Tombstones(), sh.Len()) {
+		sh.Cleanup()
+	}
+	sd.loading = false
+	x.sideChanged(sd)
+	x.fillSideLocked(sd)
 }
