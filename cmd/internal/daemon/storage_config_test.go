@@ -35,7 +35,7 @@ func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
 	// collections find them unreachable, never added here: the new
 	// store holds no edge) are budgeted out of Go's share.
 	mapped := particle.MappedCodeBytes()
-	startDaemon(t, cfg)
+	<-startDaemon(t, cfg).LoadCollected()
 	if gc := debug.SetGCPercent(100); gc != 300 {
 		t.Errorf("GC percent %d after a start with gc_percent 300", gc)
 	}
@@ -54,14 +54,14 @@ func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
 	}
 	cfg = testConfig(dir)
 	cfg.Memory.LimitMiB = 8192
-	startDaemon(t, cfg)
+	<-startDaemon(t, cfg).LoadCollected() // its pause of the collector ended
 	chunk := int64(4096 * cfg.Embed.Dimensions) // particle's codeChunkSeqs
 	if limit := debug.SetMemoryLimit(-1); limit > 8192<<20-chunk {
 		t.Errorf("memory limit %d after a start with limit_mib 8192 and a store whose codes are mapped, want at most %d", limit, 8192<<20-chunk)
 	}
 	// The defaults leave both alone.
 	debug.SetGCPercent(150)
-	startDaemon(t, testConfig(t.TempDir()))
+	<-startDaemon(t, testConfig(t.TempDir())).LoadCollected()
 	if gc := debug.SetGCPercent(100); gc != 150 {
 		t.Errorf("GC percent %d after a start with the default, want the 150 set before", gc)
 	}
