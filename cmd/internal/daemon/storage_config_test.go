@@ -54,7 +54,7 @@ func TestMemoryConfigIsValidatedAndApplied(t *testing.T) {
 	}
 	cfg = testConfig(dir)
 	cfg.Memory.LimitMiB = 8192
-	<-startDaemon(t, cfg).LoadCollected() // its pause of the collector ended
+	<-startDaemon(t, cfg).LoadCollected()       // its pause of the collector ended
 	chunk := int64(4096 * cfg.Embed.Dimensions) // particle's codeChunkSeqs
 	if limit := debug.SetMemoryLimit(-1); limit > 8192<<20-chunk {
 		t.Errorf("memory limit %d after a start with limit_mib 8192 and a store whose codes are mapped, want at most %d", limit, 8192<<20-chunk)
