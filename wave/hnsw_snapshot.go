@@ -224,6 +224,21 @@ func (d *decoder) each(n, size int, fn func(b []byte, first int)) {
 	}
 }
 
+// checksum reads the CRC a snapshot's writer put after what d has read
+// (since the header) and returns d's error, or one wrapping ErrCorrupt
+// (named with what) if it differs.
+func (d *decoder) checksum(what string) error {
+	want := d.crc
+	got := d.u32()
+	if d.err != nil {
+		return d.err
+	}
+	if got != want {
+		return corrupt("%schecksum %08x, want %08x", what, got, want)
+	}
+	return nil
+}
+
 func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 }
@@ -436,13 +451,8 @@ func ReadHNSW(r io.Reader) (*HNSW, error) {
 	if bad != nil {
 		return nil, bad
 	}
-	want := d.crc
-	got := d.u32()
-	if d.err != nil {
-		return nil, d.err
-	}
-	if got != want {
-		return nil, corrupt("checksum %08x, want %08x", got, want)
+	if err := d.checksum(""); err != nil {
+		return nil, err
 	}
 
 	if top != 0 {

@@ -129,12 +129,8 @@ func readSplits(r io.Reader, dim int) ([]*readSplit, error) {
 	if b := d.read(1); b != nil {
 		bys = append([]byte(nil), d.read(int(b[0]))...)
 	}
-	want := d.crc
-	if got := d.u32(); d.err == nil && got != want {
-		return nil, corrupt("splits header checksum %08x, want %08x", got, want)
-	}
-	if d.err != nil {
-		return nil, d.err
+	if err := d.checksum("splits header "); err != nil {
+		return nil, err
 	}
 	if int(fdim) != dim {
 		return nil, fmt.Errorf("wave: splits snapshot of %d dimensions, index of %d", fdim, dim)
@@ -197,12 +193,8 @@ func readKeys(r io.Reader, dim int) (*readSplit, error) {
 		}
 		rs.keys, counts = append(rs.keys, key), append(counts, int(c))
 	}
-	head := d.crc
-	if got := d.u32(); d.err == nil && got != head {
-		return nil, corrupt("keys checksum %08x, want %08x", got, head)
-	}
-	if d.err != nil {
-		return nil, d.err
+	if err := d.checksum("keys "); err != nil {
+		return nil, err
 	}
 	rs.ids.expect = min(total, 1<<22)
 	for slot, c := range counts {
@@ -217,13 +209,8 @@ func readKeys(r io.Reader, dim int) (*readSplit, error) {
 		}
 		rs.lists = append(rs.lists, ld)
 	}
-	want := d.crc
-	got := d.u32()
-	if d.err != nil {
-		return nil, d.err
-	}
-	if got != want {
-		return nil, corrupt("keys checksum %08x, want %08x", got, want)
+	if err := d.checksum("keys "); err != nil {
+		return nil, err
 	}
 	return rs, nil
 }

@@ -295,13 +295,8 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 	if left != 0 {
 		return nil, corrupt("%d entries missing", left)
 	}
-	want := d.crc
-	got := d.u32()
-	if d.err != nil {
-		return nil, d.err
-	}
-	if got != want {
-		return nil, corrupt("checksum %08x, want %08x", got, want)
+	if err := d.checksum(""); err != nil {
+		return nil, err
 	}
 	x.st.Store(st)
 	return x, nil

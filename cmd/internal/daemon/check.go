@@ -230,12 +230,9 @@ func findsItself(store *particle.Store, idx wave.Index, want map[uint64][]float3
 // then an IVF's splits saved beside it (checkSplitsSnapshot). Without a
 // snapshot it returns none: the next start rebuilds.
 func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) ([]DerivedCheck, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+	f, err := openIfPresent(path)
+	if f == nil {
+		return nil, err // none: nothing to check
 	}
 	defer f.Close()
 	dc := &DerivedCheck{Name: "vector snapshot", Note: "loaded from " + filepath.Base(path) + " as the next start will"}
@@ -288,12 +285,9 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) ([]D
 // confirm: after a clean shutdown there are none. Without the file it
 // returns none.
 func checkSplitsSnapshot(x *wave.IVF, path string) ([]DerivedCheck, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+	f, err := openIfPresent(path)
+	if f == nil {
+		return nil, err // none: nothing to check
 	}
 	defer f.Close()
 	dc := DerivedCheck{Name: "vector splits snapshot", Note: "loaded from " + filepath.Base(path) + " into the vector snapshot as the next start will"}

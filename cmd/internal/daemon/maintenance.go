@@ -76,7 +76,7 @@ func (d *Daemon) replayFrom(ctx context.Context, stream string, pos StreamPositi
 // huge-page keeper (memory.huge_pages). It
 // clears the restore marker, whose positions the consumers now hold.
 func (d *Daemon) startMaintenance(ctx context.Context) {
-	if err := os.Remove(restoreMarkerPath(d.cfg.Data)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeIfPresent(restoreMarkerPath(d.cfg.Data)); err != nil {
 		d.log.Warn("remove restore marker", "err", err)
 	}
 	d.maint = newMaintenanceMetrics()

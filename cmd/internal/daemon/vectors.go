@@ -40,7 +40,7 @@ func (d *Daemon) openVectorIndex(dim int) (wave.Index, error) {
 		if kind == v.Index {
 			continue
 		}
-		if err := os.Remove(filepath.Join(d.cfg.Data, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeIfPresent(filepath.Join(d.cfg.Data, name)); err != nil {
 			return nil, fmt.Errorf("vector snapshot: %w", err)
 		}
 	}
@@ -76,18 +76,33 @@ func (d *Daemon) openSplitsSnapshot(idx wave.Index) error {
 		return nil
 	}
 	_, isIVF := idx.(*wave.IVF)
+	var err error
 	if v := d.cfg.Vectors; isIVF && (v.SplitByAgent || v.SplitByTime) {
-		f, err := os.Open(path)
-		if err == nil {
-			d.splitsFile = f
-			return nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("vector splits snapshot: %w", err)
-		}
+		d.splitsFile, err = openIfPresent(path)
+	} else {
+		err = removeIfPresent(path)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
 		return fmt.Errorf("vector splits snapshot: %w", err)
+	}
+	return nil
+}
+
+// openIfPresent opens the file at path for reading; one that does not
+// exist gives nil and no error.
+func openIfPresent(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return f, err
+}
+
+// removeIfPresent removes the file at path; one that does not exist is
+// no error.
+func removeIfPresent(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
@@ -116,7 +131,7 @@ func (d *Daemon) splitIndex(ctx context.Context, x *wave.IVF, load *wave.SplitsL
 		t := time.Now()
 		got, err := load.Load(ctx, bufio.NewReaderSize(f, 1<<20), v.SplitByAgent, v.SplitByTime)
 		f.Close()
-		if rmErr := os.Remove(f.Name()); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		if rmErr := removeIfPresent(f.Name()); rmErr != nil {
 			d.log.Warn("vector splits snapshot not removed", "err", rmErr)
 		}
 		switch {
@@ -151,12 +166,12 @@ func newVectorIndex(cfg Config, dim int) wave.Index {
 func (d *Daemon) loadVectorSnapshot(dim int) (wave.Index, error) {
 	v := d.cfg.Vectors
 	path := d.vectorSnapshot()
-	f, err := os.Open(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("vector snapshot: %w", err)
+	f, err := openIfPresent(path)
+	if f == nil {
+		if err != nil {
+			err = fmt.Errorf("vector snapshot: %w", err)
+		}
+		return nil, err
 	}
 	t := time.Now()
 	idx, rerr := readVectorIndex(v.Index, bufio.NewReaderSize(f, 1<<20))
