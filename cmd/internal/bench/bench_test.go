@@ -210,7 +210,10 @@ func TestRunMicro(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	// Each configuration's timed calls: as many as it counted, each of
-	// one of the 15 queries, the in-process ones with their stages.
+	// one of the 15 queries, the in-process ones with their stages, each
+	// marked far as its query's recall record is; the far calls and the
+	// others timed apart.
+	farQuery := checkRecallRecords(t, filepath.Join(calls, RecallFile), rep.Figures)
 	for _, prefix := range []string{"planner.in_process", "planner.in_process.hops2", "planner.nats_msgpack"} {
 		b, err := os.ReadFile(filepath.Join(calls, prefix+".jsonl"))
 		if err != nil {
@@ -221,12 +224,18 @@ func TestRunMicro(t *testing.T) {
 		if float64(len(lines)) != rep.Figures[prefix+".calls"] {
 			t.Errorf("%s: %d calls written, %v counted", prefix, len(lines), rep.Figures[prefix+".calls"])
 		}
-		staged, searched := 0, 0
+		staged, searched, far := 0, 0, 0
 		for _, l := range lines {
 			var c callRecord
 			if err := json.Unmarshal([]byte(l), &c); err != nil || c.Query < 0 || c.Query >= 15 || c.US <= 0 {
 				t.Errorf("%s: call %s (%v)", prefix, l, err)
 				break
+			}
+			if c.Far != farQuery[c.Query] {
+				t.Errorf("%s: call %s: far %v, its recall record %v", prefix, l, c.Far, farQuery[c.Query])
+			}
+			if c.Far {
+				far++
 			}
 			if c.PrefilterUS+c.ExpandUS+c.StitchUS > 0 {
 				staged++
@@ -240,13 +249,17 @@ func TestRunMicro(t *testing.T) {
 				searched++
 			}
 		}
+		for class, n := range map[string]int{"far.": far, "near.": len(lines) - far} {
+			if p99, ok := rep.Figures[prefix+"."+class+"p99_us"]; prefix != "planner.nats_msgpack" && (!ok || (n > 0) != (p99 > 0)) {
+				t.Errorf("%s: %d %s calls, their p99 %v µs (present %v)", prefix, n, class, p99, ok)
+			}
+		}
 		// Every call has its stage times (over NATS, the answer's); only
 		// in-process does the daemon's planner say what its IVF did.
 		if inProcess := prefix != "planner.nats_msgpack"; staged != len(lines) || inProcess != (searched == len(lines)) || !inProcess && searched > 0 {
 			t.Errorf("%s: %d calls of %d with stage times, %d with the index search's work", prefix, staged, len(lines), searched)
 		}
 	}
-	checkRecallRecords(t, filepath.Join(calls, RecallFile), rep.Figures)
 	// Each phase leaves a CPU and an allocation profile (gzipped protobuf).
 	for _, name := range []string{"ingest.pprof", "ingest.allocs.pprof", "planner.allocs.pprof", "reopen.allocs.pprof"} {
 		b, err := os.ReadFile(filepath.Join(profiles, name))
@@ -530,25 +543,36 @@ func TestWorkloadPackKeepsStrings(t *testing.T) {
 
 // checkRecallRecords checks the recall pass's records against the
 // figures: one per query with an exact answer, each recall the share of
-// its exact top 10 found, each miss named, and the misses counted.
-func checkRecallRecords(t *testing.T, path string, f map[string]float64) {
+// its exact top 10 found, each miss named, the misses counted, each far
+// as its exact 10th best says and the far ones counted. It returns
+// whether each query is far.
+func checkRecallRecords(t *testing.T, path string, f map[string]float64) (far map[int]bool) {
 	t.Helper()
+	far = map[int]bool{}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Errorf("recall records: %v", err)
-		return
+		return far
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if float64(len(lines)) != f["prefilter.queries"] {
 		t.Errorf("%d recall records, %v queries counted", len(lines), f["prefilter.queries"])
 	}
-	var sum float64
+	var sum, farSum float64
 	missed := 0
 	for _, l := range lines {
 		var rec recallRecord
 		if err := json.Unmarshal([]byte(l), &rec); err != nil || len(rec.Exact) == 0 || len(rec.Found) > 10 || len(rec.Exact) > 10 {
 			t.Errorf("recall record %s (%v)", l, err)
-			return
+			return far
+		}
+		// Far: the exact 10th best (the last, with fewer) scores below farScore.
+		if last := rec.Exact[len(rec.Exact)-1][1]; rec.Far != (last < farScore) {
+			t.Errorf("recall record %s: far %v with the exact last scoring %v", l, rec.Far, last)
+		}
+		far[rec.Query] = rec.Far
+		if rec.Far {
+			farSum += rec.Recall
 		}
 		found := 0
 		for _, e := range rec.Exact {
@@ -570,6 +594,16 @@ func checkRecallRecords(t *testing.T, path string, f map[string]float64) {
 	if mean := sum / float64(len(lines)); math.Abs(mean-f["prefilter.recall_at_10"]) > 1e-9 || float64(missed) != f["prefilter.missed_at_10"] {
 		t.Errorf("records: mean recall %v and %d missed; figures %v and %v", mean, missed, f["prefilter.recall_at_10"], f["prefilter.missed_at_10"])
 	}
+	nFar := 0
+	for _, v := range far {
+		if v {
+			nFar++
+		}
+	}
+	if float64(nFar) != f["prefilter.far_queries"] || nFar > 0 && math.Abs(farSum/float64(nFar)-f["prefilter.recall_at_10_far"]) > 1e-9 {
+		t.Errorf("records: %d far queries, mean recall %v; figures %v and %v", nFar, farSum/float64(max(nFar, 1)), f["prefilter.far_queries"], f["prefilter.recall_at_10_far"])
+	}
+	return far
 }
 
 // The bulk phase's steps grouped into steps messages carry the same

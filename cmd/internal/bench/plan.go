@@ -306,6 +306,19 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig[prefix+"answer.truncated_frac"] = float64(res.truncated) / float64(max(res.lat.n(), 1))
 	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
 	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
+	if r.far != nil {
+		// The near queries and the far ones apart (farScore).
+		var near, far dist
+		for _, c := range res.calls {
+			if r.isFar(c.query) {
+				far.addDur(c.lat, time.Microsecond)
+			} else {
+				near.addDur(c.lat, time.Microsecond)
+			}
+		}
+		r.fig.put(prefix+"near.", &near, "us")
+		r.fig.put(prefix+"far.", &far, "us")
+	}
 	// The index's work per prefilter (wave.SearchStats), of the calls
 	// that searched an IVF; the same-agent queries' apart: with the index
 	// split by agent they scan their agent's list and then the
@@ -343,6 +356,7 @@ type callRecord struct {
 	Query     int   `json:"query"`
 	US        int64 `json:"us"`
 	Selective bool  `json:"selective,omitempty"`
+	Far       bool  `json:"far,omitempty"` // the query is far (farScore)
 	Timeout   bool  `json:"timeout,omitempty"`
 	// TotalUS is the planner's own time of the call (Timings.TotalUS):
 	// US less it was spent outside the planner (the client, NATS).
@@ -376,7 +390,7 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 	var b []byte
 	for _, c := range res.calls {
 		t := c.timings
-		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Timeout: c.timeout,
+		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Far: r.isFar(c.query), Timeout: c.timeout,
 			TotalUS: t.TotalUS, EmbedUS: t.EmbedUS, PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
 			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
@@ -422,6 +436,10 @@ func (r *runner) measureNote(res *result) string {
 	}
 	return note
 }
+
+// isFar reports whether query i is far (farScore), false before the
+// recall pass.
+func (r *runner) isFar(i int) bool { return r.far != nil && r.far[i] }
 
 // selective reports whether query i admits under 1% of the events.
 func (r *runner) selective(i int) bool { return r.qs[i].Admitted < 0.01 }
@@ -558,6 +576,7 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	var misses recallLog
 	reqs := r.requests(1)
 	r.exactTop = make([][]uint64, len(reqs))
+	r.far = make([]bool, len(reqs))
 	const (
 		checked    = 20  // queries on which brute must equal wave.Flat
 		timedScans = 100 // queries on which an unfiltered scan is timed
@@ -581,8 +600,9 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 			continue
 		}
 		r.exactTop[i] = ex
+		r.far[i] = isFar(rec.e)
 		got := float64(overlap(ids(rec.a, 10), ex)) / float64(len(ex))
-		rc.add(got, r.qs[i].Admitted, reqs[i].SameAgent)
+		rc.add(got, r.qs[i].Admitted, reqs[i].SameAgent, r.far[i])
 		misses.add(store, i, got, r.qs[i].Admitted, reqs[i].SameAgent, rec.f, rec.work, rec.a, rec.e)
 		if a, ok := r.agreement(store, r.qs[i].Truth, ex); ok {
 			agree.add(a)
@@ -605,6 +625,8 @@ func (r *runner) recall(ctx context.Context, store *particle.Store, flat *wave.F
 	r.fig["prefilter.selective_queries"] = float64(rc.selective.n())
 	r.fig["prefilter.recall_at_10_same_agent"] = rc.sameAgent.mean()
 	r.fig["prefilter.same_agent_queries"] = float64(rc.sameAgent.n())
+	r.fig["prefilter.recall_at_10_far"] = rc.far.mean()
+	r.fig["prefilter.far_queries"] = float64(rc.far.n())
 	r.fig["prefilter.queries"] = float64(rc.all.n())
 	r.fig["prefilter.missed_at_10"] = float64(misses.missed)
 	r.fig["prefilter.missed_nodes_at_10"] = float64(misses.nodes)
@@ -630,10 +652,11 @@ func (r *runner) plannerOptions() planner.Options {
 }
 
 // recallDists are a recall pass's recall@10 per query: over all queries,
-// those whose filters admit under 1% of the events, the same-agent ones.
-type recallDists struct{ all, selective, sameAgent dist }
+// those whose filters admit under 1% of the events, the same-agent ones,
+// the far ones (farScore).
+type recallDists struct{ all, selective, sameAgent, far dist }
 
-func (d *recallDists) add(recall, admitted float64, sameAgent bool) {
+func (d *recallDists) add(recall, admitted float64, sameAgent, far bool) {
 	d.all.add(recall)
 	if admitted < 0.01 {
 		d.selective.add(recall)
@@ -641,6 +664,26 @@ func (d *recallDists) add(recall, admitted float64, sameAgent bool) {
 	if sameAgent {
 		d.sameAgent.add(recall)
 	}
+	if far {
+		d.far.add(recall)
+	}
+}
+
+// farScore splits the queries by the cosine of their exact 10th best
+// hit under their filters. A far query's filters leave it nothing close:
+// its best hits are near ties far below any near match, which the
+// 4-bit codes' residuals decide, so its search probes lists until the
+// bound can rule out the rest, and that takes most of them (on the
+// medium workload 58 lists on average against 19, and 0.93 of their
+// exact top 10 found against 1.00). There the 10th best lies below 0.2
+// (167 of 1,000 queries) or above 0.4 (824), 9 queries in between
+// (BENCHMARKS.md, fifty-sixth round).
+const farScore = 0.3
+
+// isFar reports whether exact, a query's exact hits best first, make it
+// far: its 10th best (or last) scores below farScore.
+func isFar(exact []wave.Hit) bool {
+	return len(exact) > 0 && exact[min(10, len(exact))-1].Score < farScore
 }
 
 // recallAfterReopen asks the recall pass's queries again, of the index
@@ -668,7 +711,7 @@ func (r *runner) recallAfterReopen(ctx context.Context) error {
 		if err := rec.plan(ctx, p, i, &reqs[i]); err != nil {
 			return fmt.Errorf("after the reopen: %w", err)
 		}
-		rc.add(float64(overlap(ids(rec.a, 10), ex))/float64(len(ex)), r.qs[i].Admitted, reqs[i].SameAgent)
+		rc.add(float64(overlap(ids(rec.a, 10), ex))/float64(len(ex)), r.qs[i].Admitted, reqs[i].SameAgent, r.far[i])
 	}
 	r.fig["reopen.recall_at_10"] = rc.all.mean()
 	r.fig["reopen.recall_at_10_selective"] = rc.selective.mean()

@@ -25,6 +25,7 @@ type recallRecord struct {
 	Recall    float64 `json:"recall_at_10"`
 	Admitted  float64 `json:"admitted"` // the share of the workload's events its filters admit
 	SameAgent bool    `json:"same_agent,omitempty"`
+	Far       bool    `json:"far,omitempty"` // its exact 10th best scores below farScore
 	Window    bool    `json:"window,omitempty"`
 	Location  bool    `json:"location,omitempty"`
 	Lists     int     `json:"lists,omitempty"`
@@ -50,7 +51,7 @@ type recallLog struct {
 // add records query i: the index found found, exact search exact (each
 // best first), under the filter f after a search that did work st.
 func (l *recallLog) add(store *particle.Store, i int, rc, admitted float64, sameAgent bool, f *wave.Filter, st wave.SearchStats, found, exact []wave.Hit) {
-	rec := recallRecord{Query: i, Recall: rc, Admitted: admitted, SameAgent: sameAgent,
+	rec := recallRecord{Query: i, Recall: rc, Admitted: admitted, SameAgent: sameAgent, Far: isFar(exact),
 		Lists: st.Lists, Scored: st.Scored, Asked: st.Asked, Found: scoredPairs(found, 10), Exact: scoredPairs(exact, 10)}
 	if f != nil {
 		rec.Window, rec.Location = f.From != 0 || f.To != 0, f.Site != 0

@@ -154,6 +154,9 @@ type runner struct {
 	// (nil where exact search found none), for the recall after the
 	// reopen: the store is the same, so is the exact answer.
 	exactTop [][]uint64
+	// far is, per query, whether the recall pass's exact 10th best hit
+	// under its filters scores below farScore (nil before that pass).
+	far []bool
 }
 
 // Run measures ctxgraph on a workload: it loads it through the real
