@@ -674,9 +674,9 @@ func (d *recallDists) add(recall, admitted float64, sameAgent, far bool) {
 // its best hits are near ties far below any near match, which the
 // 4-bit codes' residuals decide, so its search probes lists until the
 // bound can rule out the rest, and that takes most of them (on the
-// medium workload 58 lists on average against 19, and 0.93 of their
+// medium workload 57–59 lists on average against 19, and 0.94 of their
 // exact top 10 found against 1.00). There the 10th best lies below 0.2
-// (167 of 1,000 queries) or above 0.4 (824), 9 queries in between
+// (165 of 1,000 queries) or above 0.4 (824), 11 queries in between
 // (BENCHMARKS.md, fifty-sixth round).
 const farScore = 0.3
 
