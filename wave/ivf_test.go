@@ -732,3 +732,53 @@ func TestIVFStopsOnTheBoundBeforeNProbe(t *testing.T) {
 		t.Errorf("recall@%d of the searches that stopped early = %.4f, want >= 0.95", k, r)
 	}
 }
+
+// TestIVFAsksBestFirst: a probed list's candidates are put to Allow best
+// first, so that a search asks about those that can still enter its
+// heap of max(4k, 40) and no others. In one list of 2,000 items (below
+// TrainAt: the search is exact) asked in the list's order, every item
+// better than the heap's worst so far would be asked about, about
+// 40·(1+ln(2000/40)) ≈ 196 of them; best first, an Allow admitting
+// every item is asked exactly 40 times, and one admitting every other
+// item about 80. The answers are exact either way.
+func TestIVFAsksBestFirst(t *testing.T) {
+	const n, k = 2000, 10
+	vecs := clustered(12, n+20, 16, 5)
+	x, flat := buildIVF(t, vecs[:n], IVFOptions{TrainAt: 5000})
+	if x.Lists() != 1 {
+		t.Fatalf("%d lists below TrainAt", x.Lists())
+	}
+	keep := max(4*k, 40)
+	for _, c := range []struct {
+		name  string
+		admit func(id uint64) bool
+		most  int
+	}{
+		{"every item", func(uint64) bool { return true }, keep},
+		{"every other item", func(id uint64) bool { return id%2 == 0 }, 3 * keep},
+	} {
+		for _, hint := range []bool{false, true} {
+			for qi, q := range vecs[n:] {
+				var st SearchStats
+				asked := 0
+				f := &Filter{Stats: &st, Allow: func(id uint64) bool { asked++; return c.admit(id) }}
+				if hint {
+					f.Hint = func(uint64) {}
+				}
+				got := x.Search(q, k, f)
+				want := flat.Search(q, k, &Filter{Allow: c.admit})
+				if len(got) != len(want) {
+					t.Fatalf("%s, query %d: %d hits, want %d", c.name, qi, len(got), len(want))
+				}
+				for i := range want {
+					if got[i].ID != want[i].ID {
+						t.Fatalf("%s, query %d: hit %d is %d, want %d", c.name, qi, i, got[i].ID, want[i].ID)
+					}
+				}
+				if asked != st.Asked || asked > c.most || asked < keep {
+					t.Errorf("%s (hint %v), query %d: Allow asked %d times (counted %d), want %d to %d", c.name, hint, qi, asked, st.Asked, keep, c.most)
+				}
+			}
+		}
+	}
+}
