@@ -310,7 +310,7 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 		// The near queries and the far ones apart (farScore).
 		var near, far dist
 		for _, c := range res.calls {
-			if r.isFar(c.query) {
+			if r.farQuery(c.query) {
 				far.addDur(c.lat, time.Microsecond)
 			} else {
 				near.addDur(c.lat, time.Microsecond)
@@ -390,7 +390,7 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 	var b []byte
 	for _, c := range res.calls {
 		t := c.timings
-		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Far: r.isFar(c.query), Timeout: c.timeout,
+		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Far: r.farQuery(c.query), Timeout: c.timeout,
 			TotalUS: t.TotalUS, EmbedUS: t.EmbedUS, PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
 			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
@@ -437,9 +437,9 @@ func (r *runner) measureNote(res *result) string {
 	return note
 }
 
-// isFar reports whether query i is far (farScore), false before the
+// farQuery reports whether query i is far (farScore), false before the
 // recall pass.
-func (r *runner) isFar(i int) bool { return r.far != nil && r.far[i] }
+func (r *runner) farQuery(i int) bool { return r.far != nil && r.far[i] }
 
 // selective reports whether query i admits under 1% of the events.
 func (r *runner) selective(i int) bool { return r.qs[i].Admitted < 0.01 }
@@ -716,6 +716,7 @@ func (r *runner) recallAfterReopen(ctx context.Context) error {
 	r.fig["reopen.recall_at_10"] = rc.all.mean()
 	r.fig["reopen.recall_at_10_selective"] = rc.selective.mean()
 	r.fig["reopen.recall_at_10_same_agent"] = rc.sameAgent.mean()
+	r.fig["reopen.recall_at_10_far"] = rc.far.mean()
 	r.say("after the reopen: prefilter recall@10 %.4f over %d queries (%d admitting < 1%%: %.4f; %d same-agent: %.4f) against the recall pass's exact answers (%.1fs)",
 		rc.all.mean(), rc.all.n(), rc.selective.n(), rc.selective.mean(), rc.sameAgent.n(), rc.sameAgent.mean(), time.Since(t).Seconds())
 	// The reopened daemon's planner, as the planner phase measures it
