@@ -19,7 +19,6 @@ type ivfSearcher struct {
 	q8     []int8      // the query, quantised for scoring the entries' codes
 	asks   []ivfAsk    // candidates hinted, Allow not asked yet
 	pend   []ivfAsk    // the first-scanned lists' candidates, asked about best first
-	listed []ivfAsk    // a probed list's candidates, asked about best first
 	// cur is the list being scanned and next the one after it, each
 	// with its blocks' visit masks (prefetchAdmitted) when read ahead.
 	cur, next           *listData
@@ -60,9 +59,8 @@ const reachThinning = 4
 // 4-bit score among the items f admits; f's Meta fields are checked
 // before scoring (blocks of 16 entries at once where their summary
 // rules out the window, the agent or the site), f.Allow only for an
-// item that would enter that heap, a list's such items best first once
-// the list is scanned (with f.Hint, they are hinted 16 at a time, then
-// asked about in that order). In order of list distance,
+// item that would enter that heap (with f.Hint, such items are hinted
+// 16 at a time, then asked about in order). In order of list distance,
 // it probes an eighth of the NProbe nearest lists (boundFrom), then
 // the rest of them until the second condition below holds, then on
 // past NProbe (up to every list: exact) until either holds:
@@ -276,29 +274,6 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 			take(a.ref, a.score, a.li)
 		}
 	}
-	// listed collects a probed list's candidates that may enter the heap,
-	// which are then put to Allow best first: asked in the order the
-	// list holds them (no order of score), every candidate better than
-	// the heap's worst so far would be asked about; best first, only
-	// those that still are once the better ones are in. A list leaves
-	// the heap as it would either way; the admitted share of the asks,
-	// which the stop extrapolates (enough), changes with them. On the
-	// medium bench the planner's prefilters asked 22% fewer candidates
-	// (7% fewer under filters that leave nothing close to the query),
-	// at recall@10 0.991 against 0.989 (BENCHMARKS.md, fifty-sixth round).
-	listed := s.listed[:0]
-	// offerBestFirst offers the candidates as best first (a max-heap made
-	// of them) until the rest cannot enter the heap, and empties as.
-	offerBestFirst := func(as []ivfAsk) []ivfAsk {
-		heapifyAsks(as)
-		for len(as) > 0 {
-			if len(s.heap.h) == keep && as[0].score <= s.heap.h[0].Score {
-				break // the rest score no higher
-			}
-			offer(popAsk(&as))
-		}
-		return as[:0]
-	}
 	// pend collects the candidates of the lists scanned first (pre),
 	// which are asked about best first afterwards.
 	pend, collect := s.pend[:0], false
@@ -355,14 +330,9 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
 					continue
 				}
-				if allow != nil {
-					listed = append(listed, ivfAsk{ref | uint64(i), sc, d.ids[i], li})
-					continue
-				}
-				take(ref|uint64(i), sc, li)
+				offer(ivfAsk{ref | uint64(i), sc, d.ids[i], li})
 			}
 		}
-		listed = offerBestFirst(listed)
 		// A list whose entries the filter mostly rules out adds the rest
 		// of its first block to the reach's sample (thinned once that
 		// holds enough).
@@ -396,9 +366,15 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 		scan(d, 0, 0, false)
 	}
 	collect = false
-	pend = offerBestFirst(pend)
+	heapifyAsks(pend)
+	for len(pend) > 0 {
+		if len(s.heap.h) == keep && pend[0].score <= s.heap.h[0].Score {
+			break // the rest score no higher
+		}
+		offer(popAsk(&pend))
+	}
 	flush()
-	s.pend = pend
+	s.pend = pend[:0]
 	// From an eighth of nprobe on, the lists left may be ruled out by
 	// the bound alone (not with lists scanned first: the bound's reach
 	// is of the residuals' scores, which they do not have).
@@ -440,7 +416,6 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 	}
 	flush()
 	s.asks = asks
-	s.listed = listed
 	s.order = order
 	s.cur, s.next = nil, nil
 	if stats != nil {
