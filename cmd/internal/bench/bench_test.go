@@ -566,8 +566,8 @@ func checkRecallRecords(t *testing.T, path string, f map[string]float64) (far ma
 			t.Errorf("recall record %s (%v)", l, err)
 			return far
 		}
-		// Far: the exact 10th best (the last, with fewer) scores below farScore.
-		if last := rec.Exact[len(rec.Exact)-1][1]; rec.Far != (last < farScore) {
+		// Far: the exact 10th best (the last, with fewer) scores below FarScore.
+		if last := rec.Exact[len(rec.Exact)-1][1]; rec.Far != (last < FarScore) {
 			t.Errorf("recall record %s: far %v with the exact last scoring %v", l, rec.Far, last)
 		}
 		far[rec.Query] = rec.Far

@@ -307,7 +307,7 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	r.fig.put(prefix+"broad.", &res.byClass[0], "us")
 	r.fig.put(prefix+"selective.", &res.byClass[1], "us")
 	if r.far != nil {
-		// The near queries and the far ones apart (farScore).
+		// The near queries and the far ones apart (FarScore).
 		var near, far dist
 		for _, c := range res.calls {
 			if r.farQuery(c.query) {
@@ -356,7 +356,7 @@ type callRecord struct {
 	Query     int   `json:"query"`
 	US        int64 `json:"us"`
 	Selective bool  `json:"selective,omitempty"`
-	Far       bool  `json:"far,omitempty"` // the query is far (farScore)
+	Far       bool  `json:"far,omitempty"` // the query is far (FarScore)
 	Timeout   bool  `json:"timeout,omitempty"`
 	// TotalUS is the planner's own time of the call (Timings.TotalUS):
 	// US less it was spent outside the planner (the client, NATS).
@@ -437,7 +437,7 @@ func (r *runner) measureNote(res *result) string {
 	return note
 }
 
-// farQuery reports whether query i is far (farScore), false before the
+// farQuery reports whether query i is far (FarScore), false before the
 // recall pass.
 func (r *runner) farQuery(i int) bool { return r.far != nil && r.far[i] }
 
@@ -653,7 +653,7 @@ func (r *runner) plannerOptions() planner.Options {
 
 // recallDists are a recall pass's recall@10 per query: over all queries,
 // those whose filters admit under 1% of the events, the same-agent ones,
-// the far ones (farScore).
+// the far ones (FarScore).
 type recallDists struct{ all, selective, sameAgent, far dist }
 
 func (d *recallDists) add(recall, admitted float64, sameAgent, far bool) {
@@ -669,7 +669,7 @@ func (d *recallDists) add(recall, admitted float64, sameAgent, far bool) {
 	}
 }
 
-// farScore splits the queries by the cosine of their exact 10th best
+// FarScore splits the queries by the cosine of their exact 10th best
 // hit under their filters. A far query's filters leave it nothing close:
 // its best hits are near ties far below any near match, which the
 // 4-bit codes' residuals decide, so its search probes lists until the
@@ -678,12 +678,12 @@ func (d *recallDists) add(recall, admitted float64, sameAgent, far bool) {
 // exact top 10 found against 1.00). There the 10th best lies below 0.2
 // (165 of 1,000 queries) or above 0.4 (824), 11 queries in between
 // (BENCHMARKS.md, fifty-sixth round).
-const farScore = 0.3
+const FarScore = 0.3
 
 // isFar reports whether exact, a query's exact hits best first, make it
-// far: its 10th best (or last) scores below farScore.
+// far: its 10th best (or last) scores below FarScore.
 func isFar(exact []wave.Hit) bool {
-	return len(exact) > 0 && exact[min(10, len(exact))-1].Score < farScore
+	return len(exact) > 0 && exact[min(10, len(exact))-1].Score < FarScore
 }
 
 // recallAfterReopen asks the recall pass's queries again, of the index

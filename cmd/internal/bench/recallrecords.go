@@ -25,7 +25,7 @@ type recallRecord struct {
 	Recall    float64 `json:"recall_at_10"`
 	Admitted  float64 `json:"admitted"` // the share of the workload's events its filters admit
 	SameAgent bool    `json:"same_agent,omitempty"`
-	Far       bool    `json:"far,omitempty"` // its exact 10th best scores below farScore
+	Far       bool    `json:"far,omitempty"` // its exact 10th best scores below FarScore
 	Window    bool    `json:"window,omitempty"`
 	Location  bool    `json:"location,omitempty"`
 	Lists     int     `json:"lists,omitempty"`

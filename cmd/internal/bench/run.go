@@ -155,7 +155,7 @@ type runner struct {
 	// reopen: the store is the same, so is the exact answer.
 	exactTop [][]uint64
 	// far is, per query, whether the recall pass's exact 10th best hit
-	// under its filters scores below farScore (nil before that pass).
+	// under its filters scores below FarScore (nil before that pass).
 	far []bool
 }
 
