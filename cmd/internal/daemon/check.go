@@ -83,7 +83,7 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 	res.Derived = append(res.Derived, checkVectors(store, newVectorIndex(cfg, cfg.Embed.Dimensions)))
 	for _, kind := range []string{"hnsw", "ivf"} {
 		name := vectorSnapshots[kind]
-		snaps, err := checkVectorSnapshot(store, kind, filepath.Join(cfg.Data, name), cfg.Embed.Dimensions)
+		snaps, err := checkVectorSnapshot(ctx, store, kind, filepath.Join(cfg.Data, name), cfg.Embed.Dimensions)
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +229,7 @@ func findsItself(store *particle.Store, idx wave.Index, want map[uint64][]float3
 // the store's vectors are attached first, as the indexer does at start);
 // then an IVF's splits saved beside it (checkSplitsSnapshot). Without a
 // snapshot it returns none: the next start rebuilds.
-func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) ([]DerivedCheck, error) {
+func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path string, dim int) ([]DerivedCheck, error) {
 	f, err := openIfPresent(path)
 	if f == nil {
 		return nil, err // none: nothing to check
@@ -270,7 +270,7 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) ([]D
 	}
 	out := []DerivedCheck{*dc}
 	if x, ok := h.(*wave.IVF); ok {
-		splits, err := checkSplitsSnapshot(x, path+".splits")
+		splits, err := checkSplitsSnapshot(ctx, x, splitsSnapshotBeside(path))
 		if err != nil {
 			return nil, err
 		}
@@ -284,14 +284,17 @@ func checkVectorSnapshot(store *particle.Store, kind, path string, dim int) ([]D
 // the next start will, and reports the saved entries x does not
 // confirm: after a clean shutdown there are none. Without the file it
 // returns none.
-func checkSplitsSnapshot(x *wave.IVF, path string) ([]DerivedCheck, error) {
+func checkSplitsSnapshot(ctx context.Context, x *wave.IVF, path string) ([]DerivedCheck, error) {
 	f, err := openIfPresent(path)
 	if f == nil {
 		return nil, err // none: nothing to check
 	}
 	defer f.Close()
 	dc := DerivedCheck{Name: "vector splits snapshot", Note: "loaded from " + filepath.Base(path) + " into the vector snapshot as the next start will"}
-	got, err := x.ExpectSplits().Load(context.Background(), bufio.NewReaderSize(f, 1<<20), true, true)
+	got, err := x.ExpectSplits().Load(ctx, bufio.NewReaderSize(f, 1<<20), true, true)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		dc.Note = fmt.Sprintf("unreadable (%v): the next start fills the splits from the index", err)
 		return []DerivedCheck{dc}, nil

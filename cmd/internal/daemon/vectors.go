@@ -63,8 +63,12 @@ func (d *Daemon) splitsSnapshot() string {
 	if d.cfg.Vectors.Index != "ivf" {
 		return ""
 	}
-	return d.vectorSnapshot() + ".splits"
+	return splitsSnapshotBeside(d.vectorSnapshot())
 }
+
+// splitsSnapshotBeside is where the splits of the IVF snapshot at path
+// are saved.
+func splitsSnapshotBeside(path string) string { return path + ".splits" }
 
 // openSplitsSnapshot keeps the splits saved beside the IVF snapshot
 // loaded as idx open, for loadSplits once serving; it removes them when
