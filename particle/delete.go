@@ -69,6 +69,7 @@ func (b *Batch) flushDeletes() {
 		k := edgeKey(e.Namespace, e.ID)
 		del(k)
 		del(vectorKey(k)) // its embedding, if stored apart
+		b.markGone(k, e.Seq)
 		// The legacy entries an earlier version may have written.
 		del(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID))
 		del(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID))
@@ -78,6 +79,7 @@ func (b *Batch) flushDeletes() {
 		k := nodeKey(n.Namespace, n.ID)
 		del(k)
 		del(vectorKey(k))
+		b.markGone(k, n.Seq)
 		del(aliasDBKey(aliasKey(n.Namespace, n.Type, n.Name)))
 		for _, a := range n.Aliases {
 			del(aliasDBKey(aliasKey(n.Namespace, n.Type, a)))

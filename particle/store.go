@@ -137,6 +137,10 @@ type Store struct {
 	closed         bool
 	// fromSnapshot: the view was loaded from the view snapshot.
 	fromSnapshot bool
+	// behind: the snapshot was older than Badger, and the load caught up
+	// with what Badger holds written since, caughtUp (catchup.go).
+	behind   bool
+	caughtUp CatchUp
 	// openTimes are where Open's time went (OpenTimes).
 	openTimes OpenTimes
 	// leasedAt is Badger's version once Open leased its sequence: the
@@ -324,7 +328,12 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		unwritten := s.fromSnapshot && s.db.MaxVersion() == s.leasedAt && s.embeddingsMended() == 0
+		unwritten := s.fromSnapshot && !s.behind && s.db.MaxVersion() == s.leasedAt && s.embeddingsMended() == 0
+		if !s.opts.InMemory {
+			if err := s.dropGoneMarkers(); err != nil {
+				s.log.Warn("deletion markers not dropped", "err", err)
+			}
+		}
 		err := s.seq.Release()
 		if err == nil && s.snapshots() {
 			s.saveViewSnapshot(unwritten) // after the lease's write: nothing writes after it
@@ -385,28 +394,17 @@ func (s *Store) load(version uint64) error {
 	v := fresh()
 	var kinds loadCounts
 	var left *snapEdgeEmbeddings
+	var base uint64
 	loaded := false
 	switch {
 	case s.snapshots():
-		if kinds, left, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
+		if kinds, left, base, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
 			v = fresh()
 		}
 	case !s.opts.InMemory:
 		s.dropViewSnapshot() // stale from the first write on
 	}
 	err := s.db.View(func(txn *badger.Txn) error {
-		if !loaded {
-			var err error
-			if kinds, err = loadValues(s.db, txn, v, legacy); err != nil {
-				return err
-			}
-		}
-		if !loaded {
-			if err := joinLoadedEdgeChunks(txn, v); err != nil {
-				return err
-			}
-		}
-		v.linkLoaded()
 		item, err := txn.Get(metaKey("counts"))
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):
@@ -420,6 +418,35 @@ func (s *Store) load(version uint64) error {
 				return fmt.Errorf("load counts: %w", err)
 			}
 		}
+		if loaded && base < version {
+			t := time.Now()
+			w, err := readWritten(txn, base, legacy)
+			if err == nil {
+				v.linkLoaded()
+				cu := catchUp(v, w, &kinds)
+				cu.Since = base
+				s.behind, s.caughtUp = true, cu
+				s.log.Info("view caught up with the store since its snapshot", "since_version", base,
+					"nodes", cu.Nodes, "edges", cu.Edges, "episodes", cu.Episodes, "removed", cu.Removed, "took", time.Since(t))
+				return nil
+			}
+			if !errors.Is(err, errMarkersDropped) {
+				return err
+			}
+			s.log.Warn("view snapshot cannot catch up with the store; loading from the store", "since_version", base, "err", err)
+			s.dropViewSnapshot()
+			v, left, loaded = fresh(), nil, false
+		}
+		if !loaded {
+			var err error
+			if kinds, err = loadValues(s.db, txn, v, legacy); err != nil {
+				return err
+			}
+			if err := joinLoadedEdgeChunks(txn, v); err != nil {
+				return err
+			}
+		}
+		v.linkLoaded()
 		return nil
 	})
 	if err != nil {
@@ -459,6 +486,11 @@ func (s *Store) WaitLinked() { s.v.awaitLinks() }
 // LoadedFromSnapshot reports whether Open loaded the view from the view
 // snapshot rather than from Badger.
 func (s *Store) LoadedFromSnapshot() bool { return s.fromSnapshot }
+
+// CaughtUp reports whether Open loaded the view from a view snapshot
+// older than Badger (one a run that died without its Close set aside)
+// and then read what Badger holds written since, and what that was.
+func (s *Store) CaughtUp() (CatchUp, bool) { return s.caughtUp, s.behind }
 
 // presize makes the view's maps of edges as large as Badger's tables say
 // the store is, so that the load does not grow them step by step (at 1M

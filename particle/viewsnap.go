@@ -24,11 +24,13 @@ import (
 
 // The view snapshot is a copy of the node, edge and episode tables that
 // a store writes at Close (Options.ViewSnapshot) and the next Open loads
-// instead of scanning Badger, when Badger has had no write since. Once
-// read it is set aside (renamed with loadedSuffix), so that a store that
-// crashes later loads from Badger; a Close with nothing written since
-// the load puts it back (keepLoadedSnapshot) instead of writing it
-// again, and any other Close or Open removes it.
+// instead of scanning Badger. Once read it is set aside (renamed with
+// loadedSuffix): a Close with nothing written since the load puts it
+// back (keepLoadedSnapshot) instead of writing it again, any other Close
+// replaces it, and a run that dies before its Close leaves it for the
+// next Open, which loads it and catches up with what Badger holds
+// written since (catchup.go), as it does with any snapshot older than
+// Badger. A snapshot that cannot catch up is removed.
 //
 // It holds Badger's values byte for byte, in the chunks the load puts
 // into the view in key order, so a view loaded from it is the view a
@@ -516,40 +518,41 @@ func snapBytes(b []byte) (s []byte, n int) {
 	return b[n : n+int(l)], n + int(l)
 }
 
-// errSnapshotStale is readViewSnapshot's error for a snapshot older than
-// the store.
-var errSnapshotStale = errors.New("the store was written after the snapshot")
+// errSnapshotAhead is readViewSnapshot's error for a snapshot taken at a
+// later version than the store's: not of this store's history.
+var errSnapshotAhead = errors.New("the snapshot is newer than the store")
 
-// readViewSnapshot loads the snapshot at path into v with n decoders,
-// if it was taken at Badger version version, and returns the edges'
-// embeddings the load left to check. The caller discards v after an
-// error.
-func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, error) {
+// readViewSnapshot loads the snapshot at path into v with n decoders, if
+// it was taken at Badger version version or before, and returns the
+// edges' embeddings the load left to check and the snapshot's version
+// (below version, the view is to catch up: catchup.go). The caller
+// discards v after an error.
+func readViewSnapshot(path string, version uint64, n int, v *view, legacy func()) (loadCounts, *snapEdgeEmbeddings, uint64, error) {
 	if !littleEndian {
-		return loadCounts{}, nil, errors.New("big-endian host")
+		return loadCounts{}, nil, 0, errors.New("big-endian host")
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return loadCounts{}, nil, err
+		return loadCounts{}, nil, 0, err
 	}
 	defer f.Close()
 	t, size, err := fileTrailer(f)
 	if err != nil {
-		return loadCounts{}, nil, err
+		return loadCounts{}, nil, 0, err
 	}
-	if t.version != version {
-		return loadCounts{}, nil, fmt.Errorf("%w (snapshot at version %d, store at %d)", errSnapshotStale, t.version, version)
+	if t.version > version {
+		return loadCounts{}, nil, 0, fmt.Errorf("%w (snapshot at version %d, store at %d)", errSnapshotAhead, t.version, version)
 	}
 	mem, unmap, err := mapSnapshot(f, int(size))
 	if err != nil {
-		return loadCounts{}, nil, err
+		return loadCounts{}, nil, 0, err
 	}
 	counts, left, err := loadMapped(mem, t, n, v, legacy)
 	if err != nil {
 		unmap() // v, which points into mem, is discarded
-		return loadCounts{}, nil, err
+		return loadCounts{}, nil, 0, err
 	}
-	return counts, left, nil
+	return counts, left, t.version, nil
 }
 
 // loadMapped loads the snapshot in mem, whose trailer is t, into v, and
@@ -828,33 +831,40 @@ func keepLoadedSnapshot(path string, version uint64) error {
 }
 
 // loadViewSnapshot loads the view snapshot into v if there is one
-// taken at Badger version version, and removes it. It reports whether
-// v holds the store's view; if not, v is to be discarded.
-func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, *snapEdgeEmbeddings, bool) {
+// taken at Badger version version or before (a snapshot a crashed run
+// set aside, when there is no other), and sets it aside. It reports
+// whether v holds the store's view as of the snapshot's version, which
+// it returns; if not, v is to be discarded.
+func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, *snapEdgeEmbeddings, uint64, bool) {
 	t := time.Now()
 	path := ViewSnapshotPath(s.opts.Dir)
-	counts, left, err := readViewSnapshot(path, version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
-	if err == nil {
+	file := path
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		file = path + loadedSuffix // the one a run that died without its Close loaded
+	}
+	counts, left, base, err := readViewSnapshot(file, version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
+	switch {
+	case err == nil && file == path:
 		// Set aside (over one a crash left), not removed: Close may put
-		// it back. A store that cannot rename it loads the same, and
-		// writes its snapshot at Close.
+		// it back, and a run that dies before its Close catches up from
+		// it at the next start. A store that cannot rename it loads the
+		// same, and writes its snapshot at Close.
 		if rerr := os.Rename(path, path+loadedSuffix); rerr != nil {
 			s.log.Warn("view snapshot not set aside; removing it", "err", rerr)
 		}
 		removeFiles(s.log, path, path+".tmp") // and a temporary file a dead shutdown left, if any
-	} else {
+	case err == nil:
+		removeFiles(s.log, path+".tmp")
+	default:
 		s.dropViewSnapshot() // and what a crashed run set aside
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return loadCounts{}, nil, false
-	case errors.Is(err, errSnapshotStale):
-		s.log.Info("view snapshot is older than the store; loading from the store", "err", err)
-		return loadCounts{}, nil, false
+		return loadCounts{}, nil, 0, false
 	case err != nil:
 		s.log.Warn("view snapshot unreadable; loading from the store", "err", err)
-		return loadCounts{}, nil, false
+		return loadCounts{}, nil, 0, false
 	}
-	s.log.Info("view loaded from its snapshot", "took", time.Since(t))
-	return counts, left, true
+	s.log.Info("view loaded from its snapshot", "took", time.Since(t), "set_aside_by_a_crash", file != path, "behind", base < version)
+	return counts, left, base, true
 }
