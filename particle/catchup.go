@@ -51,9 +51,10 @@ func (b *Batch) markGone(k []byte, seq uint64) {
 // may have been dropped (8 bytes, big-endian).
 var goneBeforeKey = metaKey("gone")
 
-// errMarkersDropped is readWritten's error when deletion markers written
-// after the version asked about may have been dropped.
-var errMarkersDropped = errors.New("deletion markers since the version were dropped")
+// ErrDeletionsUnknown is the error of a catch-up from a version after
+// which deletion markers may have been dropped: what was deleted since
+// is not known.
+var ErrDeletionsUnknown = errors.New("particle: the deletions since that version are not known (their markers were dropped)")
 
 // dropGoneMarkers deletes every deletion marker: Close calls it before
 // it writes the view snapshot, which, with the vector index's written by
@@ -130,14 +131,14 @@ type goneRecord struct {
 // records written since, a record whose embedding alone was (its
 // vectorKey) is read too.
 //
-// It fails with errMarkersDropped if markers of deletions after version
+// It fails with ErrDeletionsUnknown if markers of deletions after version
 // may have been dropped.
 func readWritten(txn *badger.Txn, version uint64, legacy func()) (*written, error) {
 	switch dropped, err := goneBefore(txn); {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read meta gone: %v", ErrStorage, err)
 	case dropped > version:
-		return nil, fmt.Errorf("%w (up to version %d, asked since %d)", errMarkersDropped, dropped, version)
+		return nil, fmt.Errorf("%w (up to version %d, asked since %d)", ErrDeletionsUnknown, dropped, version)
 	}
 	w := &written{}
 	w.nodes, w.edges, w.episodes = []*Node{}, []*Edge{}, []*Episode{}
@@ -276,4 +277,35 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 		v.putEpisode(e)
 	}
 	return cu
+}
+
+// ChangedSince returns the seqs of the nodes, edges and episodes written
+// after Badger version version (a [Generation]'s), and of the nodes and
+// edges deleted since: what a vector index saved at that version must
+// drop, and a fill from the view add again, to match the store. It
+// fails with [ErrDeletionsUnknown] when the deletions are not known.
+func (s *Store) ChangedSince(version uint64) (changed, removed []uint64, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		w, err := readWritten(txn, version, func() {})
+		if err != nil {
+			return err
+		}
+		for _, n := range w.nodes {
+			changed = append(changed, n.Seq)
+		}
+		for _, e := range w.edges {
+			changed = append(changed, e.Seq)
+		}
+		for _, e := range w.episodes {
+			changed = append(changed, e.Seq)
+		}
+		for _, g := range w.gone {
+			removed = append(removed, g.seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("particle: changed since version %d: %w", version, err)
+	}
+	return changed, removed, nil
 }

@@ -50,10 +50,15 @@ type Options struct {
 	// Ignored InMemory.
 	ValueLogFileSize int64
 	// ViewSnapshot: Close writes the view's tables to a snapshot file
-	// in Dir, and Open loads from it instead of scanning Badger when
-	// Badger has had no write since (viewsnap.go). DefaultOptions sets
-	// it. Ignored InMemory.
+	// in Dir, and Open loads from it instead of scanning Badger, catching
+	// up with what Badger holds written since (viewsnap.go, catchup.go).
+	// DefaultOptions sets it. Ignored InMemory.
 	ViewSnapshot bool
+	// KeepDeletionMarkers: Close leaves the markers of deleted nodes and
+	// edges (catchup.go) for whatever else was saved before it to catch
+	// up with, such as a daemon's vector snapshot when a tool opens its
+	// store. Ignored InMemory.
+	KeepDeletionMarkers bool
 	// CheckEmbeddingsLater: a load from the view snapshot leaves the
 	// check of the edges' embeddings (which it does not read) to the
 	// owner's call of Store.CheckEmbeddings, instead of starting it at
@@ -329,7 +334,7 @@ func (s *Store) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		unwritten := s.fromSnapshot && !s.behind && s.db.MaxVersion() == s.leasedAt && s.embeddingsMended() == 0
-		if !s.opts.InMemory {
+		if !s.opts.InMemory && !s.opts.KeepDeletionMarkers {
 			if err := s.dropGoneMarkers(); err != nil {
 				s.log.Warn("deletion markers not dropped", "err", err)
 			}
@@ -430,7 +435,7 @@ func (s *Store) load(version uint64) error {
 					"nodes", cu.Nodes, "edges", cu.Edges, "episodes", cu.Episodes, "removed", cu.Removed, "took", time.Since(t))
 				return nil
 			}
-			if !errors.Is(err, errMarkersDropped) {
+			if !errors.Is(err, ErrDeletionsUnknown) {
 				return err
 			}
 			s.log.Warn("view snapshot cannot catch up with the store; loading from the store", "since_version", base, "err", err)

@@ -2,6 +2,8 @@ package planner
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -42,8 +44,10 @@ type Indexer struct {
 	// vectors, a map's lookups and inserts were a quarter of the fill
 	// after a reopen.
 	vecs []*float32
-	// loading is true while NewIndexer fills the index from the view.
+	// loading is true while NewIndexer fills the index from the view;
+	// filled counts the vectors it fed the index.
 	loading bool
+	filled  int
 	// cleanups counts tombstone clean-ups of the index.
 	cleanups int
 }
@@ -88,10 +92,20 @@ func NewIndexer(store *particle.Store, idx wave.Index, queue int) (*Indexer, err
 	if err != nil {
 		return nil, err
 	}
+	if n := idx.Len(); n > ix.filled {
+		// The index held vectors the store does not: a snapshot caught
+		// up with an incomplete list of what was deleted since.
+		return nil, fmt.Errorf("%w: %d vectors after the fill, %d from the store", ErrIndexHoldsMore, n, ix.filled)
+	}
 	go ix.run()
 	store.Subscribe(ix.enqueue)
 	return ix, nil
 }
+
+// ErrIndexHoldsMore is NewIndexer's error when the index it filled holds
+// vectors the store does not: one loaded from a snapshot that did not
+// match the store. Rebuild it from an empty index.
+var ErrIndexHoldsMore = errors.New("planner: the vector index holds vectors the store does not")
 
 // bulkAttacher is an index that attaches many loaded items at once
 // ([wave.IVF.AttachMetaAll]).
@@ -127,11 +141,12 @@ func (ix *Indexer) newFill() *fill {
 
 // add feeds one item; unit says vec is known to have unit length.
 func (f *fill) add(id uint64, vec []float32, m wave.Meta, unit bool) error {
-	if f.bulk == nil {
-		return f.ix.add(id, vec, m)
-	}
 	if len(vec) != f.ix.idx.Dim() {
 		return nil
+	}
+	f.ix.filled++
+	if f.bulk == nil {
+		return f.ix.add(id, vec, m)
 	}
 	f.items = append(f.items, wave.Attachment{ID: id, Vec: vec, Meta: m, Unit: unit})
 	if len(f.items) == fillBatch {

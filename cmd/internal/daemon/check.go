@@ -67,6 +67,8 @@ func Check(ctx context.Context, cfg Config, log *slog.Logger) (*CheckResult, err
 	}
 	so := particle.DefaultOptions(graph)
 	so.ViewSnapshot = cfg.Storage.ViewSnapshot
+	// The vector snapshot the daemon saved may need them to catch up.
+	so.KeepDeletionMarkers = true
 	so.Logger = log.With("component", "particle")
 	store, err := particle.Open(so)
 	if err != nil {
@@ -223,12 +225,15 @@ func findsItself(store *particle.Store, idx wave.Index, want map[uint64][]float3
 }
 
 // checkVectorSnapshot loads the index (of the given kind: hnsw or ivf) a
-// clean shutdown saved, the way the next start would, and compares it
-// with the store: the same ids (one per stored embedding) and the stored
-// vectors (a sample finds itself; an IVF snapshot holds int8 codes, so
-// the store's vectors are attached first, as the indexer does at start);
-// then an IVF's splits saved beside it (checkSplitsSnapshot). Without a
-// snapshot it returns none: the next start rebuilds.
+// clean shutdown saved, the way the next start would (caught up with the
+// store when saved at an earlier generation: catchUpIndex), and compares
+// it with the store: the same ids (one per stored embedding; after a
+// catch-up, none the store lacks, the rest being the fill's to add) and
+// the stored vectors (a sample finds itself; an IVF snapshot holds int8
+// codes, so the store's vectors are attached first, as the indexer does
+// at start); then an IVF's splits saved beside it (checkSplitsSnapshot),
+// which a catch-up drops. Without a snapshot it returns none: the next
+// start rebuilds.
 func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path string, dim int) ([]DerivedCheck, error) {
 	f, err := openIfPresent(path)
 	if f == nil {
@@ -245,6 +250,23 @@ func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path 
 		dc.Note = fmt.Sprintf("%d-d, not %d-d: the next start rebuilds the index from the store", h.Dim(), dim)
 		return []DerivedCheck{*dc}, nil
 	}
+	at, err := readGeneration(vectorStampBeside(path))
+	if err != nil {
+		dc.Note = fmt.Sprintf("not stamped with the graph's generation (%v): the next start rebuilds the index from the store", err)
+		return []DerivedCheck{*dc}, nil
+	}
+	written, deleted, err := catchUpIndex(store, h, at)
+	switch {
+	case errors.Is(err, errNotOfGraph):
+		dc.Note = fmt.Sprintf("%v: the next start rebuilds the index from the store", err)
+		return []DerivedCheck{*dc}, nil
+	case err != nil:
+		return nil, err
+	}
+	caughtUp := written+deleted > 0
+	if caughtUp {
+		dc.Note += fmt.Sprintf(", caught up with the store (%d written, %d deleted since it was saved)", written, deleted)
+	}
 	want, _ := embeddings(store, dim)
 	dc.Items = h.Len()
 	bad := 0
@@ -253,23 +275,28 @@ func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path 
 			dc.Problems = append(dc.Problems, fmt.Sprintf(format, a...))
 		}
 	}
-	if h.Len() != len(want) {
-		report("snapshot holds %d vectors, the store %d embeddings", h.Len(), len(want))
-	}
 	a, attach := h.(interface{ Attach(uint64, []float32) bool })
+	held := map[uint64][]float32{} // the stored vectors the snapshot holds
 	for seq, vec := range want {
-		if !h.Has(seq) {
+		switch {
+		case h.Has(seq):
+			held[seq] = vec
+			if attach {
+				a.Attach(seq, vec)
+			}
+		case !caughtUp:
 			report("%s (seq %d) is missing from the snapshot", recordName(store, seq), seq)
-		} else if attach {
-			a.Attach(seq, vec)
 		}
 	}
-	findsItself(store, h, want, 200, report)
+	if h.Len() != len(held) || !caughtUp && len(held) != len(want) {
+		report("snapshot holds %d vectors, the store %d embeddings (%d of them in the snapshot)", h.Len(), len(want), len(held))
+	}
+	findsItself(store, h, held, 200, report)
 	if bad > 20 {
 		dc.Problems = append(dc.Problems, fmt.Sprintf("… %d problems in all", bad))
 	}
 	out := []DerivedCheck{*dc}
-	if x, ok := h.(*wave.IVF); ok {
+	if x, ok := h.(*wave.IVF); ok && !caughtUp {
 		splits, err := checkSplitsSnapshot(ctx, x, splitsSnapshotBeside(path))
 		if err != nil {
 			return nil, err

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -97,6 +99,30 @@ func (p *proc) stop() {
 	if err := p.cmd.Wait(); err != nil {
 		p.t.Fatalf("daemon exited with %v; log in %s", err, p.log.Name())
 	}
+}
+
+// metric reads a gauge of the daemon's /metrics (NaN when absent).
+func (p *proc) metric(name string) float64 {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				p.t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return math.NaN()
 }
 
 // check runs `ctxgraph check` on the data dir and fails on problems.
@@ -219,6 +245,13 @@ func TestCrashSafety(t *testing.T) {
 			cp.run(t, "nats://"+p.natsAddr, 25, stop)
 		}()
 	}
+	// A clean restart first: it saves the view's and the vector index's
+	// snapshots, which each start after a kill below loads and catches
+	// up with what the dead runs committed since.
+	time.Sleep(300 * time.Millisecond)
+	p.stop()
+	p.start()
+	viewCaughtUp, vectorsCaughtUp := 0, 0
 	for k := range kills {
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
 		p.kill()
@@ -226,6 +259,16 @@ func TestCrashSafety(t *testing.T) {
 			p.check(fmt.Sprintf("after kill %d", k+1)) // a crashed store, recovered by opening it
 		}
 		p.start()
+		if p.metric("ctxgraph_store_view_caught_up_records") > 0 {
+			viewCaughtUp++
+		}
+		if p.metric("ctxgraph_vector_index_caught_up_records") > 0 {
+			vectorsCaughtUp++
+		}
+	}
+	t.Logf("of %d starts after a kill, %d caught the view up from its snapshot, %d the vector index", kills, viewCaughtUp, vectorsCaughtUp)
+	if viewCaughtUp == 0 || vectorsCaughtUp == 0 {
+		t.Errorf("no start after a kill caught up from the snapshots: view %d, vectors %d", viewCaughtUp, vectorsCaughtUp)
 	}
 	close(stop)
 	wg.Wait()

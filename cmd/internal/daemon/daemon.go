@@ -88,6 +88,12 @@ type Daemon struct {
 	// startTimes are how long Start took to serve and where that time
 	// went (nil until then).
 	startTimes atomic.Pointer[StartTimes]
+	// vectorsAt is the store generation the vector index loaded from its
+	// snapshot was saved at (nil: none loaded).
+	vectorsAt *particle.Generation
+	// vectorsCaughtUp counts the vectors catchUpVectors dropped from it
+	// for the fill to add again (-1: it matched the graph, or none).
+	vectorsCaughtUp int
 	// splitsFile is the vector index's splits snapshot, open from the
 	// load until read once serving (splitIndex).
 	splitsFile    *os.File
@@ -173,7 +179,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	d.storeOK.Store(true)
 	t := time.Now()
 	both(func() {
-		if d.indexer, err = planner.NewIndexer(d.store, d.index, 0); err != nil {
+		if err = d.catchUpVectors(); err != nil {
+			err = fmt.Errorf("vector snapshot: %w", err)
+			return
+		}
+		d.indexer, err = planner.NewIndexer(d.store, d.index, 0)
+		if d.vectorsAt != nil && errors.Is(err, planner.ErrIndexHoldsMore) {
+			d.log.Warn("vector snapshot caught up still holds vectors the graph does not; rebuilding it from the graph", "err", err)
+			if err = d.dropLoadedVectors(); err == nil {
+				d.indexer, err = planner.NewIndexer(d.store, d.index, 0)
+			}
+		}
+		if err != nil {
 			err = fmt.Errorf("build vector index: %w", err)
 			return
 		}

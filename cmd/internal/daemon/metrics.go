@@ -175,6 +175,18 @@ func (m *metrics) registerStore(d *Daemon) {
 		return 0
 	}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_store_view_caught_up_records", Help: "Nodes, edges and episodes written, and nodes and edges deleted, after the view snapshot the start loaded, which it read from Badger (a snapshot that a run that died before its shutdown set aside); -1 when the snapshot was of Badger's version or the view came from Badger.",
+	}, func() float64 {
+		cu, behind := d.store.CaughtUp()
+		if !behind {
+			return -1
+		}
+		return float64(cu.Nodes + cu.Edges + cu.Episodes + cu.Removed)
+	}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ctxgraph_vector_index_caught_up_records", Help: "Vectors the start dropped from the vector snapshot it loaded, for the fill from the graph to add again: of the nodes, edges and episodes written or deleted since it was saved (a run that died before its shutdown saved none newer); -1 when the snapshot matched the graph or none was loaded.",
+	}, func() float64 { return float64(d.vectorsCaughtUp) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_start_seconds", Help: "How long the daemon took from start to serving.",
 	}, func() float64 { t, _ := d.StartTimes(); return t.Total.Seconds() }))
 	for i, p := range (StartTimes{}).Phases() {

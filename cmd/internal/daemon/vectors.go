@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -28,12 +29,11 @@ func (d *Daemon) vectorSnapshot() string {
 	return filepath.Join(d.cfg.Data, name)
 }
 
-// openVectorIndex returns the configured index: the one saved at the
-// last clean shutdown when there is one (it matches the graph exactly),
-// else an empty one that the indexer fills from the graph. A snapshot is
-// removed once loaded, so after a crash the index is rebuilt from the
-// graph rather than trusted stale; so is the snapshot of another kind of
-// index (left before vectors.index changed), which would be stale later.
+// openVectorIndex returns the configured index: the one saved at a
+// clean shutdown when there is one (catchUpVectors then matches it to
+// the graph), else an empty one that the indexer fills from the graph.
+// The snapshot of another kind of index (left before vectors.index
+// changed) is removed: it would be stale later.
 func (d *Daemon) openVectorIndex(dim int) (wave.Index, error) {
 	v := d.cfg.Vectors
 	for kind, name := range vectorSnapshots {
@@ -165,8 +165,12 @@ func newVectorIndex(cfg Config, dim int) wave.Index {
 	}
 }
 
-// loadVectorSnapshot reads and removes the configured index's snapshot;
-// it returns nil (and logs why) when there is none or it cannot be used.
+// loadVectorSnapshot reads the configured index's snapshot and the
+// store generation it was saved at (d.vectorsAt); it returns nil (and
+// logs why) when there is none or it cannot be used, and then removes
+// it. A snapshot that loads stays: a run that dies before its shutdown
+// saves another leaves it for the next start, which catches it up with
+// the graph (catchUpVectors) instead of rebuilding the index.
 func (d *Daemon) loadVectorSnapshot(dim int) (wave.Index, error) {
 	v := d.cfg.Vectors
 	path := d.vectorSnapshot()
@@ -180,17 +184,25 @@ func (d *Daemon) loadVectorSnapshot(dim int) (wave.Index, error) {
 	t := time.Now()
 	idx, rerr := readVectorIndex(v.Index, bufio.NewReaderSize(f, 1<<20))
 	f.Close()
-	if rmErr := os.Remove(path); rmErr != nil {
-		return nil, fmt.Errorf("vector snapshot: %w", rmErr)
+	var at particle.Generation
+	if rerr == nil {
+		at, rerr = readGeneration(vectorStampBeside(path))
 	}
+	var drop string
 	switch {
 	case rerr != nil:
-		d.log.Warn("vector snapshot unreadable; rebuilding from the graph", "err", rerr)
-		return nil, nil
+		drop = "vector snapshot unreadable, or not stamped with the graph's generation; rebuilding from the graph"
 	case idx.Dim() != dim:
-		d.log.Warn("vector snapshot has another dimension; rebuilding from the graph", "have", idx.Dim(), "want", dim)
+		drop = fmt.Sprintf("vector snapshot has dimension %d, not %d; rebuilding from the graph", idx.Dim(), dim)
+	}
+	if drop != "" {
+		d.log.Warn(drop, "err", rerr)
+		if err := d.removeVectorSnapshot(); err != nil {
+			return nil, err
+		}
 		return nil, nil
 	}
+	d.vectorsAt = &at
 	switch x := idx.(type) {
 	case *wave.HNSW:
 		x.SetEfSearch(v.EfSearch)
@@ -216,7 +228,12 @@ func readVectorIndex(kind string, r io.Reader) (snapshotIndex, error) {
 }
 
 // saveVectorIndex writes the HNSW or IVF index for the next start (after
-// the indexer has drained and before the store closes).
+// the indexer has drained and before the store closes), stamped with the
+// store's generation it matches. A stamp older than the snapshot beside
+// it (a shutdown that died between the two writes) is safe: the catch-up
+// from it drops and adds again more than it needs to. One newer is not,
+// and cannot occur: the stamp is written after the snapshot, and a
+// failed snapshot leaves the old one, with its stamp, as they were.
 func (d *Daemon) saveVectorIndex() error {
 	w, ok := d.index.(io.WriterTo)
 	if !ok {
@@ -226,6 +243,10 @@ func (d *Daemon) saveVectorIndex() error {
 	if path == "" {
 		return nil
 	}
+	gen, err := d.store.Generation()
+	if err != nil {
+		return fmt.Errorf("vector snapshot: %w", err)
+	}
 	if err := writeSnapshot(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		if _, err := w.WriteTo(bw); err != nil {
@@ -234,6 +255,9 @@ func (d *Daemon) saveVectorIndex() error {
 		return bw.Flush()
 	}); err != nil {
 		return fmt.Errorf("vector snapshot: %w", err)
+	}
+	if err := writeGeneration(vectorStampBeside(path), gen); err != nil {
+		return errors.Join(fmt.Errorf("vector snapshot's stamp: %w", err), d.removeVectorSnapshot())
 	}
 	if x, ok := d.index.(*wave.IVF); ok {
 		return d.saveSplits(x)
@@ -288,4 +312,125 @@ func (d *Daemon) saveSplits(x *wave.IVF) error {
 		return fmt.Errorf("vector splits snapshot: %w", err)
 	}
 	return nil
+}
+
+// vectorStampBeside is where the store generation that the vector
+// snapshot at path matches is saved.
+func vectorStampBeside(path string) string { return path + ".generation" }
+
+// removeVectorSnapshot removes the configured index's snapshot, its
+// stamp and the splits saved beside it.
+func (d *Daemon) removeVectorSnapshot() error {
+	path := d.vectorSnapshot()
+	for _, p := range []string{path, vectorStampBeside(path), splitsSnapshotBeside(path)} {
+		if err := removeIfPresent(p); err != nil {
+			return fmt.Errorf("vector snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeGeneration saves g at path (through a synced temporary file).
+func writeGeneration(path string, g particle.Generation) error {
+	return writeSnapshot(path, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%d %d\n", g.Version, g.Sum)
+		return err
+	})
+}
+
+// readGeneration reads the generation saved at path.
+func readGeneration(path string) (particle.Generation, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return particle.Generation{}, err
+	}
+	var g particle.Generation
+	if _, err := fmt.Sscanf(string(b), "%d %d\n", &g.Version, &g.Sum); err != nil {
+		return particle.Generation{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
+
+// catchUpVectors matches the index loaded from its snapshot to the
+// graph, once the store is open (catchUpIndex), before the indexer's
+// fill adds what it removed. An index it cannot match is replaced by an
+// empty one that the fill builds from the graph.
+func (d *Daemon) catchUpVectors() error {
+	d.vectorsCaughtUp = -1
+	if d.vectorsAt == nil {
+		return nil
+	}
+	t := time.Now()
+	written, deleted, err := catchUpIndex(d.store, d.index, *d.vectorsAt)
+	switch {
+	case errors.Is(err, errNotOfGraph):
+		d.log.Warn("vector snapshot cannot be matched to the graph; rebuilding it from the graph", "err", err)
+		return d.dropLoadedVectors()
+	case err != nil:
+		return err
+	case written+deleted == 0:
+		return nil
+	}
+	// The splits saved beside it are of the index before the catch-up.
+	if d.splitsFile != nil {
+		d.splitsFile.Close()
+		d.splitsFile = nil
+		if err := removeIfPresent(d.splitsSnapshot()); err != nil {
+			return fmt.Errorf("vector splits snapshot: %w", err)
+		}
+	}
+	d.vectorsCaughtUp = written + deleted
+	d.log.Info("vector snapshot caught up with the graph", "since_version", d.vectorsAt.Version,
+		"written", written, "deleted", deleted, "took", time.Since(t))
+	return nil
+}
+
+// errNotOfGraph is catchUpIndex's error for a snapshot it cannot match
+// to the graph.
+var errNotOfGraph = errors.New("the vector snapshot cannot be matched to the graph")
+
+// catchUpIndex matches idx, loaded from a snapshot saved at store
+// generation at, to the store: a snapshot of the store's generation
+// matches it already; one of an earlier generation (a run that died
+// before its shutdown saved another) has the vectors of the nodes,
+// edges and episodes written or deleted since removed, which a fill from
+// the graph (planner.NewIndexer) adds again. It returns how many it
+// removed of each, and errNotOfGraph for a snapshot of another history
+// or one whose deletions since are not known.
+func catchUpIndex(store *particle.Store, idx wave.Index, at particle.Generation) (written, deleted int, err error) {
+	now, err := store.Generation()
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case at == now:
+		return 0, 0, nil
+	case at.Version >= now.Version:
+		return 0, 0, fmt.Errorf("%w: saved at version %d, the graph at %d", errNotOfGraph, at.Version, now.Version)
+	}
+	changed, removed, err := store.ChangedSince(at.Version)
+	if errors.Is(err, particle.ErrDeletionsUnknown) {
+		return 0, 0, fmt.Errorf("%w: %v", errNotOfGraph, err)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, id := range changed {
+		idx.Remove(id)
+	}
+	for _, id := range removed {
+		idx.Remove(id)
+	}
+	return len(changed), len(removed), nil
+}
+
+// dropLoadedVectors replaces the index loaded from its snapshot by an
+// empty one, and removes the snapshot.
+func (d *Daemon) dropLoadedVectors() error {
+	if d.splitsFile != nil {
+		d.splitsFile.Close()
+		d.splitsFile = nil
+	}
+	d.vectorsAt = nil
+	d.index = newVectorIndex(d.cfg, d.index.Dim())
+	return d.removeVectorSnapshot()
 }

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"testing"
@@ -10,11 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-func TestVectorIndexSnapshotAtCleanShutdownOnly(t *testing.T) {
+func TestVectorIndexSnapshotAtCleanShutdown(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, testConfig(dir))
 	c := connect(t, d)
@@ -36,8 +39,15 @@ func TestVectorIndexSnapshotAtCleanShutdownOnly(t *testing.T) {
 	if got := d2.index.Len(); got != want {
 		t.Errorf("loaded index holds %d vectors, want %d", got, want)
 	}
-	if _, err := os.Stat(d2.vectorSnapshot()); !os.IsNotExist(err) {
-		t.Errorf("the snapshot must be consumed at start (a crash must not find it): %v", err)
+	// It stays, stamped with the graph's generation it matches: a run
+	// that dies before its shutdown leaves it to the next start to catch
+	// up (TestVectorSnapshotCatchesUpWithTheGraph).
+	at, err := readGeneration(vectorStampBeside(d2.vectorSnapshot()))
+	if now, gerr := d2.store.Generation(); err != nil || gerr != nil || at != now {
+		t.Errorf("snapshot stamped %+v (%v), the graph at %+v (%v)", at, err, now, gerr)
+	}
+	if d2.vectorsCaughtUp != -1 {
+		t.Errorf("a snapshot of the graph's generation was caught up (%d)", d2.vectorsCaughtUp)
 	}
 	if after := answerShape(connect(t, d2).ask(redBlockQuery)); after != before {
 		t.Errorf("answer differs after reopening from the snapshot")
@@ -51,6 +61,71 @@ func TestVectorIndexSnapshotAtCleanShutdownOnly(t *testing.T) {
 	d3 := startDaemon(t, testConfig(dir))
 	if got := d3.index.Len(); got != want {
 		t.Errorf("rebuilt index holds %d vectors, want %d", got, want)
+	}
+}
+
+// TestVectorSnapshotCatchesUpWithTheGraph: an index saved at one
+// generation of the graph, loaded after the graph has taken more
+// episodes and forgotten an entity, as a start after a crash loads the
+// snapshot the dead run left, is caught up (the vectors of what was
+// written or deleted since dropped) and filled from the graph: it then
+// holds the vectors the live index holds, each finding itself.
+func TestVectorSnapshotCatchesUpWithTheGraph(t *testing.T) {
+	ctx := context.Background()
+	d := startDaemon(t, testConfig(t.TempDir()))
+	c := connect(t, d)
+	msgs := readMessages(t, "episodes.jsonl")
+	c.publishAll(msgs[:len(msgs)/2])
+	c.waitApplied()
+	if err := d.WaitIndexed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var saved bytes.Buffer
+	if _, err := d.index.(io.WriterTo).WriteTo(&saved); err != nil {
+		t.Fatal(err)
+	}
+	at, err := d.store.Generation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.publishAll(msgs[len(msgs)/2:])
+	c.waitApplied()
+	red := particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, "red block")
+	if code := httpDo(t, d, "DELETE", "/v1/entities/"+red+"?why=test", nil, nil); code != 200 {
+		t.Fatalf("forget: %d", code)
+	}
+	if err := d.WaitIndexed(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	idx, err := readVectorIndex(d.cfg.Vectors.Index, &saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, deleted, err := catchUpIndex(d.store, idx, at)
+	if err != nil || written == 0 || deleted == 0 {
+		t.Fatalf("caught up %d written, %d deleted: %v", written, deleted, err)
+	}
+	ix, err := planner.NewIndexer(d.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	want, _ := embeddings(d.store, idx.Dim())
+	if idx.Len() != len(want) || d.index.Len() != len(want) {
+		t.Fatalf("caught-up index holds %d vectors, the live one %d, the graph %d", idx.Len(), d.index.Len(), len(want))
+	}
+	for seq := range want {
+		if !idx.Has(seq) {
+			t.Fatalf("caught-up index lacks seq %d", seq)
+		}
+	}
+	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
+
+	// Saved at a generation the graph never had (ahead of it): not
+	// matched, rebuilt.
+	if _, _, err := catchUpIndex(d.store, idx, particle.Generation{Version: at.Version + 1<<40}); !errors.Is(err, errNotOfGraph) {
+		t.Fatalf("a snapshot ahead of the graph: %v", err)
 	}
 }
 
