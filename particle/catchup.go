@@ -117,7 +117,32 @@ func goneBefore(txn *badger.Txn) (uint64, error) {
 // its edge chunks joined), and the nodes and edges deleted.
 type written struct {
 	loadChunk
+	// seqs holds the seqs of the records written since, read for them
+	// alone (readWritten without whole), in place of the records.
+	seqs []uint64
 	gone []goneRecord
+}
+
+// writtenSince reports whether txn holds a node, edge, episode,
+// embedding or deletion marker written after version: a look at the
+// first of each, which Badger finds without reading the older tables.
+func writtenSince(txn *badger.Txn, version uint64) bool {
+	for _, p := range [][]byte{{byte(prefixNode)}, {byte(prefixEdge)}, {byte(prefixEpisode)}, {byte(prefixVector)},
+		append(key(prefixRecord, recordGone), 0)} {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, SinceTs: version})
+		it.Rewind()
+		found := it.Valid()
+		it.Close()
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// empty reports whether nothing was written since.
+func (w *written) empty() bool {
+	return len(w.nodes)+len(w.edges)+len(w.episodes)+len(w.seqs)+len(w.gone) == 0
 }
 
 // goneRecord is a node or edge deleted since the version.
@@ -129,11 +154,13 @@ type goneRecord struct {
 
 // readWritten reads what txn holds written after version. Besides the
 // records written since, a record whose embedding alone was (its
-// vectorKey) is read too.
+// vectorKey) is read too. Without whole, the records are read for their
+// seqs alone: their embeddings are not read, nor an episode's edge
+// chunks joined.
 //
 // It fails with ErrDeletionsUnknown if markers of deletions after version
 // may have been dropped.
-func readWritten(txn *badger.Txn, version uint64, legacy func()) (*written, error) {
+func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*written, error) {
 	switch dropped, err := goneBefore(txn); {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read meta gone: %v", ErrStorage, err)
@@ -145,6 +172,13 @@ func readWritten(txn *badger.Txn, version uint64, legacy func()) (*written, erro
 	read := map[string]bool{}
 	add := func(p prefix, k []byte, item *badger.Item) error {
 		read[string(k)] = true
+		if !whole {
+			return item.Value(func(b []byte) error {
+				seq, err := seqOfValue(p, b)
+				w.seqs = append(w.seqs, seq)
+				return err
+			})
+		}
 		var vec []byte
 		if p != prefixEpisode {
 			var err error
@@ -286,19 +320,11 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 // fails with [ErrDeletionsUnknown] when the deletions are not known.
 func (s *Store) ChangedSince(version uint64) (changed, removed []uint64, err error) {
 	err = s.db.View(func(txn *badger.Txn) error {
-		w, err := readWritten(txn, version, func() {})
+		w, err := readWritten(txn, version, func() {}, false)
 		if err != nil {
 			return err
 		}
-		for _, n := range w.nodes {
-			changed = append(changed, n.Seq)
-		}
-		for _, e := range w.edges {
-			changed = append(changed, e.Seq)
-		}
-		for _, e := range w.episodes {
-			changed = append(changed, e.Seq)
-		}
+		changed = w.seqs
 		for _, g := range w.gone {
 			removed = append(removed, g.seq)
 		}
@@ -308,4 +334,41 @@ func (s *Store) ChangedSince(version uint64) (changed, removed []uint64, err err
 		return nil, nil, fmt.Errorf("particle: changed since version %d: %w", version, err)
 	}
 	return changed, removed, nil
+}
+
+// seqOfValue decodes the seq of value b of table p (a node, an edge or
+// an episode), without reading an embedding stored apart.
+func seqOfValue(p prefix, b []byte) (uint64, error) {
+	switch {
+	case p == prefixNode && isBinary(b):
+		n, _, err := decodeNodeV2(b, true)
+		if err != nil {
+			return 0, err
+		}
+		return n.Seq, nil
+	case p == prefixNode:
+		n, err := decodeNodeAt(b, nil, true)
+		if err != nil {
+			return 0, err
+		}
+		return n.Seq, nil
+	case p == prefixEdge && isBinary(b):
+		e, _, err := decodeEdgeV2(b, true)
+		if err != nil {
+			return 0, err
+		}
+		return e.Seq, nil
+	case p == prefixEdge:
+		e, err := decodeEdgeAt(b, nil, true)
+		if err != nil {
+			return 0, err
+		}
+		return e.Seq, nil
+	default:
+		e, err := decodeEpisodeAt(b, true)
+		if err != nil {
+			return 0, err
+		}
+		return e.Seq, nil
+	}
 }

@@ -425,9 +425,26 @@ func (s *Store) load(version uint64) error {
 		}
 		if loaded && base < version {
 			t := time.Now()
-			w, err := readWritten(txn, base, legacy)
+			// The adjacency and the maps by id, which the catch-up needs
+			// when it has anything to put, are built while it reads.
+			v.linkLoaded()
+			indexed := make(chan struct{})
+			if writtenSince(txn, base) {
+				go func() { v.indexLoaded(); close(indexed) }()
+			} else {
+				close(indexed)
+			}
+			w, err := readWritten(txn, base, legacy, true)
+			<-indexed
+			if err == nil && w.empty() {
+				// Only Badger's own keys were written since (a lease):
+				// the snapshot holds the view, and a Close that writes
+				// nothing may put it back stamped anew.
+				s.log.Info("view snapshot older than the store, with no record written since", "since_version", base, "took", time.Since(t))
+				return nil
+			}
+			v.awaitLinks()
 			if err == nil {
-				v.linkLoaded()
 				cu := catchUp(v, w, &kinds)
 				cu.Since = base
 				s.behind, s.caughtUp = true, cu
