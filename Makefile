@@ -4,7 +4,7 @@ BIN      := bin/ctxgraph
 PKG      ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check js-deps rdflib pymsgpack demo bench bench-run reopen-time fuzz soak crash clean
+.PHONY: all build test race vet fmt-check js-deps rdflib pymsgpack demo bench bench-run reopen-time crash-time fuzz soak crash clean
 
 all: build
 
@@ -77,6 +77,13 @@ reopen-time: build
 	e=$$(date +%s.%N); rb=$$(awk '/^read_bytes/ {print $$2}' /proc/$$pid/io 2>/dev/null); \
 	kill -INT $$pid; wait $$pid; rm -f $$log; \
 	awk -v s=$$s -v e=$$e -v rb="$$rb" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "\n" }'
+
+# A start after a crash on a stopped daemon's data directory: a start,
+# REPLAY's messages streamed in (optional), SIGKILL, then a timed start
+# that catches up from the snapshots the killed run left.
+crash-time: build
+	@test -d "$(DATA)" || { echo "usage: make crash-time DATA=<a stopped daemon's data directory> [REPLAY=<wire-format JSONL>]" >&2; exit 2; }
+	@cmd/ctxgraph/crashtime.sh ./$(BIN) "$(DATA)" "$(REPLAY)"
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
 # input (step, span and planner request JSON and msgpack, TFRecord, Example, backup
