@@ -123,23 +123,6 @@ type written struct {
 	gone []goneRecord
 }
 
-// writtenSince reports whether txn holds a node, edge, episode,
-// embedding or deletion marker written after version: a look at the
-// first of each, which Badger finds without reading the older tables.
-func writtenSince(txn *badger.Txn, version uint64) bool {
-	for _, p := range [][]byte{{byte(prefixNode)}, {byte(prefixEdge)}, {byte(prefixEpisode)}, {byte(prefixVector)},
-		append(key(prefixRecord, recordGone), 0)} {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, SinceTs: version})
-		it.Rewind()
-		found := it.Valid()
-		it.Close()
-		if found {
-			return true
-		}
-	}
-	return false
-}
-
 // empty reports whether nothing was written since.
 func (w *written) empty() bool {
 	return len(w.nodes)+len(w.edges)+len(w.episodes)+len(w.seqs)+len(w.gone) == 0
@@ -263,28 +246,36 @@ type CatchUp struct {
 }
 
 // catchUp puts w, what Badger holds written after v's snapshot, into v,
-// loaded from that snapshot and linked (linkLoaded), as publish puts a
-// commit's records, and keeps kinds, the view's counts by type, true.
+// loaded from that snapshot and not yet linked (linkLoaded) nor indexed
+// by id (indexLoaded), and keeps kinds, the view's counts by type, true.
+// It puts the records as the load put the snapshot's: the edges by seq
+// with their facts, for the adjacency's build to link with the rest,
+// and in the loaded chunks, for the maps by id (a replaced edge in its
+// predecessor's place, found by its seq, which an edge keeps for good;
+// a removed one as nil). So a catch-up waits for neither.
 func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
-	v.awaitLinks()
-	v.indexLoaded()
 	cu := CatchUp{Nodes: len(w.nodes), Edges: len(w.edges), Episodes: len(w.episodes)}
-	// A node's edges go with it: edges first.
-	for _, table := range []prefix{prefixEdge, prefixNode} {
-		for _, g := range w.gone {
-			switch {
-			case g.table != table:
-			case table == prefixEdge:
-				if e := v.edges[g.id]; e != nil && e.Namespace == g.ns && v.removeEdge(g.id) {
-					kinds.edges[e.Type]--
-					cu.Removed++
-				}
-			default:
-				if n := v.nodes[g.id]; n != nil && n.Namespace == g.ns && v.removeNode(g.id) {
-					kinds.nodes[n.Type]--
-					cu.Removed++
-				}
-			}
+	inChunks := map[uint64]*Edge{} // loaded edges to replace (nil: remove), by seq
+	for _, g := range w.gone {
+		if g.table != prefixEdge {
+			continue
+		}
+		if e := atSeq(v.edgeSeq, g.seq); e != nil && e.ID == g.id && e.Namespace == g.ns {
+			v.edgeSeq = unsetSeq(v.edgeSeq, g.seq, e)
+			v.unsetFacts(g.seq)
+			v.apart.set(g.seq, false)
+			kinds.edges[e.Type]--
+			inChunks[g.seq] = nil
+			cu.Removed++
+		}
+	}
+	for _, g := range w.gone {
+		if g.table != prefixNode {
+			continue
+		}
+		if n := v.nodes[g.id]; n != nil && n.Namespace == g.ns && v.removeNode(g.id) {
+			kinds.nodes[n.Type]--
+			cu.Removed++
 		}
 	}
 	for _, n := range w.nodes {
@@ -293,14 +284,17 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 		}
 		v.putNode(n)
 		kinds.nodes[n.Type]++
-		v.rekeyAdj(n)
 		v.apart.set(n.Seq, false)
 	}
-	for _, e := range w.edges {
-		if old := v.edges[e.ID]; old != nil {
+	var added []*Edge
+	for i, e := range w.edges {
+		if old := atSeq(v.edgeSeq, e.Seq); e.Seq != 0 && old != nil && old.ID == e.ID {
 			kinds.edges[old.Type]--
+			inChunks[e.Seq] = e
+		} else {
+			added = append(added, e)
 		}
-		v.putEdgeFacts(e, "")
+		v.putLoadedEdge(e, &w.facts[i])
 		kinds.edges[e.Type]++
 		v.apart.set(e.Seq, false)
 	}
@@ -309,6 +303,18 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 	}
 	for _, e := range w.episodes {
 		v.putEpisode(e)
+	}
+	if len(inChunks) > 0 {
+		for _, chunk := range v.loaded {
+			for i, e := range chunk {
+				if x, ok := inChunks[e.Seq]; ok && e != nil && e.Seq != 0 {
+					chunk[i] = x
+				}
+			}
+		}
+	}
+	if len(added) > 0 {
+		v.loaded = append(v.loaded, added)
 	}
 	return cu
 }

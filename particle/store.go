@@ -425,39 +425,26 @@ func (s *Store) load(version uint64) error {
 		}
 		if loaded && base < version {
 			t := time.Now()
-			// The adjacency and the maps by id, which the catch-up needs
-			// when it has anything to put, are built while it reads.
-			v.linkLoaded()
-			indexed := make(chan struct{})
-			if writtenSince(txn, base) {
-				go func() { v.indexLoaded(); close(indexed) }()
-			} else {
-				close(indexed)
-			}
 			w, err := readWritten(txn, base, legacy, true)
-			<-indexed
-			if err == nil && w.empty() {
+			switch {
+			case err == nil && w.empty():
 				// Only Badger's own keys were written since (a lease):
 				// the snapshot holds the view, and a Close that writes
 				// nothing may put it back stamped anew.
 				s.log.Info("view snapshot older than the store, with no record written since", "since_version", base, "took", time.Since(t))
-				return nil
-			}
-			v.awaitLinks()
-			if err == nil {
+			case err == nil:
 				cu := catchUp(v, w, &kinds)
 				cu.Since = base
 				s.behind, s.caughtUp = true, cu
 				s.log.Info("view caught up with the store since its snapshot", "since_version", base,
 					"nodes", cu.Nodes, "edges", cu.Edges, "episodes", cu.Episodes, "removed", cu.Removed, "took", time.Since(t))
-				return nil
-			}
-			if !errors.Is(err, ErrDeletionsUnknown) {
+			case errors.Is(err, ErrDeletionsUnknown):
+				s.log.Warn("view snapshot cannot catch up with the store; loading from the store", "since_version", base, "err", err)
+				s.dropViewSnapshot()
+				v, left, loaded = fresh(), nil, false
+			default:
 				return err
 			}
-			s.log.Warn("view snapshot cannot catch up with the store; loading from the store", "since_version", base, "err", err)
-			s.dropViewSnapshot()
-			v, left, loaded = fresh(), nil, false
 		}
 		if !loaded {
 			var err error

@@ -103,17 +103,22 @@ func (v *view) indexLoaded() {
 	v.loadedOnce.Do(func() {
 		// The two maps side by side.
 		var wg sync.WaitGroup
+		// (A catch-up leaves nil where it removed a loaded edge.)
 		wg.Go(func() {
 			for _, chunk := range v.loaded {
 				for _, e := range chunk {
-					v.edges[e.ID] = e
+					if e != nil {
+						v.edges[e.ID] = e
+					}
 				}
 			}
 		})
 		wg.Go(func() {
 			for _, chunk := range v.loaded {
 				for _, e := range chunk {
-					v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+					if e != nil {
+						v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+					}
 				}
 			}
 		})

@@ -8,7 +8,9 @@
 set -euo pipefail
 BIN=$1 DATA=$2 REPLAY=${3:-}
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+pid=
+# On a failure: the daemon's last lines, and no daemon left running.
+trap 'rc=$?; if [ $rc -ne 0 ]; then tail -20 "$log" >&2; [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; fi; rm -f "$log"' EXIT
 
 serve() { # starts the daemon; sets pid, took (s to serving), nats, http
 	: >"$log"
