@@ -117,15 +117,17 @@ func goneBefore(txn *badger.Txn) (uint64, error) {
 // its edge chunks joined), and the nodes and edges deleted.
 type written struct {
 	loadChunk
-	// seqs holds the seqs of the records written since, read for them
-	// alone (readWritten without whole), in place of the records.
-	seqs []uint64
-	gone []goneRecord
+	// refs names the records written since, read for that alone
+	// (readWritten without whole), in place of the records, and spans
+	// the CMS spans written since.
+	refs  []RecordRef
+	spans []SpanRef
+	gone  []goneRecord
 }
 
 // empty reports whether nothing was written since.
 func (w *written) empty() bool {
-	return len(w.nodes)+len(w.edges)+len(w.episodes)+len(w.seqs)+len(w.gone) == 0
+	return len(w.nodes)+len(w.edges)+len(w.episodes)+len(w.refs)+len(w.gone) == 0
 }
 
 // goneRecord is a node or edge deleted since the version.
@@ -157,8 +159,8 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 		read[string(k)] = true
 		if !whole {
 			return item.Value(func(b []byte) error {
-				seq, err := seqOfValue(p, b)
-				w.seqs = append(w.seqs, seq)
+				ref, err := refOfValue(p, b)
+				w.refs = append(w.refs, ref)
 				return err
 			})
 		}
@@ -211,6 +213,18 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: embeddings written since version %d: %v", ErrStorage, version, err)
+	}
+	if !whole {
+		err := each([]byte{byte(prefixSpan)}, func(item *badger.Item) error {
+			k := item.Key()[1:]
+			if i := bytes.IndexByte(k, 0); i >= 0 {
+				w.spans = append(w.spans, SpanRef{NS: string(k[:i]), ID: string(k[i+1:])})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: spans written since version %d: %v", ErrStorage, version, err)
+		}
 	}
 	p := append(key(prefixRecord, recordGone), 0)
 	err = each(p, func(item *badger.Item) error {
@@ -319,62 +333,90 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 	return cu
 }
 
-// ChangedSince returns the seqs of the nodes, edges and episodes written
-// after Badger version version (a [Generation]'s), and of the nodes and
-// edges deleted since: what a vector index saved at that version must
-// drop, and a fill from the view add again, to match the store. It
-// fails with [ErrDeletionsUnknown] when the deletions are not known.
-func (s *Store) ChangedSince(version uint64) (changed, removed []uint64, err error) {
-	err = s.db.View(func(txn *badger.Txn) error {
+// RecordRef names a node, an edge or an episode.
+type RecordRef struct {
+	Kind   RecordKind
+	NS, ID string
+	Seq    uint64
+}
+
+// SpanRef names a CMS span.
+type SpanRef struct{ NS, ID string }
+
+// Delta is what a store holds written after a version.
+type Delta struct {
+	// Records are the nodes, edges and episodes written since, Removed
+	// the nodes and edges deleted since.
+	Records, Removed []RecordRef
+	// Spans are the CMS spans written since.
+	Spans []SpanRef
+}
+
+// ChangedSince returns what the store holds written after Badger
+// version version (a [Generation]'s): what an index derived from the
+// store and saved at that version must drop or take again to match it
+// (a vector index, the keyword index). It fails with
+// [ErrDeletionsUnknown] when the deletions since are not known, as in a
+// store in memory, which keeps no deletion markers.
+func (s *Store) ChangedSince(version uint64) (Delta, error) {
+	if s.opts.InMemory {
+		return Delta{}, fmt.Errorf("particle: changed since version %d: %w", version, ErrDeletionsUnknown)
+	}
+	var out Delta
+	err := s.db.View(func(txn *badger.Txn) error {
 		w, err := readWritten(txn, version, func() {}, false)
 		if err != nil {
 			return err
 		}
-		changed = w.seqs
+		out.Records, out.Spans = w.refs, w.spans
 		for _, g := range w.gone {
-			removed = append(removed, g.seq)
+			kind := KindNode
+			if g.table == prefixEdge {
+				kind = KindEdge
+			}
+			out.Removed = append(out.Removed, RecordRef{Kind: kind, NS: g.ns, ID: g.id, Seq: g.seq})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("particle: changed since version %d: %w", version, err)
+		return Delta{}, fmt.Errorf("particle: changed since version %d: %w", version, err)
 	}
-	return changed, removed, nil
+	return out, nil
 }
 
-// seqOfValue decodes the seq of value b of table p (a node, an edge or
+// refOfValue decodes what names value b of table p (a node, an edge or
 // an episode), without reading an embedding stored apart.
-func seqOfValue(p prefix, b []byte) (uint64, error) {
+func refOfValue(p prefix, b []byte) (RecordRef, error) {
 	switch {
-	case p == prefixNode && isBinary(b):
-		n, _, err := decodeNodeV2(b, true)
-		if err != nil {
-			return 0, err
-		}
-		return n.Seq, nil
 	case p == prefixNode:
-		n, err := decodeNodeAt(b, nil, true)
-		if err != nil {
-			return 0, err
+		var n *Node
+		var err error
+		if isBinary(b) {
+			n, _, err = decodeNodeV2(b, true)
+		} else {
+			n, err = decodeNodeAt(b, nil, true)
 		}
-		return n.Seq, nil
-	case p == prefixEdge && isBinary(b):
-		e, _, err := decodeEdgeV2(b, true)
 		if err != nil {
-			return 0, err
+			return RecordRef{}, err
 		}
-		return e.Seq, nil
+		return RecordRef{Kind: KindNode, NS: n.Namespace, ID: n.ID, Seq: n.Seq}, nil
 	case p == prefixEdge:
-		e, err := decodeEdgeAt(b, nil, true)
-		if err != nil {
-			return 0, err
+		var e *Edge
+		var err error
+		if isBinary(b) {
+			e, _, err = decodeEdgeV2(b, true)
+		} else {
+			e, err = decodeEdgeAt(b, nil, true)
 		}
-		return e.Seq, nil
+		if err != nil {
+			return RecordRef{}, err
+		}
+		return RecordRef{Kind: KindEdge, NS: e.Namespace, ID: e.ID, Seq: e.Seq}, nil
 	default:
 		e, err := decodeEpisodeAt(b, true)
 		if err != nil {
-			return 0, err
+			return RecordRef{}, err
 		}
-		return e.Seq, nil
+		return RecordRef{Kind: KindEpisode, NS: e.Namespace, ID: e.ID, Seq: e.Seq}, nil
 	}
 }

@@ -38,7 +38,7 @@ kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 serve
 echo "start after the kill: serving after $took s"
-grep -E "caught up|no record written since|view loaded from|vector snapshot|from the store|rebuild" "$log" | sed 's/^time=[^ ]* //' || true
+grep -E "caught up|caught_up|catching|no record written since|view loaded from|vector snapshot|vector index ready|keyword index ready|from the store|rebuild" "$log" | sed 's/^time=[^ ]* //' || true
 sleep 25
 rss=$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status")
 echo "25 s later: RSS $rss MB; $(curl -s "http://$http/metrics" | grep -E '^ctxgraph_(store_view|vector_index)_caught_up_records' | tr '\n' ' ')"

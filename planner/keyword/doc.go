@@ -25,8 +25,13 @@
 // (the same generation) takes the saved documents as they are, without
 // computing them again (at 1M edges that took 1.4 s of a start); after
 // writes it reconciles them with the store's. An index found without
-// the marker (a crash) is deleted and rebuilt, so a reopen is a
-// generation check, a reconciliation or a rebuild, never a stale index.
+// the marker was left by a run that died: when that was on this boot,
+// bleve's files hold the saved documents and some later batches, each
+// whole, and the reconciliation also indexes again the documents of
+// what the store took since (particle.Store.ChangedSince); otherwise
+// (writes not synced may be lost) it is deleted and rebuilt. So a reopen
+// is a generation check, a reconciliation or a rebuild, never a stale
+// index.
 // Without Dir the index is in memory: scorch does not merge in-memory
 // segments, so that mode is for tests and small graphs.
 //

@@ -104,7 +104,10 @@ type Index struct {
 	nss       map[string]bool     // namespaces with documents (never shrinks)
 	spanNodes map[docKey][]string // span -> nodes listing it
 	dirty     bool                // the on-disk clean marker has been cleared
-	closed    bool
+	// crashed: the on-disk index was left by a run that died on this
+	// boot, and build catches it up (openDisk).
+	crashed bool
+	closed  bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -117,6 +120,7 @@ var (
 	keyState   = []byte("ctxgraph.state")
 	keyVersion = []byte("ctxgraph.version")
 	keyDocs    = []byte("ctxgraph.documents") // saved.go
+	keyBoot    = []byte("ctxgraph.boot")      // the boot the marker was cleared on
 )
 
 // Open builds (or, from Dir, reconciles) the index from store and keeps
@@ -173,39 +177,76 @@ func (ix *Index) Attach(store *particle.Store) error {
 	return nil
 }
 
+// diskConfig is the on-disk index's bleve configuration. Its batches
+// are not synced: durability is the clean marker's job.
+var diskConfig = map[string]any{"unsafe_batch": true}
+
 // openDisk opens the index in Dir when it was closed cleanly with this
-// mapping, loading its saved documents; otherwise it starts a new one.
+// mapping, loading its saved documents, or when a run that died on this
+// boot left it (crashed: build catches it up); otherwise it starts a
+// new one.
+//
+// A run that dies leaves the index without its clean marker. Its
+// batches were not synced, but they are in the files the run wrote, and
+// a process's death leaves those to the kernel, which writes them: on
+// the same boot the index holds the documents saved at its last clean
+// close and some of the batches after, each whole (scorch introduces a
+// batch's segment at once). A new boot may have lost writes the run had
+// not synced, in any order: such an index is rebuilt. The first batch
+// after a start records the boot it ran on beside clearing the marker.
 func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
-	cfg := map[string]any{"unsafe_batch": true} // durability is the clean marker's job
 	if _, err := os.Stat(ix.opts.Dir); err == nil {
-		bl, err := bleve.OpenUsing(ix.opts.Dir, cfg)
+		bl, err := bleve.OpenUsing(ix.opts.Dir, diskConfig)
 		if err == nil {
 			state, _ := bl.GetInternal(keyState)
 			version, _ := bl.GetInternal(keyVersion)
+			boot, _ := bl.GetInternal(keyBoot)
 			raw, _ := bl.GetInternal(keyDocs)
 			saved, derr := decodeDocs(raw)
-			if string(state) == "clean" && string(version) == mappingVersion && derr == nil {
+			usable := string(version) == mappingVersion && derr == nil
+			switch {
+			case usable && string(state) == "clean":
 				ix.bl, ix.saved = bl, saved
 				ix.diskGen = saved.gen
 				return nil
+			case usable && string(state) == "dirty" && len(boot) > 0 && string(boot) == bootID():
+				ix.log.Info("keyword index not closed cleanly, by a run that died on this boot; catching it up with the store", "dir", ix.opts.Dir)
+				ix.bl, ix.saved, ix.crashed = bl, saved, true
+				ix.dirty = true // and it stays so until a clean close
+				return nil
 			}
-			ix.log.Warn("keyword index not closed cleanly, from another version or without its saved documents; rebuilding",
+			ix.log.Warn("keyword index not closed cleanly (on an earlier boot), from another version or without its saved documents; rebuilding",
 				"dir", ix.opts.Dir, "state", string(state), "version", string(version), "saved_documents_err", derr)
 			bl.Close()
 		} else {
 			ix.log.Warn("keyword index unreadable; rebuilding", "dir", ix.opts.Dir, "err", err)
 		}
-		if err := os.RemoveAll(ix.opts.Dir); err != nil {
-			return err
-		}
 	}
-	bl, err := bleve.NewUsing(ix.opts.Dir, m, scorch.Name, scorch.Name, cfg)
+	return ix.startOver(m)
+}
+
+// startOver replaces whatever is in Dir with a new, empty index.
+func (ix *Index) startOver(m *mapping.IndexMappingImpl) error {
+	if err := os.RemoveAll(ix.opts.Dir); err != nil {
+		return err
+	}
+	bl, err := bleve.NewUsing(ix.opts.Dir, m, scorch.Name, scorch.Name, diskConfig)
 	if err != nil {
 		return err
 	}
 	ix.bl = bl
 	ix.dirty = true // nothing persisted yet says clean
 	return nil
+}
+
+// bootID names the machine's current boot ("" where unknown, which
+// matches no boot recorded).
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // Document ids: a kind letter, then the record's key, parts separated
@@ -347,7 +388,22 @@ func (ix *Index) build() error {
 	if saved == nil {
 		saved = &savedDocs{} // a new index: bleve holds nothing
 	}
-	if gen, err := ix.store.Generation(); err == nil && sameGeneration(saved.gen, &gen) {
+	// After a crash, besides the documents that differ from the saved
+	// ones, those of what was written or deleted since they were saved
+	// may be held by bleve as a batch after them left them.
+	var touched map[docKey]bool
+	if ix.crashed {
+		var err error
+		if touched, err = ix.touchedSince(saved.gen); err != nil {
+			ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding", "err", err)
+			ix.bl.Close()
+			if err := ix.startOver(ix.m); err != nil {
+				return err
+			}
+			saved, touched = &savedDocs{}, nil
+		}
+		ix.crashed = false
+	} else if gen, err := ix.store.Generation(); err == nil && sameGeneration(saved.gen, &gen) {
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
 		ix.texts, ix.spanNodes = saved.texts, saved.spanNodes
@@ -379,7 +435,7 @@ func (ix *Index) build() error {
 	for _, p := range docs {
 		ix.nss[p.NS] = true
 		ix.texts[p.key] = p.document
-		if old, ok := saved.texts[p.key]; ok && old == p.document {
+		if old, ok := saved.texts[p.key]; ok && old == p.document && !touched[p.key] {
 			continue
 		}
 		if err := b.Index(p.id, p.document); err != nil {
@@ -398,18 +454,58 @@ func (ix *Index) build() error {
 			changed++
 		}
 	}
+	for k := range touched {
+		_, wanted := ix.texts[k]
+		if _, inSaved := saved.texts[k]; !wanted && !inSaved {
+			b.Delete(k.docID()) // written and deleted since: bleve may hold it
+			changed++
+		}
+	}
 	if err := flush(); err != nil {
 		return err
 	}
-	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "reconciled", true, "took", time.Since(t0))
+	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "reconciled", true,
+		"caught_up_after_a_crash", touched != nil, "took", time.Since(t0))
 	return nil
 }
 
-// writeLocked runs a batch, first clearing the on-disk clean marker.
-// ix.mu is held.
+// touchedSince returns the documents of the nodes, edges, episodes and
+// spans written or deleted since the store generation gen (the saved
+// documents'), which a batch after those may have indexed. It fails
+// when that is not known.
+func (ix *Index) touchedSince(gen *particle.Generation) (map[docKey]bool, error) {
+	if gen == nil {
+		return nil, errors.New("the saved documents are of no store generation")
+	}
+	d, err := ix.store.ChangedSince(gen.Version)
+	if err != nil {
+		return nil, err
+	}
+	touched := make(map[docKey]bool, len(d.Records)+len(d.Removed)+len(d.Spans))
+	for _, rs := range [][]particle.RecordRef{d.Records, d.Removed} {
+		for _, r := range rs {
+			switch r.Kind {
+			case particle.KindNode:
+				touched[nodeKey(r.ID)] = true
+			case particle.KindEdge:
+				touched[edgeKey(r.ID)] = true
+			case particle.KindEpisode:
+				touched[episodeKey(r.NS, r.ID)] = true
+			}
+		}
+	}
+	for _, sp := range d.Spans {
+		touched[spanKey(sp.NS, sp.ID)] = true
+	}
+	return touched, nil
+}
+
+// writeLocked runs a batch, first clearing the on-disk clean marker
+// (and recording the boot it runs on: openDisk). ix.mu is held.
 func (ix *Index) writeLocked(b *bleve.Batch) error {
 	if !ix.dirty && ix.opts.Dir != "" {
 		b.SetInternal(keyState, []byte("dirty"))
+		b.SetInternal(keyBoot, []byte(bootID()))
 	}
 	ix.dirty = true
 	return ix.bl.Batch(b)

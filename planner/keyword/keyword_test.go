@@ -1,8 +1,11 @@
 package keyword
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -422,4 +425,122 @@ func TestReopenTakesTheSavedDocumentsOfTheStoresGeneration(t *testing.T) {
 			t.Errorf("saved at generation %+v, the store is at %+v", d.gen, gen)
 		}
 	})
+}
+
+// crashIndex stops ix as a run that dies does once scorch has written
+// its batches (their segments and the cleared marker): its worker
+// indexes what it was given, a last batch is waited for until written
+// (scorch writes batches in order), and bleve closes, but no clean
+// marker or saved documents are written.
+func crashIndex(t *testing.T, ix *Index) {
+	t.Helper()
+	ix.sync()
+	b := ix.bl.NewBatch()
+	b.SetInternal([]byte("ctxgraph.test"), []byte("written"))
+	done := make(chan error, 1)
+	b.SetPersistedCallback(func(err error) { done <- err })
+	if err := ix.bl.Batch(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ix.mu.Lock()
+	ix.closed = true
+	ix.mu.Unlock()
+	if err := ix.bl.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edgeWithValue is the id of the edge whose value is v.
+func edgeWithValue(s *particle.Store, v string) string {
+	var id string
+	s.Read(func(r particle.Reader) {
+		r.Edges(func(e *particle.Edge) bool {
+			if edgeText(e) == v {
+				id = e.ID
+			}
+			return id == ""
+		})
+	})
+	return id
+}
+
+// TestReopenAfterACrashCatchesUp: an index on disk closed cleanly, then
+// written (new values; an edge saved with it deleted) by a run that
+// dies, while the store also moves on after the death (a new value; an
+// edge the dead run indexed deleted). Reopened on the same boot it is caught up with the
+// store, not rebuilt: it finds what the store holds and nothing else.
+// Marked as left on another boot, it is rebuilt, with the same answers.
+func TestReopenAfterACrashCatchesUp(t *testing.T) {
+	for _, sameBoot := range []bool{true, false} {
+		dir := t.TempDir()
+		s, err := particle.Open(particle.DefaultOptions(dir + "/graph"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixture(t, s)
+		ix, err := Open(s, Options{Dir: dir + "/keyword"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		ix2, err := Open(s, Options{Dir: dir + "/keyword"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fact(t, s, ns, "gripper", "serial_number", "arm", "GR-0042")
+		fact(t, s, ns, "probe", "serial_number", "bench", "TMP-0001")
+		deleteValue := func(v string) {
+			id := edgeWithValue(s, v)
+			update(t, s, func(b *particle.Batch) error { return b.DeleteEdge(id) })
+		}
+		deleteValue("SN-4471-XQ")
+		if !sameBoot {
+			ix2.sync()
+			if err := ix2.bl.SetInternal(keyBoot, []byte("a boot before this one")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		crashIndex(t, ix2)
+		// While the index is down: a new value, and one the dead run
+		// indexed deleted (bleve holds it, the saved documents do not).
+		fact(t, s, ns, "arm", "serial_number", "base", "HX-7781")
+		deleteValue("TMP-0001")
+
+		var logs bytes.Buffer
+		ix3, err := Open(s, Options{Dir: dir + "/keyword", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if caught := strings.Contains(logs.String(), "caught_up_after_a_crash=true"); caught != sameBoot {
+			t.Errorf("same boot %v: caught up %v; logs:\n%s", sameBoot, caught, logs.String())
+		}
+		want, _, err := documents(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := ix3.bl.DocCount()
+		if err != nil || int(n) != len(want) || ix3.Len() != len(want) {
+			t.Errorf("same boot %v: bleve holds %d documents (%v), the index %d, the store calls for %d", sameBoot, n, err, ix3.Len(), len(want))
+		}
+		for _, v := range []string{"GR-0042", "HX-7781"} {
+			if hits := search(t, ix3, ns, v); len(hits) != 1 {
+				t.Errorf("same boot %v: %s: %v", sameBoot, v, hitIDs(hits))
+			}
+		}
+		for _, v := range []string{"SN-4471-XQ", "TMP-0001"} {
+			if hits := search(t, ix3, ns, v); len(hits) != 0 {
+				t.Errorf("same boot %v: deleted %s found: %v", sameBoot, v, hitIDs(hits))
+			}
+		}
+		if err := ix3.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
 }

@@ -29,8 +29,9 @@ type Verification struct {
 // before the store was last written is reconciled by the next Open, so
 // its differences are counted in the note, not reported as problems.
 // Either way bleve must hold as many documents as were saved. An
-// index not closed cleanly (a crash) or of another mapping version is
-// rebuilt at the next Open, so it is noted, not a problem. Without an
+// index not closed cleanly (a crash) is caught up or rebuilt at the
+// next Open, one of another mapping version rebuilt, so either is
+// noted, not a problem. Without an
 // index in dir, Verify builds one in memory from the store and checks
 // that it holds every document.
 func Verify(store *particle.Store, dir string) (*Verification, error) {
@@ -61,7 +62,7 @@ func Verify(store *particle.Store, dir string) (*Verification, error) {
 	version, _ := bl.GetInternal(keyVersion)
 	switch {
 	case string(state) != "clean":
-		v.Note = "on-disk index not closed cleanly (a crash): the next start rebuilds it"
+		v.Note = "on-disk index not closed cleanly (a crash): the next start catches it up with the store when the crash was on this boot, else rebuilds it"
 		return v, nil
 	case string(version) != mappingVersion:
 		v.Note = fmt.Sprintf("on-disk index of mapping %q, not %q: the next start rebuilds it", version, mappingVersion)

@@ -407,20 +407,19 @@ func catchUpIndex(store *particle.Store, idx wave.Index, at particle.Generation)
 	case at.Version >= now.Version:
 		return 0, 0, fmt.Errorf("%w: saved at version %d, the graph at %d", errNotOfGraph, at.Version, now.Version)
 	}
-	changed, removed, err := store.ChangedSince(at.Version)
+	w, err := store.ChangedSince(at.Version)
 	if errors.Is(err, particle.ErrDeletionsUnknown) {
 		return 0, 0, fmt.Errorf("%w: %v", errNotOfGraph, err)
 	}
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, id := range changed {
-		idx.Remove(id)
+	for _, rs := range [][]particle.RecordRef{w.Records, w.Removed} {
+		for _, r := range rs {
+			idx.Remove(r.Seq)
+		}
 	}
-	for _, id := range removed {
-		idx.Remove(id)
-	}
-	return len(changed), len(removed), nil
+	return len(w.Records), len(w.Removed), nil
 }
 
 // dropLoadedVectors replaces the index loaded from its snapshot by an
