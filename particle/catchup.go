@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -357,11 +358,36 @@ type Delta struct {
 // store and saved at that version must drop or take again to match it
 // (a vector index, the keyword index). It fails with
 // [ErrDeletionsUnknown] when the deletions since are not known, as in a
-// store in memory, which keeps no deletion markers.
+// store in memory, which keeps no deletion markers. The answer is kept
+// while nothing is written (a start's indexes, saved at one shutdown,
+// ask the same): its lists are shared and must not be changed.
 func (s *Store) ChangedSince(version uint64) (Delta, error) {
 	if s.opts.InMemory {
 		return Delta{}, fmt.Errorf("particle: changed since version %d: %w", version, ErrDeletionsUnknown)
 	}
+	c := &s.changedSince
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := s.db.MaxVersion()
+	if c.ok && c.version == version && c.at == at {
+		return c.delta, nil
+	}
+	d, err := s.changedSinceRead(version)
+	if err == nil {
+		c.ok, c.version, c.at, c.delta = true, version, at, d
+	}
+	return d, err
+}
+
+// changedSinceCache keeps the last answer of ChangedSince.
+type changedSinceCache struct {
+	mu          sync.Mutex
+	ok          bool
+	version, at uint64 // asked since version, with Badger at at
+	delta       Delta
+}
+
+func (s *Store) changedSinceRead(version uint64) (Delta, error) {
 	var out Delta
 	err := s.db.View(func(txn *badger.Txn) error {
 		w, err := readWritten(txn, version, func() {}, false)

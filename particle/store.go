@@ -146,6 +146,8 @@ type Store struct {
 	// with what Badger holds written since, caughtUp (catchup.go).
 	behind   bool
 	caughtUp CatchUp
+	// changedSince keeps ChangedSince's last answer (catchup.go).
+	changedSince changedSinceCache
 	// openTimes are where Open's time went (OpenTimes).
 	openTimes OpenTimes
 	// leasedAt is Badger's version once Open leased its sequence: the

@@ -90,6 +90,19 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // ViewSnapshotPath is where a store in dir keeps its view snapshot.
 func ViewSnapshotPath(dir string) string { return filepath.Join(dir, viewSnapshotName) }
 
+// ViewSnapshotToLoad is the view snapshot the next Open of a store in
+// dir would load: the one at ViewSnapshotPath, else the one a run that
+// died without its Close set aside ("" for none).
+func ViewSnapshotToLoad(dir string) string {
+	path := ViewSnapshotPath(dir)
+	for _, p := range []string{path, path + loadedSuffix} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
 // snapChunk is a chunk's values as the snapshot stores them.
 type snapChunk struct {
 	rec    []byte
@@ -838,9 +851,9 @@ func keepLoadedSnapshot(path string, version uint64) error {
 func (s *Store) loadViewSnapshot(v *view, version uint64, legacy func()) (loadCounts, *snapEdgeEmbeddings, uint64, bool) {
 	t := time.Now()
 	path := ViewSnapshotPath(s.opts.Dir)
-	file := path
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		file = path + loadedSuffix // the one a run that died without its Close loaded
+	file := ViewSnapshotToLoad(s.opts.Dir) // else the one a run that died without its Close loaded
+	if file == "" {
+		file = path
 	}
 	counts, left, base, err := readViewSnapshot(file, version, max(1, runtime.GOMAXPROCS(0)), v, legacy)
 	switch {

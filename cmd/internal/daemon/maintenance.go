@@ -174,7 +174,7 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 	}
 	files := []string{d.vectorSnapshot()}
 	if so.ViewSnapshot {
-		files = append(files, particle.ViewSnapshotPath(so.Dir))
+		files = append(files, particle.ViewSnapshotToLoad(so.Dir))
 	}
 	var n int64
 	for _, f := range files {
