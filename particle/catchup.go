@@ -28,11 +28,13 @@ import (
 // So a batch that deletes a node or an edge also writes a marker for it
 // (recordGone, the deleted record's key, with its seq as the value), and
 // the catch-up removes what those markers name and Badger no longer
-// holds. A clean Close drops the markers once its snapshots are written,
-// first noting the version up to which they may be gone (the meta key
-// "gone"): a catch-up from a snapshot older than that (one put back by
-// hand, a vector index's saved before a tool's Close) cannot know its
-// deletions, and the view is loaded from Badger instead, as before.
+// holds. A clean Close drops the markers (the view snapshot it writes
+// next, and a daemon's vector snapshot written just before, need none),
+// first noting the version of the newest (the meta key "gone"): a
+// catch-up from a snapshot older than that (one put back by hand, a
+// vector index's saved before a tool's Close) cannot know its deletions,
+// and the view is loaded from Badger instead, as before. Every marker
+// is of a batch, so none is newer than a generation taken at that Close.
 
 // recordGone is the record kind of the deletion markers.
 const recordGone = "gone"
@@ -59,24 +61,30 @@ var ErrDeletionsUnknown = errors.New("particle: the deletions since that version
 
 // dropGoneMarkers deletes every deletion marker: Close calls it before
 // it writes the view snapshot, which, with the vector index's written by
-// a daemon just before, needs none of them. It first notes the version
-// the markers lie at or below (goneBeforeKey), in a transaction of its
-// own, so that a drop cut short by a crash is noted too.
+// a daemon just before, needs none of them. It first notes the newest
+// marker's version (goneBeforeKey), in a transaction of its own, so that
+// a drop cut short by a crash is noted too.
 func (s *Store) dropGoneMarkers() error {
 	p := append(key(prefixRecord, recordGone), 0)
 	var keys [][]byte
+	var before uint64
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))
+			before = max(before, it.Item().Version())
 		}
 		return nil
 	})
 	if err != nil || len(keys) == 0 {
 		return err
 	}
-	before := s.db.MaxVersion()
+	if old, err := s.goneBeforeStored(); err != nil {
+		return err
+	} else {
+		before = max(before, old)
+	}
 	if err := s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(goneBeforeKey, binary.BigEndian.AppendUint64(nil, before))
 	}); err != nil {
@@ -90,6 +98,15 @@ func (s *Store) dropGoneMarkers() error {
 		}
 	}
 	return wb.Flush()
+}
+
+// goneBeforeStored is goneBefore in a transaction of its own.
+func (s *Store) goneBeforeStored() (v uint64, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		v, err = goneBefore(txn)
+		return err
+	})
+	return v, err
 }
 
 // goneBefore is the version up to which txn's deletion markers may have
