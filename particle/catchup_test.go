@@ -162,9 +162,15 @@ func TestCrashedRunCatchesUp(t *testing.T) {
 	var someEdge, someNode, reNode string
 	s.Read(func(r Reader) {
 		r.Edges(func(e *Edge) bool { someEdge = e.ID; return false })
+		// A node with edges of its own, apart from someEdge's ends.
 		r.Nodes(func(n *Node) bool {
+			degree := 0
+			r.Out(n.ID, func(*Edge) bool { degree++; return false })
+			if degree == 0 || n.ID == r.Edge(someEdge).Source || n.ID == r.Edge(someEdge).Target {
+				return true
+			}
 			someNode = n.ID
-			return n.ID == r.Edge(someEdge).Source || n.ID == r.Edge(someEdge).Target
+			return false
 		})
 	})
 	observeOn(t, s, "a cup never seen", "a table never seen")
