@@ -39,16 +39,23 @@ const (
 )
 
 // WriteSplitsTo writes a snapshot of x's splits to w (see the format
-// above; a split still loading is left out) and returns the number of
-// bytes written. Write it beside a snapshot of x ([IVF.WriteTo]) taken
-// with no change between them: [SplitsLoad.Load] reads both as one
-// state. Writers wait while it runs; searches go on.
+// above) and returns the number of bytes written. Only a ready split
+// (one that holds every live item) is written: one still loading or
+// filling is left out, and the next start fills it. Write it beside a
+// snapshot of x ([IVF.WriteTo]) taken with no change between them:
+// [SplitsLoad.Load] reads both as one state. Writers wait while it runs;
+// searches go on.
+//
+// A split saved before it was ready (a daemon stopped soon after its
+// start, while the split loaded or filled) was read back by the next
+// start, and the first change to some of its items panicked in
+// sideSetMeta: an entry at a position its list did not have.
 func (x *IVF) WriteSplitsTo(w io.Writer) (int64, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var sides []*ivfSide
 	x.sidesDo(func(sd *ivfSide) {
-		if !sd.loading {
+		if !sd.loading && sd.ready.Load() {
 			sides = append(sides, sd)
 		}
 	})

@@ -223,3 +223,28 @@ func TestSplitsLoadFallsBackToTheFill(t *testing.T) {
 		t.Errorf("splits of 32 dimensions into an index of 64: %v, want a plain error", err)
 	}
 }
+
+// TestSplitsWrittenOnlyWhenReady: a split that does not hold every live
+// item (its fill under way) is left out of the snapshot, and a restart
+// that reads it fills that split itself.
+func TestSplitsWrittenOnlyWhenReady(t *testing.T) {
+	const n = 3000
+	x, flat, vecs, qs, snap, _ := splitsFixture(t, n)
+	x.mu.Lock()
+	x.sides[byTime].Load().ready.Store(false) // as while its fill runs
+	x.mu.Unlock()
+	var sb bytes.Buffer
+	if _, err := x.WriteSplitsTo(&sb); err != nil {
+		t.Fatal(err)
+	}
+	y := restarted(t, snap, vecs, n)
+	got, err := y.ExpectSplits().Load(context.Background(), &sb, true, true)
+	if err != nil || got.Splits != 1 {
+		t.Fatalf("loaded %+v (%v), want the split by agent alone", got, err)
+	}
+	waitReady(t, y.SplitsReady, "the splits, the one not saved filled")
+	for by := range splitKinds {
+		checkSplit(t, y, y.sides[by].Load())
+	}
+	wantRecall(t, y, flat, qs, splitFilters(n)[0])
+}
