@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -376,8 +377,9 @@ type Delta struct {
 // (a vector index, the keyword index). It fails with
 // [ErrDeletionsUnknown] when the deletions since are not known, as in a
 // store in memory, which keeps no deletion markers. The answer is kept
-// while nothing is written (a start's indexes, saved at one shutdown,
-// ask the same): its lists are shared and must not be changed.
+// until the next commit (a start's indexes, saved at one shutdown, ask
+// the same before ingest begins): its lists are shared and must not be
+// changed.
 func (s *Store) ChangedSince(version uint64) (Delta, error) {
 	if s.opts.InMemory {
 		return Delta{}, fmt.Errorf("particle: changed since version %d: %w", version, ErrDeletionsUnknown)
@@ -386,22 +388,36 @@ func (s *Store) ChangedSince(version uint64) (Delta, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at := s.db.MaxVersion()
-	if c.ok && c.version == version && c.at == at {
+	if c.held.Load() && c.version == version && c.at == at {
 		return c.delta, nil
 	}
 	d, err := s.changedSinceRead(version)
 	if err == nil {
-		c.ok, c.version, c.at, c.delta = true, version, at, d
+		c.version, c.at, c.delta = version, at, d
+		c.held.Store(true)
 	}
 	return d, err
 }
 
-// changedSinceCache keeps the last answer of ChangedSince.
+// changedSinceCache keeps the last answer of ChangedSince until the
+// next commit drops it: at a large catch-up, its lists of records hold
+// megabytes the daemon needs only while it starts.
 type changedSinceCache struct {
 	mu          sync.Mutex
-	ok          bool
-	version, at uint64 // asked since version, with Badger at at
+	held        atomic.Bool // an answer is kept (drop's check without the lock)
+	version, at uint64      // asked since version, with Badger at at
 	delta       Delta
+}
+
+// drop lets go of the answer kept, if any: a commit calls it.
+func (c *changedSinceCache) drop() {
+	if !c.held.Load() {
+		return
+	}
+	c.mu.Lock()
+	c.held.Store(false)
+	c.delta = Delta{}
+	c.mu.Unlock()
 }
 
 func (s *Store) changedSinceRead(version uint64) (Delta, error) {

@@ -1001,6 +1001,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	s.written.add(b.written)
 	s.updates.committed(start, applied, encoded, committed)
 	ch := b.publish()
+	s.changedSince.drop()
 	s.feedCoder(b.stale)
 	s.subMu.RLock()
 	subs := s.subs

@@ -372,12 +372,8 @@ func (d *Daemon) catchUpVectors() error {
 		return nil
 	}
 	// The splits saved beside it are of the index before the catch-up.
-	if d.splitsFile != nil {
-		d.splitsFile.Close()
-		d.splitsFile = nil
-		if err := removeIfPresent(d.splitsSnapshot()); err != nil {
-			return fmt.Errorf("vector splits snapshot: %w", err)
-		}
+	if err := d.dropSplitsSnapshot(); err != nil {
+		return err
 	}
 	d.vectorsCaughtUp = written + deleted
 	d.log.Info("vector snapshot caught up with the graph", "since_version", d.vectorsAt.Version,
@@ -425,11 +421,24 @@ func catchUpIndex(store *particle.Store, idx wave.Index, at particle.Generation)
 // dropLoadedVectors replaces the index loaded from its snapshot by an
 // empty one, and removes the snapshot.
 func (d *Daemon) dropLoadedVectors() error {
-	if d.splitsFile != nil {
-		d.splitsFile.Close()
-		d.splitsFile = nil
+	if err := d.dropSplitsSnapshot(); err != nil {
+		return err
 	}
 	d.vectorsAt = nil
 	d.index = newVectorIndex(d.cfg, d.index.Dim())
 	return d.removeVectorSnapshot()
+}
+
+// dropSplitsSnapshot closes and removes the splits snapshot opened
+// beside the loaded index, if any: the next fill makes the splits.
+func (d *Daemon) dropSplitsSnapshot() error {
+	if d.splitsFile == nil {
+		return nil
+	}
+	d.splitsFile.Close()
+	d.splitsFile = nil
+	if err := removeIfPresent(d.splitsSnapshot()); err != nil {
+		return fmt.Errorf("vector splits snapshot: %w", err)
+	}
+	return nil
 }
