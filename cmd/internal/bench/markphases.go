@@ -57,12 +57,15 @@ func watchMarks(ctx context.Context) *markPhases {
 			case <-ctx.Done():
 				m.note(false, time.Now())
 				return
-			case now := <-t.C:
+			case <-t.C:
 				pauses, cycles, _ := gcCounts(s)
 				// Marking while the pauses are one past two per cycle
 				// finished (the second pause can be counted a little
-				// after the cycle: then not marking either).
-				m.note(pauses > 2*cycles, now)
+				// after the cycle: then not marking either). The time
+				// is read after the counters, not taken from the tick:
+				// a tick received late carries the time it fired,
+				// which can be before a phase the counters then show.
+				m.note(pauses > 2*cycles, time.Now())
 			}
 		}
 	}()
