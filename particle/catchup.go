@@ -340,7 +340,10 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 	if len(inChunks) > 0 {
 		for _, chunk := range v.loaded {
 			for i, e := range chunk {
-				if x, ok := inChunks[e.Seq]; ok && e != nil && e.Seq != 0 {
+				if e == nil || e.Seq == 0 {
+					continue
+				}
+				if x, ok := inChunks[e.Seq]; ok {
 					chunk[i] = x
 				}
 			}
@@ -348,6 +351,7 @@ func catchUp(v *view, w *written, kinds *loadCounts) CatchUp {
 	}
 	if len(added) > 0 {
 		v.loaded = append(v.loaded, added)
+		v.loadedPending.Store(true)
 	}
 	return cu
 }

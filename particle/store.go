@@ -488,6 +488,13 @@ func (s *Store) load(version uint64) error {
 // call more than once, and concurrently with reads and writes.
 func (s *Store) IndexLoaded() { s.v.indexLoaded() }
 
+// EdgesIndexedByID reports whether the view's maps of edges by id and by
+// identity hold every edge it holds: false from an Open that loaded
+// edges until IndexLoaded, or the first read or write that needs those
+// maps, has put them in. Readers that walk every edge without needing
+// the maps (Reader.EdgesBySeq) leave it false.
+func (s *Store) EdgesIndexedByID() bool { return !s.v.loadedPending.Load() }
+
 // WaitLinked returns once the adjacency of the loaded edges is built:
 // Open leaves it to a goroutine, so that what its caller does next (a
 // daemon's vector index fill) runs beside it. Reads and writes of the
@@ -684,6 +691,7 @@ func (p *chunkPutter) put(c *loadChunk) error {
 		}
 		if len(c.edges) > 0 {
 			p.v.loaded = append(p.v.loaded, c.edges)
+			p.v.loadedPending.Store(true)
 		}
 		if c.facts != nil { // copied into the view: the next chunk's
 			b := c.facts[:0]

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -76,6 +77,9 @@ type view struct {
 	// indexLoaded puts them into edges and identity.
 	loaded     [][]*Edge
 	loadedOnce sync.Once
+	// loadedPending is true while loaded holds edges indexLoaded has
+	// not put in the maps (Store.EdgesIndexedByID).
+	loadedPending atomic.Bool
 	// linking, set by a load, builds the loaded edges' adjacency once
 	// (linkAdjacency): Open starts it on a goroutine and returns, and
 	// every reader and writer of out and in waits for it (awaitLinks).
@@ -124,6 +128,7 @@ func (v *view) indexLoaded() {
 		})
 		wg.Wait()
 		v.loaded = nil
+		v.loadedPending.Store(false)
 	})
 }
 

@@ -220,6 +220,42 @@ func TestViewSnapshotAcrossReopen(t *testing.T) {
 	}
 }
 
+// TestLoadedEdgesIndexedByIDLater: a load leaves its edges out of the
+// maps by id; walking them by seq leaves it so (a daemon's start walks
+// them before it serves, and has the maps made after), walking them by
+// the map (Reader.Edges) or IndexLoaded puts them in.
+func TestLoadedEdgesIndexedByIDLater(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 5, testEntities, benchEdgesPerTxn)
+	if !s.EdgesIndexedByID() {
+		t.Error("a store that loaded nothing: edges not indexed by id")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []func(*Store){
+		func(s *Store) { s.Read(func(r Reader) { r.Edges(func(*Edge) bool { return true }) }) },
+		(*Store).IndexLoaded,
+	} {
+		s, _ := openLogged(t, dir)
+		if s.EdgesIndexedByID() {
+			t.Error("loaded edges indexed by id at Open")
+		}
+		n := 0
+		s.Read(func(r Reader) { r.EdgesBySeq(func(*Edge, *EdgeFacts) bool { n++; return true }) })
+		if n == 0 || s.EdgesIndexedByID() {
+			t.Errorf("after a walk by seq over %d edges: indexed by id %v", n, s.EdgesIndexedByID())
+		}
+		index(s)
+		if !s.EdgesIndexedByID() {
+			t.Error("loaded edges not indexed by id after a walk by id or IndexLoaded")
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestViewSnapshotKeptWhenNothingWritten: a store loaded from its
 // snapshot sets the file aside while it runs; a Close with nothing
 // written since puts that same file back (not a copy written again),
