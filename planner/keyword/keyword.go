@@ -334,7 +334,7 @@ func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]st
 	spanNodes = map[docKey][]string{}
 	namespaces := map[string]bool{}
 	store.Read(func(r particle.Reader) {
-		r.Nodes(func(n *particle.Node) bool {
+		r.NodesBySeq(func(n *particle.Node) bool {
 			docs = append(docs, want(nodeKey(n.ID), n.Namespace, nodeText(n)))
 			namespaces[n.Namespace] = true
 			for _, sid := range n.Attributes.CMSSpanIDs {
@@ -343,13 +343,13 @@ func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]st
 			}
 			return true
 		})
-		r.Edges(func(e *particle.Edge) bool {
+		r.EdgesBySeq(func(e *particle.Edge, _ *particle.EdgeFacts) bool {
 			if t := edgeText(e); t != "" {
 				docs = append(docs, want(edgeKey(e.ID), e.Namespace, t))
 			}
 			return true
 		})
-		r.Episodes(func(ep *particle.Episode) bool {
+		r.EpisodesBySeq(func(ep *particle.Episode) bool {
 			namespaces[ep.Namespace] = true
 			if ep.LanguageInstruction != "" {
 				docs = append(docs, want(episodeKey(ep.Namespace, ep.ID), ep.Namespace, ep.LanguageInstruction))
@@ -392,9 +392,13 @@ func (ix *Index) build() error {
 	// ones, those of what was written or deleted since they were saved
 	// may be held by bleve as a batch after them left them.
 	var touched map[docKey]bool
+	var touchedTook, documentsTook, writeTook time.Duration
 	if ix.crashed {
 		var err error
-		if touched, err = ix.touchedSince(saved.gen); err != nil {
+		t := time.Now()
+		touched, err = ix.touchedSince(saved.gen)
+		touchedTook = time.Since(t)
+		if err != nil {
 			ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding", "err", err)
 			ix.bl.Close()
 			if err := ix.startOver(ix.m); err != nil {
@@ -413,10 +417,12 @@ func (ix *Index) build() error {
 		ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", 0, "reconciled", false, "took", time.Since(t0))
 		return nil
 	}
+	t := time.Now()
 	docs, spanNodes, err := documents(ix.store)
 	if err != nil {
 		return err
 	}
+	documentsTook = time.Since(t)
 	for k, nodes := range spanNodes {
 		ix.spanNodes[k] = append(ix.spanNodes[k], nodes...)
 	}
@@ -428,7 +434,9 @@ func (ix *Index) build() error {
 		if b.Size() == 0 {
 			return nil
 		}
+		t := time.Now()
 		err := ix.writeLocked(b)
+		writeTook += time.Since(t)
 		b = ix.bl.NewBatch()
 		return err
 	}
@@ -465,7 +473,8 @@ func (ix *Index) build() error {
 		return err
 	}
 	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "reconciled", true,
-		"caught_up_after_a_crash", touched != nil, "took", time.Since(t0))
+		"caught_up_after_a_crash", touched != nil, "took", time.Since(t0),
+		"changed_since_took", touchedTook, "documents_took", documentsTook, "write_took", writeTook)
 	return nil
 }
 
