@@ -4,7 +4,9 @@
 # REPLAY (wire-format JSON lines, through `ctxgraph replay`) into it when
 # given, kills it with SIGKILL 5 s later, then times a start, reads its
 # RSS and what it caught up from the snapshots 25 s after, and stops it
-# cleanly. `make crash-time DATA=DIR [REPLAY=FILE]` runs it.
+# cleanly. `make crash-time DATA=DIR [REPLAY=FILE]` runs it. With
+# CPUPROFILE=FILE in the environment, the start after the kill writes a
+# CPU profile of its run (start included) to FILE.
 set -euo pipefail
 BIN=$1 DATA=$2 REPLAY=${3:-}
 log=$(mktemp)
@@ -12,11 +14,11 @@ pid=
 # On a failure: the daemon's last lines, and no daemon left running.
 trap 'rc=$?; if [ $rc -ne 0 ]; then tail -20 "$log" >&2; [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; fi; rm -f "$log"' EXIT
 
-serve() { # starts the daemon; sets pid, took (s to serving), nats, http
+serve() { # serve [ARG...]: starts the daemon; sets pid, took (s to serving), nats, http
 	: >"$log"
 	local s e
 	s=$(date +%s.%N)
-	"$BIN" serve --data "$DATA" --nats-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --log-level info >"$log" 2>&1 &
+	"$BIN" serve --data "$DATA" --nats-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --log-level info "$@" >"$log" 2>&1 &
 	pid=$!
 	until grep -q "ctxgraph serving" "$log"; do
 		kill -0 "$pid" 2>/dev/null || { cat "$log"; exit 1; }
@@ -36,7 +38,7 @@ fi
 sleep 5
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
-serve
+serve ${CPUPROFILE:+--cpuprofile "$CPUPROFILE"}
 echo "start after the kill: serving after $took s"
 grep -E "caught up|caught_up|catching|no record written since|view loaded from|vector snapshot|vector index ready|keyword index ready|from the store|rebuild" "$log" | sed 's/^time=[^ ]* //' || true
 sleep 25
