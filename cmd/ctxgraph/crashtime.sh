@@ -6,13 +6,14 @@
 # RSS and what it caught up from the snapshots 25 s after, and stops it
 # cleanly. `make crash-time DATA=DIR [REPLAY=FILE]` runs it. With
 # CPUPROFILE=FILE in the environment, the start after the kill writes a
-# CPU profile of its run (start included) to FILE.
+# CPU profile of its run (start included) to FILE; with KEEPLOG=FILE,
+# that start's log is kept in FILE.
 set -euo pipefail
 BIN=$1 DATA=$2 REPLAY=${3:-}
 log=$(mktemp)
 pid=
 # On a failure: the daemon's last lines, and no daemon left running.
-trap 'rc=$?; if [ $rc -ne 0 ]; then tail -20 "$log" >&2; [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; fi; rm -f "$log"' EXIT
+trap 'rc=$?; if [ $rc -ne 0 ]; then tail -20 "$log" >&2; [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; fi; if [ -n "${KEEPLOG:-}" ]; then cp "$log" "$KEEPLOG"; fi; rm -f "$log"' EXIT
 
 serve() { # serve [ARG...]: starts the daemon; sets pid, took (s to serving), nats, http
 	: >"$log"
