@@ -378,9 +378,13 @@ func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]st
 // build fills the index with what the store holds. When the documents
 // saved at the last clean close are those of the store's generation
 // (nothing committed since), it takes them as they are: the index on
-// disk holds exactly them. Otherwise it computes every document from the
-// store, indexes those whose text differs from the saved one and deletes
-// the saved ones the store no longer calls for.
+// disk holds exactly them. When they are of an earlier generation and
+// the store knows what was written and deleted since (Store.ChangedSince),
+// it catches up with that alone (catchUp), whether the index was closed
+// cleanly or a run that died on this boot left it. Otherwise it computes
+// every document from the store, indexes those whose text differs from
+// the saved one and deletes the saved ones the store no longer calls
+// for; after a crash it starts over instead.
 func (ix *Index) build() error {
 	t0 := time.Now()
 	saved := ix.saved
@@ -388,26 +392,9 @@ func (ix *Index) build() error {
 	if saved == nil {
 		saved = &savedDocs{} // a new index: bleve holds nothing
 	}
-	// After a crash, besides the documents that differ from the saved
-	// ones, those of what was written or deleted since they were saved
-	// may be held by bleve as a batch after them left them.
-	var touched map[docKey]bool
-	var touchedTook, documentsTook, writeTook time.Duration
-	if ix.crashed {
-		var err error
-		t := time.Now()
-		touched, err = ix.touchedSince(saved.gen)
-		touchedTook = time.Since(t)
-		if err != nil {
-			ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding", "err", err)
-			ix.bl.Close()
-			if err := ix.startOver(ix.m); err != nil {
-				return err
-			}
-			saved, touched = &savedDocs{}, nil
-		}
-		ix.crashed = false
-	} else if gen, err := ix.store.Generation(); err == nil && sameGeneration(saved.gen, &gen) {
+	crashed := ix.crashed
+	ix.crashed = false
+	if gen, err := ix.store.Generation(); !crashed && err == nil && sameGeneration(saved.gen, &gen) {
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
 		ix.texts, ix.spanNodes = saved.texts, saved.spanNodes
@@ -417,96 +404,199 @@ func (ix *Index) build() error {
 		ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", 0, "reconciled", false, "took", time.Since(t0))
 		return nil
 	}
+	if saved.gen != nil {
+		d, err := ix.store.ChangedSince(saved.gen.Version)
+		if err == nil {
+			changedTook := time.Since(t0)
+			changed, writeTook, err := ix.catchUp(saved, d)
+			if err != nil {
+				return err
+			}
+			ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "caught_up", true,
+				"after_a_crash", crashed, "took", time.Since(t0), "changed_since_took", changedTook, "write_took", writeTook)
+			return nil
+		}
+		if crashed {
+			ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding", "err", err)
+		}
+	} else if crashed {
+		ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding",
+			"err", "the saved documents are of no store generation")
+	}
+	if crashed {
+		// bleve may hold documents a batch after the saved ones left,
+		// which nothing here names: start over.
+		ix.bl.Close()
+		if err := ix.startOver(ix.m); err != nil {
+			return err
+		}
+		saved = &savedDocs{}
+	}
 	t := time.Now()
 	docs, spanNodes, err := documents(ix.store)
 	if err != nil {
 		return err
 	}
-	documentsTook = time.Since(t)
+	documentsTook := time.Since(t)
 	for k, nodes := range spanNodes {
 		ix.spanNodes[k] = append(ix.spanNodes[k], nodes...)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	b := ix.bl.NewBatch()
-	changed := 0
-	flush := func() error {
-		if b.Size() == 0 {
-			return nil
-		}
-		t := time.Now()
-		err := ix.writeLocked(b)
-		writeTook += time.Since(t)
-		b = ix.bl.NewBatch()
-		return err
-	}
+	w := ix.newBatchWriter()
 	for _, p := range docs {
 		ix.nss[p.NS] = true
 		ix.texts[p.key] = p.document
-		if old, ok := saved.texts[p.key]; ok && old == p.document && !touched[p.key] {
+		if old, ok := saved.texts[p.key]; ok && old == p.document {
 			continue
 		}
-		if err := b.Index(p.id, p.document); err != nil {
+		if err := w.index(p.id, p.document); err != nil {
 			return err
-		}
-		changed++
-		if b.Size() >= ix.opts.BatchSize {
-			if err := flush(); err != nil {
-				return err
-			}
 		}
 	}
 	for k := range saved.texts {
 		if _, ok := ix.texts[k]; !ok {
-			b.Delete(k.docID())
-			changed++
-		}
-	}
-	for k := range touched {
-		_, wanted := ix.texts[k]
-		if _, inSaved := saved.texts[k]; !wanted && !inSaved {
-			b.Delete(k.docID()) // written and deleted since: bleve may hold it
-			changed++
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", changed, "reconciled", true,
-		"caught_up_after_a_crash", touched != nil, "took", time.Since(t0),
-		"changed_since_took", touchedTook, "documents_took", documentsTook, "write_took", writeTook)
-	return nil
-}
-
-// touchedSince returns the documents of the nodes, edges, episodes and
-// spans written or deleted since the store generation gen (the saved
-// documents'), which a batch after those may have indexed. It fails
-// when that is not known.
-func (ix *Index) touchedSince(gen *particle.Generation) (map[docKey]bool, error) {
-	if gen == nil {
-		return nil, errors.New("the saved documents are of no store generation")
-	}
-	d, err := ix.store.ChangedSince(gen.Version)
-	if err != nil {
-		return nil, err
-	}
-	touched := make(map[docKey]bool, len(d.Records)+len(d.Removed)+len(d.Spans))
-	for _, rs := range [][]particle.RecordRef{d.Records, d.Removed} {
-		for _, r := range rs {
-			switch r.Kind {
-			case particle.KindNode:
-				touched[nodeKey(r.ID)] = true
-			case particle.KindEdge:
-				touched[edgeKey(r.ID)] = true
-			case particle.KindEpisode:
-				touched[episodeKey(r.NS, r.ID)] = true
+			if err := w.delete(k.docID()); err != nil {
+				return err
 			}
 		}
 	}
-	for _, sp := range d.Spans {
-		touched[spanKey(sp.NS, sp.ID)] = true
+	if err := w.flush(); err != nil {
+		return err
 	}
-	return touched, nil
+	ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", w.changed, "reconciled", true,
+		"took", time.Since(t0), "documents_took", documentsTook, "write_took", w.took)
+	return nil
+}
+
+// batchWriter writes a build's documents to bleve in batches of
+// Options.BatchSize. ix.mu is held.
+type batchWriter struct {
+	ix      *Index
+	b       *bleve.Batch
+	changed int           // documents indexed or deleted
+	took    time.Duration // in bleve's Batch
+}
+
+func (ix *Index) newBatchWriter() *batchWriter { return &batchWriter{ix: ix, b: ix.bl.NewBatch()} }
+
+func (w *batchWriter) index(id string, d document) error {
+	if err := w.b.Index(id, d); err != nil {
+		return err
+	}
+	return w.added()
+}
+
+func (w *batchWriter) delete(id string) error {
+	w.b.Delete(id)
+	return w.added()
+}
+
+func (w *batchWriter) added() error {
+	w.changed++
+	if w.b.Size() >= w.ix.opts.BatchSize {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *batchWriter) flush() error {
+	if w.b.Size() == 0 {
+		return nil
+	}
+	t := time.Now()
+	err := w.ix.writeLocked(w.b)
+	w.took += time.Since(t)
+	w.b = w.ix.bl.NewBatch()
+	return err
+}
+
+// catchUp brings an index that holds the saved documents (and, left by
+// a run that died on this boot, possibly some of the batches after
+// them) to the store, given d, what the store holds written and deleted
+// since the saved documents' generation: the documents of those records
+// and spans are indexed again with their text now, or deleted, whatever
+// bleve holds of them; every other document is the saved one. It reads
+// the records by seq and id, not every record of the store. Like the
+// indexing of a commit's changes, it adds the nodes written since to
+// the lists of the spans they name and takes none away (a search drops
+// a span's nodes that are gone).
+func (ix *Index) catchUp(saved *savedDocs, d particle.Delta) (changed int, writeTook time.Duration, err error) {
+	type text struct {
+		ns, text string
+	}
+	now := map[docKey]text{}
+	spanNodes := map[docKey][]string{}
+	ix.store.Read(func(r particle.Reader) {
+		for _, refs := range [][]particle.RecordRef{d.Records, d.Removed} {
+			for _, ref := range refs {
+				switch ref.Kind {
+				case particle.KindNode:
+					t := text{ns: ref.NS}
+					if n := r.Node(ref.ID); n != nil {
+						t = text{n.Namespace, nodeText(n)}
+						for _, sid := range n.Attributes.CMSSpanIDs {
+							k := spanKey(n.Namespace, sid)
+							spanNodes[k] = append(spanNodes[k], n.ID)
+						}
+					}
+					now[nodeKey(ref.ID)] = t
+				case particle.KindEdge:
+					t := text{ns: ref.NS}
+					e := r.EdgeBySeq(ref.Seq)
+					if ref.Seq == 0 {
+						e = r.Edge(ref.ID) // a record from before seqs
+					}
+					if e != nil && e.ID == ref.ID {
+						t = text{e.Namespace, edgeText(e)}
+					}
+					now[edgeKey(ref.ID)] = t
+				case particle.KindEpisode:
+					t := text{ns: ref.NS}
+					if ep := r.Episode(ref.NS, ref.ID); ep != nil {
+						t.text = ep.LanguageInstruction
+					}
+					now[episodeKey(ref.NS, ref.ID)] = t
+				}
+			}
+		}
+	})
+	for _, sp := range d.Spans {
+		now[spanKey(sp.NS, sp.ID)] = text{sp.NS, ix.spanText(sp.NS, sp.ID)}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.texts = saved.texts
+	for k, nodes := range saved.spanNodes {
+		ix.spanNodes[k] = append(ix.spanNodes[k], nodes...)
+	}
+	for k, nodes := range spanNodes {
+		for _, id := range nodes {
+			if !slices.Contains(ix.spanNodes[k], id) {
+				ix.spanNodes[k] = append(ix.spanNodes[k], id)
+			}
+		}
+	}
+	w := ix.newBatchWriter()
+	for k, t := range now {
+		if t.text == "" {
+			delete(ix.texts, k)
+			err = w.delete(k.docID())
+		} else {
+			ix.texts[k] = document{t.ns, t.text}
+			err = w.index(k.docID(), document{t.ns, t.text})
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := w.flush(); err != nil {
+		return 0, 0, err
+	}
+	for _, doc := range ix.texts {
+		ix.nss[doc.NS] = true
+	}
+	return w.changed, w.took, nil
 }
 
 // writeLocked runs a batch, first clearing the on-disk clean marker

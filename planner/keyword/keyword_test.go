@@ -467,6 +467,25 @@ func edgeWithValue(s *particle.Store, v string) string {
 	return id
 }
 
+// fixtureWithCleanIndex opens a store in dir/graph with the fixture,
+// and builds and closes cleanly a keyword index over it in dir/keyword.
+func fixtureWithCleanIndex(t *testing.T, dir string) *particle.Store {
+	t.Helper()
+	s, err := particle.Open(particle.DefaultOptions(dir + "/graph"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture(t, s)
+	ix, err := Open(s, Options{Dir: dir + "/keyword"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestReopenAfterACrashCatchesUp: an index on disk closed cleanly, then
 // written (new values; an edge saved with it deleted) by a run that
 // dies, while the store also moves on after the death (a new value; an
@@ -476,19 +495,7 @@ func edgeWithValue(s *particle.Store, v string) string {
 func TestReopenAfterACrashCatchesUp(t *testing.T) {
 	for _, sameBoot := range []bool{true, false} {
 		dir := t.TempDir()
-		s, err := particle.Open(particle.DefaultOptions(dir + "/graph"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fixture(t, s)
-		ix, err := Open(s, Options{Dir: dir + "/keyword"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ix.Close(); err != nil {
-			t.Fatal(err)
-		}
-
+		s := fixtureWithCleanIndex(t, dir)
 		ix2, err := Open(s, Options{Dir: dir + "/keyword"})
 		if err != nil {
 			t.Fatal(err)
@@ -517,7 +524,7 @@ func TestReopenAfterACrashCatchesUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if caught := strings.Contains(logs.String(), "caught_up_after_a_crash=true"); caught != sameBoot {
+		if caught := strings.Contains(logs.String(), "caught_up=true after_a_crash=true"); caught != sameBoot {
 			t.Errorf("same boot %v: caught up %v; logs:\n%s", sameBoot, caught, logs.String())
 		}
 		want, _, err := documents(s)
@@ -578,5 +585,60 @@ func TestBuildLeavesTheLoadedEdgesToBeIndexedByID(t *testing.T) {
 	}
 	if hits := search(t, ix, ns, "SN-4471-XQ"); len(hits) != 1 || hits[0].Kind != KindEdge {
 		t.Errorf("the edge's value: %v", hitIDs(hits))
+	}
+}
+
+// TestReopenOfACleanIndexTheStoreMovedOnFromCatchesUp: an index closed
+// cleanly, then a store written without it (a new value, a deleted
+// edge, a renamed alias, a new CMS span): the next open catches up with
+// what was written and deleted since its saved documents, not every
+// record, and answers as a full build would, the new span with its
+// nodes.
+func TestReopenOfACleanIndexTheStoreMovedOnFromCatchesUp(t *testing.T) {
+	dir := t.TempDir()
+	s := fixtureWithCleanIndex(t, dir)
+	defer s.Close()
+	fact(t, s, ns, "gripper", "serial_number", "arm", "GR-0042")
+	id := edgeWithValue(s, "SN-4471-XQ")
+	update(t, s, func(b *particle.Batch) error { return b.DeleteEdge(id) })
+	update(t, s, func(b *particle.Batch) error {
+		n, _, err := b.Resolve(ns, particle.NodeEntity, "red block")
+		if err != nil {
+			return err
+		}
+		n.Aliases = []string{"scarlet brick"}
+		return b.PutNode(n)
+	})
+	update(t, s, func(b *particle.Batch) error {
+		a := &cms.Applier{}
+		return a.Apply(context.Background(), b, &cms.Span{ID: "span-0300", Level: 1, EpisodeID: "ep-alpha-0001", Start: t0, End: t0.Add(time.Minute),
+			Text: "the suction cup slips on wet glass", Concepts: []string{"suction grasp"}})
+	})
+
+	var logs bytes.Buffer
+	ix2, err := Open(s, Options{Dir: dir + "/keyword", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix2.Close()
+	if !strings.Contains(logs.String(), "caught_up=true after_a_crash=false") {
+		t.Errorf("not caught up; logs:\n%s", logs.String())
+	}
+	want, _, err := documents(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ix2.bl.DocCount()
+	if err != nil || int(n) != len(want) || ix2.Len() != len(want) {
+		t.Errorf("bleve holds %d documents (%v), the index %d, the store calls for %d", n, err, ix2.Len(), len(want))
+	}
+	for q, want := range map[string]int{"GR-0042": 1, "SN-4471-XQ": 0, "scarlet brick": 1, "crimson cube": 0} {
+		if hits := search(t, ix2, ns, q); len(hits) != want {
+			t.Errorf("%s: %v, want %d hits", q, hitIDs(hits), want)
+		}
+	}
+	hits := search(t, ix2, ns, "wet glass")
+	if len(hits) != 1 || hits[0].ID != "span-0300" || !slices.Contains(hits[0].Nodes, nodeID(s, particle.NodeConcept, "suction grasp")) {
+		t.Errorf("the new span: %+v, want it with the suction grasp concept among its nodes", hits)
 	}
 }
