@@ -72,6 +72,18 @@ func newBlocks(capacity int) []blockSum {
 	return bs
 }
 
+// copyFrom sets b's summary and tombstones to o's (writer only).
+func (b *blockSum) copyFrom(o *blockSum) {
+	b.lo.Store(o.lo.Load())
+	b.hi.Store(o.hi.Load())
+	b.timeless.Store(o.timeless.Load())
+	b.open.Store(o.open.Load())
+	b.agents.Store(o.agents.Load())
+	b.sites.Store(o.sites.Load())
+	b.unsited.Store(o.unsited.Load())
+	b.dead.Store(o.dead.Load())
+}
+
 // widen includes a scope of the block's entry j, of the given kind
 // (writer only).
 func (b *blockSum) widen(j int, kind Kind, start, end int64) {

@@ -205,7 +205,7 @@ func readKeys(r io.Reader, dim int) (*readSplit, error) {
 	}
 	rs.ids.expect = min(total, 1<<22)
 	for slot, c := range counts {
-		ld, err := readIVFList(d, c, min(c, maxCheckedPresize), dim, metaSize, ivfVersion, nil)
+		ld, err := readIVFList(d, c, min(c, maxCheckedPresize), dim, metaSize, ivfVersion, nil, false)
 		if err != nil {
 			return nil, err
 		}

@@ -201,8 +201,30 @@ func TestIVFSnapshotRoundTrip(t *testing.T) {
 	if !bytes.Equal(snap, snapshotOf(t, y)) {
 		t.Fatal("re-written snapshot differs")
 	}
-	if err := y.Add(1<<40, vecs[3], Meta{}); err != nil || !y.Has(1<<40) {
-		t.Fatalf("Add after load: %v", err)
+	// Every list has room beyond what it read: adds into it (as a
+	// start's catch-up and ingest's first inserts make) do not copy it.
+	st := y.st.Load()
+	before := make([]*listData, len(st.lists))
+	for i := range st.lists {
+		before[i] = st.lists[i].d.Load()
+		if d := before[i]; len(d.ids) < listRoom(d.len()) || len(d.vecs) != len(d.ids) || len(d.codes) != len(d.ids)*nibbleBytes(32) {
+			t.Fatalf("list %d read with %d entries: room for %d (%d vectors, %d code bytes)", i, d.len(), len(d.ids), len(d.vecs), len(d.codes))
+		}
+	}
+	for i := range 8 {
+		if err := y.Add(1<<40+uint64(i), vecs[3+i], Meta{}); err != nil || !y.Has(1<<40+uint64(i)) {
+			t.Fatalf("Add after load: %v", err)
+		}
+	}
+	for i := range st.lists {
+		if st.lists[i].d.Load() != before[i] {
+			t.Fatalf("list %d copied by one of 8 adds after the load", i)
+		}
+	}
+	for i := range 8 { // each added vector is found, as itself or as the item it copies
+		if h := y.Search(vecs[3+i], 1, nil); len(h) != 1 || h[0].ID != 1<<40+uint64(i) && h[0].ID != uint64(3+i) {
+			t.Fatalf("vector %d after the adds: %v", 3+i, h)
+		}
 	}
 }
 
