@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -266,6 +267,65 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 		return nil, fmt.Errorf("%w: deletions since version %d: %v", ErrStorage, version, err)
 	}
 	return w, nil
+}
+
+// writtenAhead is what Badger holds written after the view snapshot's
+// version, read (readWritten) beside the snapshot's load, which decodes
+// on every core but waits on its file's pages too: read after it, it
+// was 0.40 s of a 0.5 s catch-up at 1M edges with 22k records written
+// since, on the serial path of a start after a crash.
+type writtenAhead struct {
+	base uint64 // the snapshot's version, read from its trailer
+	done chan struct{}
+	w    *written
+	err  error
+}
+
+// readWrittenAhead starts reading what was written after the version of
+// the view snapshot the load will read, when it is older than version
+// (nil when there is none to read, or its trailer is unreadable: the
+// load then fails, or reads after it as before).
+func (s *Store) readWrittenAhead(version uint64, legacy func()) *writtenAhead {
+	file := ViewSnapshotToLoad(s.opts.Dir)
+	if file == "" {
+		return nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil
+	}
+	t, _, err := fileTrailer(f)
+	f.Close()
+	if err != nil || t.version >= version {
+		return nil
+	}
+	a := &writtenAhead{base: t.version, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.err = s.db.View(func(txn *badger.Txn) error {
+			var err error
+			a.w, err = readWritten(txn, a.base, legacy, true)
+			return err
+		})
+	}()
+	return a
+}
+
+// take waits for the read and returns it, when it was of what was
+// written since base (beside false otherwise: read it now).
+func (a *writtenAhead) take(base uint64) (w *written, beside bool, err error) {
+	if a == nil || a.base != base {
+		return nil, false, nil
+	}
+	<-a.done
+	return a.w, true, a.err
+}
+
+// wait returns once the read, if any, is over.
+func (a *writtenAhead) wait() {
+	if a != nil {
+		<-a.done
+	}
 }
 
 // CatchUp says what a load from a view snapshot older than the store

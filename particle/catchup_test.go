@@ -216,6 +216,9 @@ func TestCrashedRunCatchesUp(t *testing.T) {
 	if cu.Nodes != 2 || cu.Edges == 0 || cu.Episodes != 1 || cu.Removed < 3 {
 		t.Fatalf("caught up with %+v", cu)
 	}
+	if !strings.Contains(logs.String(), "read_beside_the_load=true") {
+		t.Errorf("what was written since not read beside the load; logs:\n%s", logs)
+	}
 	s.v.awaitLinks()
 	s.v.indexLoaded()
 	sameGraph(t, s.v, want)

@@ -403,8 +403,11 @@ func (s *Store) load(version uint64) error {
 	var left *snapEdgeEmbeddings
 	var base uint64
 	loaded := false
+	var ahead *writtenAhead
+	defer func() { ahead.wait() }() // read beside a load that failed: not used
 	switch {
 	case s.snapshots():
+		ahead = s.readWrittenAhead(version, legacy)
 		if kinds, left, base, loaded = s.loadViewSnapshot(v, version, legacy); !loaded {
 			v = fresh()
 		}
@@ -427,7 +430,10 @@ func (s *Store) load(version uint64) error {
 		}
 		if loaded && base < version {
 			t := time.Now()
-			w, err := readWritten(txn, base, legacy, true)
+			w, beside, err := ahead.take(base)
+			if !beside {
+				w, err = readWritten(txn, base, legacy, true)
+			}
 			switch {
 			case err == nil && w.empty():
 				// Only Badger's own keys were written since (a lease):
@@ -439,7 +445,8 @@ func (s *Store) load(version uint64) error {
 				cu.Since = base
 				s.behind, s.caughtUp = true, cu
 				s.log.Info("view caught up with the store since its snapshot", "since_version", base,
-					"nodes", cu.Nodes, "edges", cu.Edges, "episodes", cu.Episodes, "removed", cu.Removed, "took", time.Since(t))
+					"nodes", cu.Nodes, "edges", cu.Edges, "episodes", cu.Episodes, "removed", cu.Removed,
+					"read_beside_the_load", beside, "took", time.Since(t))
 			case errors.Is(err, ErrDeletionsUnknown):
 				s.log.Warn("view snapshot cannot catch up with the store; loading from the store", "since_version", base, "err", err)
 				s.dropViewSnapshot()
