@@ -404,6 +404,7 @@ func (ix *Index) build() error {
 		ix.log.Info("keyword index ready", "docs", len(ix.texts), "indexed", 0, "reconciled", false, "took", time.Since(t0))
 		return nil
 	}
+	noCatchUp := errors.New("the saved documents are of no store generation")
 	if saved.gen != nil {
 		d, err := ix.store.ChangedSince(saved.gen.Version)
 		if err == nil {
@@ -416,16 +417,12 @@ func (ix *Index) build() error {
 				"after_a_crash", crashed, "took", time.Since(t0), "changed_since_took", changedTook, "write_took", writeTook)
 			return nil
 		}
-		if crashed {
-			ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding", "err", err)
-		}
-	} else if crashed {
-		ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding",
-			"err", "the saved documents are of no store generation")
+		noCatchUp = err
 	}
 	if crashed {
 		// bleve may hold documents a batch after the saved ones left,
 		// which nothing here names: start over.
+		ix.log.Warn("keyword index left by a crash cannot catch up with the store; rebuilding", "err", noCatchUp)
 		ix.bl.Close()
 		if err := ix.startOver(ix.m); err != nil {
 			return err
