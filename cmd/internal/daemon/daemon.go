@@ -180,8 +180,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// NATS starts beside the vector index's fill and the keyword index's
 	// build: it needs the store (the API keys its users are made from)
 	// and nothing they build. After a crash JetStream reads every block
-	// of its streams back (about 1 s for 1.4 GB of steps), which ran
-	// after them, on the cores they left idle. Nothing is consumed
+	// of its streams back (about 1 s for 1.4 GB of steps): started after
+	// them, that added to the start; beside them, it takes what cores
+	// they leave idle. Nothing is consumed
 	// before the consumers start, below; a client that connects sooner
 	// may publish (JetStream stores it) and finds no responders.
 	natsDone := make(chan error, 1)
