@@ -512,25 +512,13 @@ func (s *Store) changedSinceRead(version uint64) (Delta, error) {
 func refOfValue(p prefix, b []byte) (RecordRef, error) {
 	switch {
 	case p == prefixNode:
-		var n *Node
-		var err error
-		if isBinary(b) {
-			n, _, err = decodeNodeV2(b, true)
-		} else {
-			n, err = decodeNodeAt(b, nil, true)
-		}
+		n, _, err := decodeNodeApart(b, true)
 		if err != nil {
 			return RecordRef{}, err
 		}
 		return RecordRef{Kind: KindNode, NS: n.Namespace, ID: n.ID, Seq: n.Seq}, nil
 	case p == prefixEdge:
-		var e *Edge
-		var err error
-		if isBinary(b) {
-			e, _, err = decodeEdgeV2(b, true)
-		} else {
-			e, err = decodeEdgeAt(b, nil, true)
-		}
+		e, _, err := decodeEdgeApart(b, true)
 		if err != nil {
 			return RecordRef{}, err
 		}

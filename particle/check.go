@@ -204,7 +204,7 @@ func (c *checker) visit(k, v []byte) {
 	case prefixNode:
 		r.Nodes++
 		ns, id, _ := strings.Cut(body, "\x00")
-		n, apart, err := decodeNodeApart(v)
+		n, apart, err := decodeNodeApart(v, false)
 		if err != nil {
 			r.Add("decode", "node %s: %v", id, err)
 			return
@@ -224,7 +224,7 @@ func (c *checker) visit(k, v []byte) {
 	case prefixEdge:
 		r.Edges++
 		ns, id, _ := strings.Cut(body, "\x00")
-		e, apart, err := decodeEdgeApart(v)
+		e, apart, err := decodeEdgeApart(v, false)
 		if err != nil {
 			r.Add("decode", "edge %s: %v", id, err)
 			return
@@ -318,21 +318,22 @@ func (c *checker) visit(k, v []byte) {
 }
 
 // decodeNodeApart decodes a stored node without its embedding if that
-// is stored apart: apart is then its length (newReader).
-func decodeNodeApart(b []byte) (*Node, int, error) {
+// is stored apart: apart is then its length (newReader). inPlace is
+// decodeNodeAt's.
+func decodeNodeApart(b []byte, inPlace bool) (*Node, int, error) {
 	if isBinary(b) {
-		return decodeNodeV2(b, false)
+		return decodeNodeV2(b, inPlace)
 	}
-	n, err := decodeNode(b, nil)
+	n, err := decodeNodeAt(b, nil, inPlace)
 	return n, 0, err
 }
 
 // decodeEdgeApart is decodeNodeApart for an edge.
-func decodeEdgeApart(b []byte) (*Edge, int, error) {
+func decodeEdgeApart(b []byte, inPlace bool) (*Edge, int, error) {
 	if isBinary(b) {
-		return decodeEdgeV2(b, false)
+		return decodeEdgeV2(b, inPlace)
 	}
-	e, err := decodeEdge(b, nil)
+	e, err := decodeEdgeAt(b, nil, inPlace)
 	return e, 0, err
 }
 

@@ -563,15 +563,10 @@ func (ix *Index) catchUp(saved *savedDocs, d particle.Delta) (changed int, write
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.texts = saved.texts
-	for k, nodes := range saved.spanNodes {
-		ix.spanNodes[k] = append(ix.spanNodes[k], nodes...)
-	}
+	ix.texts, ix.spanNodes = saved.texts, saved.spanNodes
 	for k, nodes := range spanNodes {
 		for _, id := range nodes {
-			if !slices.Contains(ix.spanNodes[k], id) {
-				ix.spanNodes[k] = append(ix.spanNodes[k], id)
-			}
+			ix.listSpanNode(k, id)
 		}
 	}
 	w := ix.newBatchWriter()
@@ -656,11 +651,7 @@ func (ix *Index) stageChanges(b *bleve.Batch, ch particle.Changes) {
 		ix.stage(b, nodeKey(n.ID), n.Namespace, nodeText(n))
 		for _, sid := range n.Attributes.CMSSpanIDs {
 			k := spanKey(n.Namespace, sid)
-			nodes, known := ix.spanNodes[k]
-			if !slices.Contains(nodes, n.ID) {
-				ix.spanNodes[k] = append(nodes, n.ID)
-			}
-			if !known {
+			if known := ix.listSpanNode(k, n.ID); !known {
 				ix.stage(b, k, n.Namespace, ix.spanText(n.Namespace, sid))
 			}
 		}
@@ -679,6 +670,16 @@ func (ix *Index) stageChanges(b *bleve.Batch, ch particle.Changes) {
 	for _, e := range ch.RemovedEdges {
 		ix.stage(b, edgeKey(e.ID), e.Namespace, "")
 	}
+}
+
+// listSpanNode adds node id to the nodes listing span k, and reports
+// whether the span was listed by any node before. ix.mu is held.
+func (ix *Index) listSpanNode(k docKey, id string) (known bool) {
+	nodes, known := ix.spanNodes[k]
+	if !slices.Contains(nodes, id) {
+		ix.spanNodes[k] = append(nodes, id)
+	}
+	return known
 }
 
 func (ix *Index) spanText(ns, id string) string {
