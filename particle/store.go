@@ -170,6 +170,8 @@ type Store struct {
 	fault atomic.Pointer[error] // see InjectFault
 
 	coder *coder // makes the edges' codes (coder.go)
+
+	ckpt checkpoints // the view snapshot on disk (checkpoint.go)
 }
 
 // Open opens (or creates) the store described by o and loads its view.
@@ -335,6 +337,7 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		s.ckpt.stopCheckpoint()
 		unwritten := s.fromSnapshot && !s.behind && s.db.MaxVersion() == s.leasedAt && s.embeddingsMended() == 0
 		if !s.opts.InMemory && !s.opts.KeepDeletionMarkers {
 			if err := s.dropGoneMarkers(); err != nil {
@@ -484,6 +487,8 @@ func (s *Store) load(version uint64) error {
 	s.fromSnapshot = loaded
 	if loaded {
 		s.snapEdges = left // checked once the store is open
+		cu := s.caughtUp
+		s.ckpt.noteLoaded(ViewSnapshotPath(s.opts.Dir)+loadedSuffix, int64(cu.Nodes+cu.Edges+cu.Episodes+cu.Removed))
 	}
 	return nil
 }
@@ -1016,6 +1021,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	s.written.add(b.written)
 	s.updates.committed(start, applied, encoded, committed)
 	ch := b.publish()
+	s.ckpt.countCommitted(ch)
 	s.changedSince.drop()
 	s.feedCoder(b.stale)
 	s.subMu.RLock()

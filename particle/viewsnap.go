@@ -1,6 +1,7 @@
 package particle
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -324,27 +325,31 @@ func snapTrailerFields(b []byte) snapTrailer {
 }
 
 // writeViewSnapshot writes the node, edge and episode tables of db to
-// path (through a temporary file, then renamed), stamped with db's
-// version, with ends, the end nodes' seqs of each edge by seq as the
-// view keeps them (view.ends; nil for none: the load then finds them by
-// id). A seq the view noted is its node's for good (seqs are never
-// reused), and the load looks up by id an end noted as none or whose
-// node is gone (view.snapshotEnds). Nothing may write to db meanwhile.
-// It returns the bytes written. The file is not synced: it is a cache of what Badger holds,
+// path (through a temporary file, then renamed), as of one read
+// transaction, stamped with that transaction's read timestamp (which it
+// returns: the snapshot holds every version up to it), with the ends
+// that ends returns once the tables are written: the end nodes' seqs of
+// each edge by seq as the view keeps them (view.ends; nil for none: the
+// load then finds them by id). A seq the view noted is its node's for
+// good (seqs are never reused), and the load looks up by id an end noted
+// as none or whose node is gone (view.snapshotEnds), so ends taken while
+// commits go on (a checkpoint) serve as well as ones taken with nothing
+// writing (Close). The tables are scanned by workers goroutines, and the
+// write stops with ctx's error once ctx ends. It returns the bytes
+// written. The file is not synced: it is a cache of what Badger holds,
 // and a file that a crash left half written fails its checksums, so the
 // next start loads from Badger (syncing 2 GB took seconds of a 1M-edge
 // store's shutdown).
-func writeViewSnapshot(db *badger.DB, path string, ends []edgeEnds) (size int64, err error) {
+func writeViewSnapshot(ctx context.Context, db *badger.DB, path string, ends func() []edgeEnds, workers int) (size int64, version uint64, err error) {
 	if !littleEndian {
-		return 0, errors.New("view snapshot: big-endian host")
+		return 0, 0, errors.New("view snapshot: big-endian host")
 	}
-	version := db.MaxVersion() // before the scan's read timestamp
-	workers := max(1, runtime.GOMAXPROCS(0))
+	workers = max(1, workers)
 	parts := loadParts(db, 4*workers)
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return 0, fmt.Errorf("view snapshot: %w", err)
+		return 0, 0, fmt.Errorf("view snapshot: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -356,6 +361,9 @@ func writeViewSnapshot(db *badger.DB, path string, ends []edgeEnds) (size int64,
 	var off, floats uint64
 	// Chunks (about 1 MB) go to the file as they are, unbuffered.
 	write := func(c *loadChunk) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		s := &c.snap
 		e := chunkEntry{part: uint32(c.part), idx: uint32(c.idx), last: c.last, values: uint32(s.values),
 			off: off, recLen: uint64(len(s.rec)), floats: uint64(len(s.emb) / 4)}
@@ -376,6 +384,7 @@ func writeViewSnapshot(db *badger.DB, path string, ends []edgeEnds) (size int64,
 	var listsOff, listsLen uint64
 	var listsCRC uint32
 	err = db.View(func(txn *badger.Txn) error {
+		version = txn.ReadTs()
 		if err := drainChunks(workers, func(done chan<- *loadChunk, quit <-chan struct{}) error {
 			sc := scanner{txn: txn, done: done, quit: quit, sink: func(c *loadChunk, _ loadPart) func(b, vec []byte) error {
 				c.snap = newSnapChunk()
@@ -395,14 +404,14 @@ func writeViewSnapshot(db *badger.DB, path string, ends []edgeEnds) (size int64,
 	var endsLen uint64
 	var endsCRC uint32
 	if err == nil {
-		table := appendEnds(nil, ends)
+		table := appendEnds(nil, ends())
 		if _, err = f.Write(table); err == nil {
 			endsLen, endsCRC = uint64(len(table)), crc32.Checksum(table, crcTable)
 			off += endsLen
 		}
 	}
 	if err != nil {
-		return 0, fmt.Errorf("view snapshot: %w", err)
+		return 0, 0, fmt.Errorf("view snapshot: %w", err)
 	}
 	// Load order: the put takes chunks in this order, so the reader
 	// hands them out in it.
@@ -430,9 +439,9 @@ func writeViewSnapshot(db *badger.DB, path string, ends []edgeEnds) (size int64,
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("view snapshot: %w", err)
+		return 0, 0, fmt.Errorf("view snapshot: %w", err)
 	}
-	return int64(off) + int64(len(tail)), nil
+	return int64(off) + int64(len(tail)), version, nil
 }
 
 // appendEnds appends the snapshot's ends table of ends to b: nothing if
@@ -764,7 +773,7 @@ func (s *Store) saveViewSnapshot(unwritten bool) {
 		}
 		s.log.Info("view snapshot loaded not kept; writing it again", "err", err)
 	}
-	size, err := writeViewSnapshot(s.db, path, s.v.ends)
+	size, _, err := writeViewSnapshot(context.Background(), s.db, path, func() []edgeEnds { return s.v.ends }, runtime.GOMAXPROCS(0))
 	removeFiles(s.log, path+loadedSuffix) // replaced (or, on an error, stale)
 	if err != nil {
 		s.log.Warn("view snapshot not written; the next start loads from the store", "err", err)

@@ -96,7 +96,7 @@ func TestViewSnapshotLoadsTheViewBadgerGives(t *testing.T) {
 func compareSnapshotLoad(t *testing.T, s *Store, ends []edgeEnds, old []*Edge) {
 	t.Helper()
 	path := ViewSnapshotPath(t.TempDir())
-	if _, err := writeViewSnapshot(s.db, path, ends); err != nil {
+	if _, _, err := writeViewSnapshot(context.Background(), s.db, path, func() []edgeEnds { return ends }, 2); err != nil {
 		t.Fatal(err)
 	}
 	fromSnap := newView()
@@ -553,7 +553,7 @@ func TestViewSnapshotFailedLoadStopsItsReadAhead(t *testing.T) {
 	dir := t.TempDir()
 	s := writeFleet(t, dir, 11, testEntities, 3*benchEdgesPerTxn)
 	path := ViewSnapshotPath(t.TempDir())
-	if _, err := writeViewSnapshot(s.db, path, nil); err != nil {
+	if _, _, err := writeViewSnapshot(context.Background(), s.db, path, func() []edgeEnds { return nil }, 2); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
