@@ -1,6 +1,7 @@
 package keyword
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,9 +97,10 @@ type Index struct {
 	// compared with it (no hashing, no allocation), and only what
 	// changed reaches bleve.
 	texts map[docKey]document
-	// saved is what a clean index on disk was closed with (until the
-	// build has used it); diskGen is the store generation the documents
-	// saved on disk match (nil: none does).
+	// saved is what the index on disk was closed with, or checkpointed
+	// (until the build has used it); diskGen is the store generation the
+	// documents saved on disk match (nil: none does), at a clean close or
+	// a Checkpoint.
 	saved     *savedDocs
 	diskGen   *particle.Generation
 	nss       map[string]bool     // namespaces with documents (never shrinks)
@@ -111,6 +113,10 @@ type Index struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// checkpointMu is held by a Checkpoint, and by Close from its save
+	// until bleve is closed: a checkpoint never writes to a closed
+	// bleve, and Close waits for one in progress.
+	checkpointMu sync.Mutex
 
 	q *queue // committed changes waiting to be indexed (queue.go)
 }
@@ -178,7 +184,8 @@ func (ix *Index) Attach(store *particle.Store) error {
 }
 
 // diskConfig is the on-disk index's bleve configuration. Its batches
-// are not synced: durability is the clean marker's job.
+// are not synced: durability is the job of the clean marker and of
+// checkpoints (Checkpoint), whose batches are waited for until persisted.
 var diskConfig = map[string]any{"unsafe_batch": true}
 
 // openDisk opens the index in Dir when it was closed cleanly with this
@@ -190,9 +197,9 @@ var diskConfig = map[string]any{"unsafe_batch": true}
 // batches were not synced, but they are in the files the run wrote, and
 // a process's death leaves those to the kernel, which writes them: on
 // the same boot the index holds the documents saved at its last clean
-// close and some of the batches after, each whole (scorch introduces a
-// batch's segment at once). A new boot may have lost writes the run had
-// not synced, in any order: such an index is rebuilt. The first batch
+// close or checkpoint and some of the batches after, each whole (scorch
+// introduces a batch's segment at once). A new boot may have lost writes
+// the run had not synced, in any order: such an index is rebuilt. The first batch
 // after a start records the boot it ran on beside clearing the marker.
 func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 	if _, err := os.Stat(ix.opts.Dir); err == nil {
@@ -376,9 +383,9 @@ func documents(store *particle.Store) (docs []pending, spanNodes map[docKey][]st
 }
 
 // build fills the index with what the store holds. When the documents
-// saved at the last clean close are those of the store's generation
-// (nothing committed since), it takes them as they are: the index on
-// disk holds exactly them. When they are of an earlier generation and
+// saved at the last clean close (or checkpoint) are those of the store's
+// generation (nothing committed since), it takes them as they are: the
+// index on disk holds exactly them. When they are of an earlier generation and
 // the store knows what was written and deleted since (Store.ChangedSince),
 // it catches up with that alone (catchUp), whether the index was closed
 // cleanly or a run that died on this boot left it. Otherwise it computes
@@ -595,11 +602,17 @@ func (ix *Index) catchUp(saved *savedDocs, d particle.Delta) (changed int, write
 // (and recording the boot it runs on: openDisk). ix.mu is held.
 func (ix *Index) writeLocked(b *bleve.Batch) error {
 	if !ix.dirty && ix.opts.Dir != "" {
-		b.SetInternal(keyState, []byte("dirty"))
-		b.SetInternal(keyBoot, []byte(bootID()))
+		markRunning(b)
 	}
 	ix.dirty = true
 	return ix.bl.Batch(b)
+}
+
+// markRunning adds to b the on-disk state of an index that runs: the
+// clean marker cleared, and the boot it runs on (openDisk).
+func markRunning(b *bleve.Batch) {
+	b.SetInternal(keyState, []byte("dirty"))
+	b.SetInternal(keyBoot, []byte(bootID()))
 }
 
 // stage adds the document k to b if its text changed (an empty text
@@ -764,6 +777,10 @@ func (ix *Index) Close() error {
 			}
 		}
 		ix.stop()
+		// A checkpoint in progress ends before bleve closes; one after
+		// finds the index closed.
+		ix.checkpointMu.Lock()
+		defer ix.checkpointMu.Unlock()
 		ix.mu.Lock()
 		ix.closed = true
 		// An index never attached holds none of the store's documents:
@@ -788,23 +805,144 @@ func (ix *Index) Close() error {
 // markClean persists the saved documents and the clean marker in one
 // batch and waits until scorch has written it.
 func (ix *Index) markClean(docs []byte) error {
+	// Not marked clean (an error, a timeout): the next Open rebuilds or
+	// catches up, which is safe.
+	return ix.saveDocs(context.Background(), "mark clean", docs, func(b *bleve.Batch) {
+		b.SetInternal(keyState, []byte("clean"))
+	})
+}
+
+// saveDocs writes the saved documents docs (encodeDocs) and the mapping
+// version in one batch, with what state adds to it (the on-disk state),
+// and waits until scorch has persisted it, or ctx ends. Scorch persists
+// its epochs in order, so every batch run before is on disk too.
+func (ix *Index) saveDocs(ctx context.Context, what string, docs []byte, state func(*bleve.Batch)) error {
 	b := ix.bl.NewBatch()
 	b.SetInternal(keyDocs, docs)
 	b.SetInternal(keyVersion, []byte(mappingVersion))
-	b.SetInternal(keyState, []byte("clean"))
+	state(b)
 	done := make(chan error, 1)
 	b.SetPersistedCallback(func(err error) { done <- err })
 	if err := ix.bl.Batch(b); err != nil {
-		return fmt.Errorf("keyword: mark clean: %w", err)
+		return fmt.Errorf("keyword: %s: %w", what, err)
 	}
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("keyword: persist: %w", err)
+			return fmt.Errorf("keyword: %s: persist: %w", what, err)
 		}
 		return nil
-	case <-time.After(30 * time.Second):
-		// Not marked clean: the next Open rebuilds, which is safe.
-		return errors.New("keyword: persisting the clean marker timed out")
+	case <-ctx.Done():
+		return fmt.Errorf("keyword: %s: waiting for the batch to persist: %w", what, ctx.Err())
+	case <-timeout.C:
+		return fmt.Errorf("keyword: %s: persisting timed out", what)
 	}
+}
+
+// CheckpointInfo is what a Checkpoint saved.
+type CheckpointInfo struct {
+	// Generation is the store generation the saved documents are
+	// current at (they may hold commits after it, never fewer).
+	Generation particle.Generation
+	// Docs is how many documents were saved, Bytes the size of their
+	// encoding.
+	Docs, Bytes int
+	// Written is false when the documents on disk were already those
+	// of Generation (nothing was committed since the last checkpoint
+	// or clean open): nothing was written.
+	Written bool
+}
+
+// Checkpoint bounds what a start after a crash must catch up with. A
+// crash start on the same boot catches the index up from the saved
+// documents' generation (build, catchUp): without checkpoints those are
+// the last clean close's, so a daemon that ran for days before dying
+// re-indexes days of writes. Checkpoint saves every document's text
+// with the store's generation now, as Close does, but not the clean
+// marker: the index stays as a running one (a crash start still
+// catches it up, from this generation on). A running daemon calls it
+// from time to time.
+//
+// It takes the store's generation, waits until every batch of it is
+// indexed, and writes the documents in one bleve batch, waiting until
+// it is persisted and with it every batch indexed before (a crash loses
+// batches not yet persisted, which a catch-up from the generation would
+// not index again). When nothing was committed since the documents on
+// disk were saved it writes nothing. It fails on an index in memory,
+// one not attached, or one closed (ErrClosed); ctx ends its waits (the
+// checkpoint then may or may not take effect, either being safe).
+func (ix *Index) Checkpoint(ctx context.Context) (CheckpointInfo, error) {
+	ix.checkpointMu.Lock()
+	defer ix.checkpointMu.Unlock()
+	if err := ix.checkpointable(); err != nil {
+		return CheckpointInfo{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return CheckpointInfo{}, fmt.Errorf("keyword: checkpoint: %w", err)
+	}
+	// The generation first: every batch of it has been queued by now
+	// (Close does the same), unless the index stopped following the
+	// store meanwhile (Close began), which checkpointable tells.
+	gen, err := ix.store.Generation()
+	if err != nil {
+		return CheckpointInfo{}, fmt.Errorf("keyword: checkpoint: %w", err)
+	}
+	if err := ix.checkpointable(); err != nil {
+		return CheckpointInfo{}, err
+	}
+	if err := ix.syncContext(ctx); err != nil {
+		return CheckpointInfo{}, fmt.Errorf("keyword: checkpoint: waiting for the index: %w", err)
+	}
+	info := CheckpointInfo{Generation: gen}
+	ix.mu.Lock()
+	info.Docs = len(ix.texts)
+	if sameGeneration(ix.diskGen, &gen) {
+		ix.mu.Unlock()
+		return info, nil
+	}
+	docs := encodeDocs(&savedDocs{gen: &gen, texts: ix.texts, spanNodes: ix.spanNodes})
+	// An index bleve was not written to since its clean open keeps its
+	// clean marker: it holds exactly the documents saved. One written to
+	// is marked running again, which a new index (startOver) was not.
+	running := ix.dirty
+	ix.mu.Unlock()
+	info.Bytes = len(docs)
+	err = ix.saveDocs(ctx, "checkpoint", docs, func(b *bleve.Batch) {
+		if running {
+			markRunning(b)
+		}
+	})
+	if err != nil {
+		return CheckpointInfo{}, err
+	}
+	info.Written = true
+	ix.mu.Lock()
+	ix.diskGen = &gen
+	ix.mu.Unlock()
+	ix.log.Debug("keyword index checkpoint", "docs", info.Docs, "bytes", info.Bytes, "generation", gen.Version)
+	return info, nil
+}
+
+// checkpointable reports why Checkpoint cannot run, if it cannot: the
+// index is closed or closing (its worker stopped, commits are no longer
+// indexed), in memory, or not attached. checkpointMu is held, so Close
+// cannot close bleve meanwhile.
+func (ix *Index) checkpointable() error {
+	ix.mu.RLock()
+	closed := ix.closed
+	ix.mu.RUnlock()
+	ix.q.mu.Lock()
+	attached, stopped := ix.q.started, ix.q.stopped
+	ix.q.mu.Unlock()
+	switch {
+	case closed || stopped:
+		return fmt.Errorf("keyword: checkpoint: %w", ErrClosed)
+	case ix.opts.Dir == "":
+		return errors.New("keyword: checkpoint: the index is in memory")
+	case !attached:
+		return errors.New("keyword: checkpoint: the index is not attached to a store")
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package keyword
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -120,18 +121,38 @@ func (ix *Index) work() {
 }
 
 // sync waits until every batch queued before the call is indexed.
-func (ix *Index) sync() {
+func (ix *Index) sync() { _ = ix.syncContext(context.Background()) }
+
+// syncContext is sync that stops waiting when ctx ends, with its error
+// (the worker still indexes what was queued).
+func (ix *Index) syncContext(ctx context.Context) error {
 	q := ix.q
 	q.mu.Lock()
-	if target := q.queued; q.done < target {
-		q.readers++
-		q.cond.Broadcast() // a lingering worker indexes at once
-		for q.done < target {
-			q.cond.Wait()
-		}
-		q.readers--
+	defer q.mu.Unlock()
+	target := q.queued
+	if q.done >= target {
+		return nil
 	}
-	q.mu.Unlock()
+	if ctx.Done() != nil {
+		// Wakes the wait below (which holds q.mu until it waits, so
+		// the broadcast cannot come between the check and the wait).
+		stop := context.AfterFunc(ctx, func() {
+			q.mu.Lock()
+			q.cond.Broadcast()
+			q.mu.Unlock()
+		})
+		defer stop()
+	}
+	q.readers++
+	q.cond.Broadcast() // a lingering worker indexes at once
+	for q.done < target && ctx.Err() == nil {
+		q.cond.Wait()
+	}
+	q.readers--
+	if q.done < target {
+		return ctx.Err()
+	}
+	return nil
 }
 
 // stop indexes what is queued, then ends the worker; later commits are

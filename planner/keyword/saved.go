@@ -7,9 +7,10 @@ import (
 	"github.com/ctxgraph/ctxgraph/particle"
 )
 
-// savedDocs is what a clean index on disk was closed with: every
-// document's text, the nodes listing each span, and the store
-// generation they were current at (nil if the store was not open then).
+// savedDocs is what a clean index on disk was closed with, or what a
+// running one saved at its last Checkpoint: every document's text, the
+// nodes listing each span, and the store generation they were current
+// at (nil if the store was not open then).
 type savedDocs struct {
 	gen       *particle.Generation
 	texts     map[docKey]document
