@@ -215,7 +215,10 @@ func TestCrashSafety(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "ctxgraph.yaml")
 	// Short ack wait: messages in flight at a kill come back quickly.
-	if err := os.WriteFile(cfgFile, []byte("ingest:\n  ack_wait: 2s\n  backoff: 20ms\n  batch_size: 64\n"), 0o644); err != nil {
+	// Checkpoints every 200 records, looked for every 100 ms: kills
+	// land before, during and after them.
+	conf := "ingest:\n  ack_wait: 2s\n  backoff: 20ms\n  batch_size: 64\nstorage:\n  checkpoint_records: 200\n  checkpoint_check: 100ms\n"
+	if err := os.WriteFile(cfgFile, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
@@ -251,9 +254,12 @@ func TestCrashSafety(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	p.stop()
 	p.start()
-	viewCaughtUp, vectorsCaughtUp := 0, 0
+	viewCaughtUp, vectorsCaughtUp, checkpoints := 0, 0, 0.0
 	for k := range kills {
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
+		if n := p.metric(`ctxgraph_checkpoints_total{result="ok"}`); n > 0 {
+			checkpoints += n
+		}
 		p.kill()
 		if k == kills/2 {
 			p.check(fmt.Sprintf("after kill %d", k+1)) // a crashed store, recovered by opening it
@@ -266,9 +272,12 @@ func TestCrashSafety(t *testing.T) {
 			vectorsCaughtUp++
 		}
 	}
-	t.Logf("of %d starts after a kill, %d caught the view up from its snapshot, %d the vector index", kills, viewCaughtUp, vectorsCaughtUp)
+	t.Logf("of %d starts after a kill, %d caught the view up from its snapshot, %d the vector index; %v checkpoints before the kills", kills, viewCaughtUp, vectorsCaughtUp, checkpoints)
 	if viewCaughtUp == 0 || vectorsCaughtUp == 0 {
 		t.Errorf("no start after a kill caught up from the snapshots: view %d, vectors %d", viewCaughtUp, vectorsCaughtUp)
+	}
+	if checkpoints == 0 {
+		t.Error("no checkpoint was written between the kills")
 	}
 	close(stop)
 	wg.Wait()

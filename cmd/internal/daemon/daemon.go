@@ -77,6 +77,7 @@ type Daemon struct {
 	respSubs    []*nats.Subscription
 	stopped     chan struct{} // closed by Shutdown; ends Start's watcher
 	maint       maintenanceMetrics
+	ckpt        checkpointMetrics
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -249,6 +250,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, err
 	}
 	d.startMaintenance(runCtx)
+	d.startCheckpoints(runCtx)
 	if err := d.startResponders(); err != nil {
 		return nil, err
 	}

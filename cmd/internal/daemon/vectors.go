@@ -229,11 +229,8 @@ func readVectorIndex(kind string, r io.Reader) (snapshotIndex, error) {
 
 // saveVectorIndex writes the HNSW or IVF index for the next start (after
 // the indexer has drained and before the store closes), stamped with the
-// store's generation it matches. A stamp older than the snapshot beside
-// it (a shutdown that died between the two writes) is safe: the catch-up
-// from it drops and adds again more than it needs to. One newer is not,
-// and cannot occur: the stamp is written after the snapshot, and a
-// failed snapshot leaves the old one, with its stamp, as they were.
+// store's generation it matches (writeVectorSnapshot), and the splits
+// beside it.
 func (d *Daemon) saveVectorIndex() error {
 	w, ok := d.index.(io.WriterTo)
 	if !ok {
@@ -247,6 +244,22 @@ func (d *Daemon) saveVectorIndex() error {
 	if err != nil {
 		return fmt.Errorf("vector snapshot: %w", err)
 	}
+	if err := d.writeVectorSnapshot(w, path, gen); err != nil {
+		return err
+	}
+	if x, ok := d.index.(*wave.IVF); ok {
+		return d.saveSplits(x)
+	}
+	return nil
+}
+
+// writeVectorSnapshot writes the index w to path, then its stamp gen
+// beside it. A stamp older than the snapshot (a run that died between
+// the two writes) is safe: the catch-up from it drops and adds again
+// more than it needs to. One newer cannot occur: the stamp is written
+// after the snapshot, and a failed snapshot leaves the old one, with
+// its stamp, as they were.
+func (d *Daemon) writeVectorSnapshot(w io.WriterTo, path string, gen particle.Generation) error {
 	if err := writeSnapshot(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		if _, err := w.WriteTo(bw); err != nil {
@@ -258,9 +271,6 @@ func (d *Daemon) saveVectorIndex() error {
 	}
 	if err := writeGeneration(vectorStampBeside(path), gen); err != nil {
 		return errors.Join(fmt.Errorf("vector snapshot's stamp: %w", err), d.removeVectorSnapshot())
-	}
-	if x, ok := d.index.(*wave.IVF); ok {
-		return d.saveSplits(x)
 	}
 	return nil
 }

@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
+)
+
+// TestCheckpointWhileIngesting checkpoints a serving daemon while steps
+// stream in, then ingests and forgets more. The checkpoint's view
+// snapshot is the one a crash start would load, with only what came after
+// it still to catch up; its vector snapshot, read back from disk and
+// caught up from its stamp, holds every vector of the graph and finds
+// each; the keyword documents were saved.
+func TestCheckpointWhileIngesting(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Storage.CheckpointRecords = 1 << 40 // the schedule's: never due here
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	msgs := readMessages(t, "episodes.jsonl")
+	third := len(msgs) / 3
+	c.publishAll(msgs[:third])
+	c.waitApplied()
+
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		c.publishAll(msgs[third : 2*third])
+	}()
+	if err := d.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-published
+	c.waitApplied()
+	if got := gathered(t, d, "ctxgraph_checkpoints_total", "result", "ok"); got != 1 {
+		t.Fatalf("%v checkpoints counted", got)
+	}
+	graphDir := filepath.Join(cfg.Data, "graph")
+	if got := particle.ViewSnapshotToLoad(graphDir); got != particle.ViewSnapshotPath(graphDir) {
+		t.Fatalf("a crash start would load %q", got)
+	}
+	for _, p := range []string{d.vectorSnapshot(), vectorStampBeside(d.vectorSnapshot())} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("no vector snapshot after the checkpoint: %v", err)
+		}
+	}
+
+	c.publishAll(msgs[2*third:])
+	c.waitApplied()
+	red := particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, "red block")
+	if code := httpDo(t, d, "DELETE", "/v1/entities/"+red+"?why=test", nil, nil); code != 200 {
+		t.Fatalf("forget: %d", code)
+	}
+	if err := d.WaitIndexed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	since, onDisk := d.store.RecordsSinceSnapshot()
+	if !onDisk || since == 0 {
+		t.Fatalf("%d records since the checkpoint (on disk %v)", since, onDisk)
+	}
+
+	// The vector snapshot as a crash start reads it.
+	f, err := os.Open(d.vectorSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := readVectorIndex(d.cfg.Vectors.Index, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := readGeneration(vectorStampBeside(d.vectorSnapshot()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, deleted, err := catchUpIndex(d.store, idx, at)
+	if err != nil || written == 0 || deleted == 0 {
+		t.Fatalf("caught up %d written, %d deleted: %v", written, deleted, err)
+	}
+	ix, err := planner.NewIndexer(d.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	want, _ := embeddings(d.store, idx.Dim())
+	if written >= len(want) {
+		// The first third's records not written again are the
+		// checkpoint's.
+		t.Fatalf("the catch-up from the checkpoint rewrote all %d vectors", written)
+	}
+	if idx.Len() != len(want) {
+		t.Fatalf("caught-up index holds %d vectors, the graph %d", idx.Len(), len(want))
+	}
+	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
+}
+
+// gathered is the value of the daemon's counter name whose label is
+// value (-1 when it has none).
+func gathered(t *testing.T, d *Daemon, name, label, value string) float64 {
+	t.Helper()
+	fams, err := d.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
