@@ -238,6 +238,20 @@ func (x *IVF) ExpectSplits() *SplitsLoad {
 	return &SplitsLoad{x: x}
 }
 
+// Exclude has the load leave out the saved entries of the items ids, as
+// if they had changed since ExpectSplits: items that changed before it,
+// since the snapshot was written (a daemon's start that caught an
+// index up with its graph, removing those items, before its fill added
+// them again). The splits' fill adds them anew. Call it before Load.
+func (l *SplitsLoad) Exclude(ids []uint64) {
+	x := l.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		x.noteChanged(id)
+	}
+}
+
 // Load reads the splits snapshot r (nil: none) and makes x keep the
 // splits asked for (by agent, by time: agent, window) from it, as SplitByAgent and
 // SplitByTime would make them: searches go on using the inverted lists

@@ -248,3 +248,63 @@ func TestSplitsWrittenOnlyWhenReady(t *testing.T) {
 	}
 	wantRecall(t, y, flat, qs, splitFilters(n)[0])
 }
+
+// TestSplitsLoadExcludesWhatChangedBefore: a start that catches an index
+// up removes the items written since its snapshot and adds them again
+// (some with another vector) before it expects the splits; the load,
+// told which (Exclude), keeps none of their saved entries, and each
+// split holds every item once, coded from the vector the index holds.
+// Without Exclude the stale entries of the items given another vector
+// are kept.
+func TestSplitsLoadExcludesWhatChangedBefore(t *testing.T) {
+	const n = 6000
+	_, flat, vecs, qs, snap, splits := splitsFixture(t, n)
+	other := clustered(77, 30, 32, 5)
+	caughtUp := func() (*IVF, []uint64) {
+		y := restarted(t, snap, vecs, n)
+		var ids []uint64
+		for k := range 30 {
+			id := uint64(k * 97)
+			y.Remove(id) // the catch-up
+			ids = append(ids, id)
+			if err := y.Add(id, other[k], splitMeta(int(id))); err != nil { // the fill
+				t.Fatal(err)
+			}
+		}
+		return y, ids
+	}
+
+	y, ids := caughtUp()
+	load := y.ExpectSplits()
+	load.Exclude(ids)
+	got, err := load.Load(context.Background(), bytes.NewReader(splits), true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Splits != 2 || got.Kept != 2*(n-len(ids)) {
+		t.Errorf("loaded %+v, want 2 splits with %d entries kept", got, 2*(n-len(ids)))
+	}
+	waitReady(t, y.SplitsReady, "the loaded splits")
+	for by := range splitKinds {
+		checkSplit(t, y, y.sides[by].Load())
+	}
+	for k, id := range ids {
+		flat.Remove(id)
+		if err := flat.Add(id, other[k], splitMeta(int(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range splitFilters(n) {
+		wantRecall(t, y, flat, qs, f)
+	}
+
+	// Not told: the entries coded from the old vectors are kept.
+	z, _ := caughtUp()
+	got, err = z.ExpectSplits().Load(context.Background(), bytes.NewReader(splits), true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kept != 2*n {
+		t.Errorf("without Exclude: kept %d of %d entries, want all (the stale ones too)", got.Kept, 2*n)
+	}
+}
