@@ -67,6 +67,11 @@ func (s *Store) RecordsSinceSnapshot() (int64, bool) {
 	return c.written.Load() - c.covered.Load(), c.onDisk.Load()
 }
 
+// RecordsCommitted returns how many records were committed since Open
+// (each write or deletion of a node, edge or episode), counting those
+// the view caught up with at Open.
+func (s *Store) RecordsCommitted() int64 { return s.ckpt.written.Load() }
+
 // Checkpoint is what a checkpoint wrote.
 type Checkpoint struct {
 	// Version is the Badger version the snapshot holds everything up to.

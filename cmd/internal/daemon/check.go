@@ -255,7 +255,8 @@ func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path 
 		dc.Note = fmt.Sprintf("not stamped with the graph's generation (%v): the next start rebuilds the index from the store", err)
 		return []DerivedCheck{*dc}, nil
 	}
-	written, deleted, err := catchUpIndex(store, h, at)
+	cu, err := catchUpIndex(store, h, at)
+	written, deleted := cu.written, cu.deleted
 	switch {
 	case errors.Is(err, errNotOfGraph):
 		dc.Note = fmt.Sprintf("%v: the next start rebuilds the index from the store", err)

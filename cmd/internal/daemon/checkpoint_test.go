@@ -20,6 +20,7 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
 	cfg.Storage.CheckpointRecords = 1 << 40 // the schedule's: never due here
+	cfg.Storage.ViewCheckpointRecords = 1 << 40
 	d := startDaemon(t, cfg)
 	c := connect(t, d)
 	msgs := readMessages(t, "episodes.jsonl")
@@ -37,8 +38,10 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	}
 	<-published
 	c.waitApplied()
-	if got := gathered(t, d, "ctxgraph_checkpoints_total", "result", "ok"); got != 1 {
-		t.Fatalf("%v checkpoints counted", got)
+	for _, part := range []string{partView, partIndexes} {
+		if got := gathered(t, d, "ctxgraph_checkpoints_total", map[string]string{"part": part, "result": "ok"}); got != 1 {
+			t.Fatalf("%v %s checkpoints counted", got, part)
+		}
 	}
 	graphDir := filepath.Join(cfg.Data, "graph")
 	if got := particle.ViewSnapshotToLoad(graphDir); got != particle.ViewSnapshotPath(graphDir) {
@@ -78,7 +81,8 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	written, deleted, err := catchUpIndex(d.store, idx, at)
+	cu, err := catchUpIndex(d.store, idx, at)
+	written, deleted := cu.written, cu.deleted
 	if err != nil || written == 0 || deleted == 0 {
 		t.Fatalf("caught up %d written, %d deleted: %v", written, deleted, err)
 	}
@@ -99,9 +103,9 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
 }
 
-// gathered is the value of the daemon's counter name whose label is
-// value (-1 when it has none).
-func gathered(t *testing.T, d *Daemon, name, label, value string) float64 {
+// gathered is the value of the daemon's counter name with the labels
+// given (-1 when it has none).
+func gathered(t *testing.T, d *Daemon, name string, labels map[string]string) float64 {
 	t.Helper()
 	fams, err := d.metrics.reg.Gather()
 	if err != nil {
@@ -112,10 +116,14 @@ func gathered(t *testing.T, d *Daemon, name, label, value string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			match := 0
 			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
+				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+					match++
 				}
+			}
+			if match == len(labels) {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -78,6 +78,9 @@ type Daemon struct {
 	stopped     chan struct{} // closed by Shutdown; ends Start's watcher
 	maint       maintenanceMetrics
 	ckpt        checkpointMetrics
+	// indexesAt is the store's RecordsCommitted when the vector index
+	// and keyword documents were last saved (checkpoint.go).
+	indexesAt atomic.Int64
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -97,7 +100,11 @@ type Daemon struct {
 	vectorsCaughtUp int
 	// splitsFile is the vector index's splits snapshot, open from the
 	// load until read once serving (splitIndex).
-	splitsFile    *os.File
+	splitsFile *os.File
+	// splitsStale are the items a start's catch-up removed from the
+	// index loaded from its snapshot, whose entries in the splits
+	// snapshot are stale.
+	splitsStale   []uint64
 	splitsLoaded  atomic.Bool // read from that snapshot (SplitsFromSnapshot)
 	splitsLoading atomic.Bool // being read (SplitsLoading)
 	// loadCollected is closed once the loaded heap is collected
@@ -231,6 +238,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	var splitsLoad *wave.SplitsLoad
 	if x, ok := d.index.(*wave.IVF); ok && d.splitsFile != nil {
 		splitsLoad = x.ExpectSplits()
+		splitsLoad.Exclude(d.splitsStale)
+		d.splitsStale = nil
 	}
 	d.sessions = session.NewManager(d.store, d.embedder.Dimensions(), cfg.Planner.SessionAlpha)
 	d.priority = planner.NewPriority(cfg.Ingest.YieldToPlanner)

@@ -102,7 +102,8 @@ func TestVectorSnapshotCatchesUpWithTheGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	written, deleted, err := catchUpIndex(d.store, idx, at)
+	cu, err := catchUpIndex(d.store, idx, at)
+	written, deleted := cu.written, cu.deleted
 	if err != nil || written == 0 || deleted == 0 {
 		t.Fatalf("caught up %d written, %d deleted: %v", written, deleted, err)
 	}
@@ -124,7 +125,7 @@ func TestVectorSnapshotCatchesUpWithTheGraph(t *testing.T) {
 
 	// Saved at a generation the graph never had (ahead of it): not
 	// matched, rebuilt.
-	if _, _, err := catchUpIndex(d.store, idx, particle.Generation{Version: at.Version + 1<<40}); !errors.Is(err, errNotOfGraph) {
+	if _, err := catchUpIndex(d.store, idx, particle.Generation{Version: at.Version + 1<<40}); !errors.Is(err, errNotOfGraph) {
 		t.Fatalf("a snapshot ahead of the graph: %v", err)
 	}
 }
