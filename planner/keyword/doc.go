@@ -20,8 +20,16 @@
 // With [Options.Dir] set the index lives on disk (scorch segments,
 // merged in the background). [Index.Close] saves every document's text,
 // the nodes listing each span and the store's [particle.Generation]
-// beside a clean marker, in one persisted batch; the first batch after
-// [Open] clears the marker. A reopen on a store nobody wrote to since
+// (as [Index.Checkpoint] does while the index runs) in a file of their
+// own in Dir, documents-<CRC-64 of its bytes>, written and synced
+// first; then one persisted batch records that stamp beside a clean
+// marker; the first batch after [Open] clears the marker. Only the
+// small stamp is one of bleve's internal values: scorch writes all of
+// them again into root.bolt, fsynced, at every snapshot it persists
+// (several a second during ingest), and the documents, 10.5 MB at 1M
+// edges, once made root.bolt grow to 206 MB that way. A documents file
+// missing or not matching its stamp is saved documents missing: the
+// index is rebuilt. A reopen on a store nobody wrote to since
 // (the same generation) takes the saved documents as they are, without
 // computing them again (at 1M edges that took 1.4 s of a start); after
 // writes it reconciles them with the store's. An index found without

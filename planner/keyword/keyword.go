@@ -125,8 +125,12 @@ type Index struct {
 var (
 	keyState   = []byte("ctxgraph.state")
 	keyVersion = []byte("ctxgraph.version")
-	keyDocs    = []byte("ctxgraph.documents") // saved.go
-	keyBoot    = []byte("ctxgraph.boot")      // the boot the marker was cleared on
+	keyBoot    = []byte("ctxgraph.boot") // the boot the marker was cleared on
+	// keyDocsFile is the stamp of the file the saved documents are in
+	// (saved.go); keyDocs held the documents themselves, as indexes
+	// saved by earlier versions still do.
+	keyDocsFile = []byte("ctxgraph.documents.file")
+	keyDocs     = []byte("ctxgraph.documents")
 )
 
 // Open builds (or, from Dir, reconciles) the index from store and keeps
@@ -208,19 +212,23 @@ func (ix *Index) openDisk(m *mapping.IndexMappingImpl) error {
 			state, _ := bl.GetInternal(keyState)
 			version, _ := bl.GetInternal(keyVersion)
 			boot, _ := bl.GetInternal(keyBoot)
-			raw, _ := bl.GetInternal(keyDocs)
-			saved, derr := decodeDocs(raw)
+			saved, file, derr := readSaved(bl, ix.opts.Dir)
 			usable := string(version) == mappingVersion && derr == nil
 			switch {
 			case usable && string(state) == "clean":
 				ix.bl, ix.saved = bl, saved
 				ix.diskGen = saved.gen
+				removeDocsFiles(ix.log, ix.opts.Dir, file) // left by a save that did not complete
 				return nil
 			case usable && string(state) == "dirty" && len(boot) > 0 && string(boot) == bootID():
 				ix.log.Info("keyword index not closed cleanly, by a run that died on this boot; catching it up with the store", "dir", ix.opts.Dir)
 				ix.bl, ix.saved, ix.crashed = bl, saved, true
 				ix.dirty = true // and it stays so until a clean close
+				removeDocsFiles(ix.log, ix.opts.Dir, file)
 				return nil
+			}
+			if derr != nil && file != "" {
+				ix.log.Warn("keyword index's saved documents file is missing or damaged", "dir", ix.opts.Dir, "file", file, "err", derr)
 			}
 			ix.log.Warn("keyword index not closed cleanly (on an earlier boot), from another version or without its saved documents; rebuilding",
 				"dir", ix.opts.Dir, "state", string(state), "version", string(version), "saved_documents_err", derr)
@@ -802,8 +810,8 @@ func (ix *Index) Close() error {
 	return ix.closeErr
 }
 
-// markClean persists the saved documents and the clean marker in one
-// batch and waits until scorch has written it.
+// markClean saves the documents (their file, then their stamp and the
+// clean marker in one batch) and waits until scorch has written it.
 func (ix *Index) markClean(docs []byte) error {
 	// Not marked clean (an error, a timeout): the next Open rebuilds or
 	// catches up, which is safe.
@@ -812,13 +820,23 @@ func (ix *Index) markClean(docs []byte) error {
 	})
 }
 
-// saveDocs writes the saved documents docs (encodeDocs) and the mapping
-// version in one batch, with what state adds to it (the on-disk state),
-// and waits until scorch has persisted it, or ctx ends. Scorch persists
-// its epochs in order, so every batch run before is on disk too.
+// saveDocs writes the saved documents docs (encodeDocs) to their file
+// (saved.go), then their stamp and the mapping version in one batch,
+// with what state adds to it (the on-disk state), and waits until
+// scorch has persisted it, or ctx ends. Scorch persists its epochs in
+// order, so every batch run before is on disk too. Then the stamp
+// persisted names the new file, and the others are removed; a save that
+// fails leaves them, for the next save, or open, to remove (the batch
+// may yet persist). saveDocs does not run twice at once: checkpointMu
+// is held.
 func (ix *Index) saveDocs(ctx context.Context, what string, docs []byte, state func(*bleve.Batch)) error {
+	st, err := writeDocsFile(ix.opts.Dir, docs)
+	if err != nil {
+		return fmt.Errorf("keyword: %s: writing the documents: %w", what, err)
+	}
 	b := ix.bl.NewBatch()
-	b.SetInternal(keyDocs, docs)
+	b.SetInternal(keyDocsFile, st.encode())
+	b.DeleteInternal(keyDocs) // saved by an earlier version: scorch would write it on every persist
 	b.SetInternal(keyVersion, []byte(mappingVersion))
 	state(b)
 	done := make(chan error, 1)
@@ -833,6 +851,7 @@ func (ix *Index) saveDocs(ctx context.Context, what string, docs []byte, state f
 		if err != nil {
 			return fmt.Errorf("keyword: %s: persist: %w", what, err)
 		}
+		removeDocsFiles(ix.log, ix.opts.Dir, st.name())
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("keyword: %s: waiting for the batch to persist: %w", what, ctx.Err())
@@ -866,10 +885,11 @@ type CheckpointInfo struct {
 // from time to time.
 //
 // It takes the store's generation, waits until every batch of it is
-// indexed, and writes the documents in one bleve batch, waiting until
-// it is persisted and with it every batch indexed before (a crash loses
-// batches not yet persisted, which a catch-up from the generation would
-// not index again). When nothing was committed since the documents on
+// indexed, and writes the documents (to their file, and its stamp in
+// one bleve batch: saveDocs), waiting until the batch is persisted and
+// with it every batch indexed before (a crash loses batches not yet
+// persisted, which a catch-up from the generation would not index
+// again). When nothing was committed since the documents on
 // disk were saved it writes nothing. It fails on an index in memory,
 // one not attached, or one closed (ErrClosed); ctx ends its waits (the
 // checkpoint then may or may not take effect, either being safe).

@@ -285,7 +285,7 @@ func TestSavedDocumentsRoundTrip(t *testing.T) {
 		spanNodes: map[docKey][]string{spanKey("acme/lab", "span-0200"): {"n-1", "n-2"}, spanKey(ns, "s"): {}},
 	}
 	b := encodeDocs(in)
-	out, err := decodeDocs(b)
+	out, err := decodeDocs(string(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,50 +302,39 @@ func TestSavedDocumentsRoundTrip(t *testing.T) {
 			t.Errorf("%+v: %v != %v", k, out.spanNodes[k], nodes)
 		}
 	}
-	noGen, err := decodeDocs(encodeDocs(&savedDocs{}))
+	noGen, err := decodeDocs(string(encodeDocs(&savedDocs{})))
 	if err != nil || noGen.gen != nil || len(noGen.texts) != 0 {
 		t.Errorf("empty, no generation: %+v %v", noGen, err)
 	}
 	// Every truncation, a trailing byte, another version or flag fails.
 	for n := range len(b) {
-		if _, err := decodeDocs(b[:n]); err == nil {
+		if _, err := decodeDocs(string(b[:n])); err == nil {
 			t.Errorf("decode of the first %d of %d bytes: no error", n, len(b))
 		}
 	}
 	for _, bad := range [][]byte{append(slices.Clone(b), 0), append([]byte{2}, b[1:]...), append([]byte{docsV1, 3}, b[2:]...)} {
-		if _, err := decodeDocs(bad); err == nil {
+		if _, err := decodeDocs(string(bad)); err == nil {
 			t.Errorf("decode %x: no error", bad)
 		}
 	}
 }
 
 // rewriteSaved replaces the documents a closed index in dir saved with
-// what edit makes of them, as a damaged or hand-edited index would hold.
+// what edit makes of them, as a damaged or hand-edited index would hold
+// (saved as the index saves them: a new file, its stamp persisted).
 func rewriteSaved(t *testing.T, dir string, edit func(*savedDocs)) {
 	t.Helper()
-	bl, err := bleve.Open(dir)
+	bl, err := bleve.OpenUsing(dir, diskConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := bl.GetInternal(keyDocs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved, err := decodeDocs(raw)
+	saved, _, err := readSaved(bl, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	edit(saved)
-	// The index was made with unsafe_batch: a batch is persisted when
-	// its callback says so, not when Batch returns.
-	batch := bl.NewBatch()
-	batch.SetInternal(keyDocs, encodeDocs(saved))
-	persisted := make(chan error, 1)
-	batch.SetPersistedCallback(func(err error) { persisted <- err })
-	if err := bl.Batch(batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-persisted; err != nil {
+	ix := &Index{bl: bl, opts: Options{Dir: dir}, log: slog.New(slog.DiscardHandler)}
+	if err := ix.saveDocs(context.Background(), "rewrite", encodeDocs(saved), func(*bleve.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	if err := bl.Close(); err != nil {

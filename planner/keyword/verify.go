@@ -68,8 +68,7 @@ func Verify(store *particle.Store, dir string) (*Verification, error) {
 		v.Note = fmt.Sprintf("on-disk index of mapping %q, not %q: the next start rebuilds it", version, mappingVersion)
 		return v, nil
 	}
-	raw, _ := bl.GetInternal(keyDocs)
-	saved, err := decodeDocs(raw)
+	saved, _, err := readSaved(bl, dir)
 	if err != nil {
 		v.Problems = append(v.Problems, fmt.Sprintf("index marked clean but its saved documents are unreadable: %v", err))
 		return v, nil
