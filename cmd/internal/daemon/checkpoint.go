@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,24 +16,35 @@ import (
 // index's documents, each stamped with the graph's generation, and a
 // start after a crash loads what the last clean shutdown saved and
 // catches each up with what the dead run committed since: work that
-// grows with the writes. While it serves, the daemon saves them again
-// (checkpoints), so that a crash start catches up only what came after.
+// grows with the writes. While it serves, the daemon saves each part
+// again (a checkpoint) once storage.checkpoints gives records have been
+// committed since that part was last saved, so that a crash start
+// catches it up only with what came after.
 //
-// The parts cost very differently, so each has its own pace. On the
-// 1M-edge store, for 191k records written since:
-//   - the view's catch-up took 1.2 s, but writing its snapshot means
-//     reading every record from Badger again and writing 3.1 GB (13 s
-//     and about 20 s of CPU at a clean shutdown): it is checkpointed
-//     every storage.view_checkpoint_records records;
-//   - the vector index's catch-up and fill took 13.5 s of the start's 19
-//     and the keyword index's 9.2 s beside it, while writing them takes
-//     about a second: they are checkpointed every
-//     storage.checkpoint_records records.
+// The parts cost very differently to catch up and to save, hence a pace
+// each. On the 1M-edge store, for 191k records written since:
+//   - the view's catch-up took 1.2 s, but its snapshot is a copy of the
+//     graph: 3.2 GB written and about 20 s of CPU, every record read from
+//     Badger again;
+//   - the vector index's catch-up and fill took 13.5 s of the start's
+//     19, and saving it writes 0.4 GB, its splits 0.8 GB more;
+//   - the keyword index's catch-up took 9.2 s beside them, and saving its
+//     documents writes 11 MB.
 //
 // A view checkpoint scans the graph's tables on one goroutine, as of one
 // Badger read transaction, while commits go on. A vector checkpoint
-// holds the index's writer lock while it writes the index out (the
-// planner's searches go on; new vectors wait).
+// holds the index's writer lock while it writes the index and its splits
+// out: the planner's searches go on, new vectors wait.
+
+// checkpointPart is one part a checkpoint saves.
+type checkpointPart struct {
+	name  string
+	every int64 // records committed between its checkpoints
+	// behind is how many records a crash start would catch it up
+	// with; save saves it.
+	behind func() int64
+	save   func(context.Context) error
+}
 
 // checkpointMetrics are the checkpoints' series.
 type checkpointMetrics struct {
@@ -41,78 +52,123 @@ type checkpointMetrics struct {
 	seconds *prometheus.HistogramVec
 }
 
-func newCheckpointMetrics(d *Daemon) checkpointMetrics {
+func newCheckpointMetrics(d *Daemon, parts []checkpointPart) checkpointMetrics {
 	m := checkpointMetrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ctxgraph_checkpoints_total", Help: "Checkpoints while serving, by part (view: the view snapshot; indexes: the vector index and keyword documents) and result (ok, failed).",
+			Name: "ctxgraph_checkpoints_total", Help: "Checkpoints while serving, by part (view, vectors, keyword) and result (ok, failed).",
 		}, []string{"part", "result"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "ctxgraph_checkpoint_seconds", Help: "How long a checkpoint took, by part.",
 			Buckets: prometheus.ExponentialBuckets(0.125, 2, 10),
 		}, []string{"part"}),
 	}
-	d.metrics.reg.MustRegister(m.runs, m.seconds,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ctxgraph_records_since_view_checkpoint", Help: "Records committed that the view snapshot on disk does not hold: what a start after a crash would catch the view up with.",
-		}, func() float64 { n, _ := d.store.RecordsSinceSnapshot(); return float64(n) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ctxgraph_records_since_index_checkpoint", Help: "Records committed since the vector index and keyword documents were last saved: about what a start after a crash would catch them up with.",
-		}, func() float64 { return float64(d.indexesBehind()) }))
+	d.metrics.reg.MustRegister(m.runs, m.seconds)
+	for _, p := range parts {
+		d.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ctxgraph_checkpoint_records_behind", ConstLabels: prometheus.Labels{"part": p.name},
+			Help: "Records committed since the part was last saved: about what a start after a crash would catch it up with.",
+		}, func() float64 { return float64(p.behind()) }))
+	}
 	return m
 }
 
-// checkpointParts name a checkpoint's parts.
+// The parts' names.
 const (
 	partView    = "view"
-	partIndexes = "indexes"
+	partVectors = "vectors"
+	partKeyword = "keyword"
 )
 
-// startCheckpoints starts the checkpoints that storage.checkpoint_records
-// and storage.view_checkpoint_records (with storage.view_snapshot) ask
-// for.
+// checkpointParts returns the parts storage.checkpoints saves while the
+// daemon serves (a part given 0 records is not), called once, at the
+// start. The vector index and
+// keyword documents on disk lack what the start caught them up with,
+// and a part with nothing on disk lacks the whole graph.
+func (d *Daemon) checkpointParts() []checkpointPart {
+	c := d.cfg.Storage.Checkpoints
+	committed := d.store.RecordsCommitted
+	d.vectorsSavedAt.Store(committed() - int64(max(d.vectorsCaughtUp, 0)))
+	var noVectors atomic.Bool
+	noVectors.Store(d.vectorsCaughtUp < 0)
+	var parts []checkpointPart
+	if c.ViewRecords > 0 && d.cfg.Storage.ViewSnapshot {
+		parts = append(parts, checkpointPart{name: partView, every: c.ViewRecords, save: d.checkpointView, behind: func() int64 {
+			if n, onDisk := d.store.RecordsSinceSnapshot(); onDisk {
+				return n
+			}
+			return d.graphRecords()
+		}})
+	}
+	if c.VectorRecords > 0 {
+		parts = append(parts, checkpointPart{name: partVectors, every: c.VectorRecords, behind: func() int64 {
+			if noVectors.Load() {
+				return d.graphRecords()
+			}
+			return committed() - d.vectorsSavedAt.Load()
+		}, save: func(ctx context.Context) error {
+			at := committed() // before: what commits meanwhile counts toward the next
+			if err := d.checkpointVectors(ctx); err != nil {
+				return err
+			}
+			d.vectorsSavedAt.Store(at)
+			noVectors.Store(false)
+			return nil
+		}})
+	}
+	if c.KeywordRecords > 0 {
+		parts = append(parts, checkpointPart{name: partKeyword, every: c.KeywordRecords, behind: func() int64 {
+			return committed() - d.keywordSavedAt.Load()
+		}, save: func(ctx context.Context) error {
+			at := committed()
+			kw, err := d.keyword.Checkpoint(ctx)
+			if err != nil {
+				return err
+			}
+			d.keywordSavedAt.Store(at)
+			d.log.Info("keyword checkpoint written", "docs", kw.Docs, "bytes", kw.Bytes)
+			return nil
+		}})
+	}
+	return parts
+}
+
+// startCheckpoints starts the checkpoints storage.checkpoints asks for.
 func (d *Daemon) startCheckpoints(ctx context.Context) {
-	st := d.cfg.Storage
-	view, indexes := st.ViewSnapshot && st.ViewCheckpointRecords > 0, st.CheckpointRecords > 0
-	if !view && !indexes {
+	parts := d.checkpointParts()
+	d.ckptParts = parts
+	if len(parts) == 0 {
 		return
 	}
-	// The index snapshots on disk lack what the start caught up with,
-	// and all of the graph when there were none.
-	d.indexesAt.Store(d.store.RecordsCommitted() - int64(d.vectorsCaughtUp))
-	if d.vectorsCaughtUp < 0 {
-		d.indexesAt.Store(math.MinInt64 / 2)
-	}
-	d.ckpt = newCheckpointMetrics(d)
-	d.every(ctx, st.CheckpointCheck, "checkpoint", func(ctx context.Context) error {
-		if d.SplitsLoading() || d.graphEmpty() {
-			return nil // the splits' snapshot is still being read; nothing to save
+	d.ckpt = newCheckpointMetrics(d, parts)
+	d.every(ctx, d.cfg.Storage.Checkpoints.Check, "checkpoint", func(ctx context.Context) error {
+		if d.SplitsLoading() {
+			return nil // the splits' snapshot is still being read
 		}
 		var errs []error
-		if n, onDisk := d.store.RecordsSinceSnapshot(); view && (!onDisk || n >= st.ViewCheckpointRecords) {
-			errs = append(errs, d.checkpoint(ctx, partView, d.checkpointView))
-		}
-		if indexes && d.indexesBehind() >= st.CheckpointRecords {
-			errs = append(errs, d.checkpoint(ctx, partIndexes, d.checkpointIndexes))
+		for _, p := range parts {
+			if p.behind() >= p.every {
+				errs = append(errs, d.checkpoint(ctx, p.name, p.save))
+			}
 		}
 		return errors.Join(errs...)
 	})
 }
 
-// graphEmpty reports whether the graph holds no node, edge or episode.
-func (d *Daemon) graphEmpty() bool {
+// graphRecords is how many nodes, edges and episodes the graph holds.
+func (d *Daemon) graphRecords() int64 {
 	c := d.store.Counts()
-	return sum(c.Nodes)+sum(c.Edges)+c.Episodes == 0
+	return sum(c.Nodes) + sum(c.Edges) + c.Episodes
 }
 
-// indexesBehind is how many records were committed since the vector
-// index and the keyword documents were last saved.
-func (d *Daemon) indexesBehind() int64 { return d.store.RecordsCommitted() - d.indexesAt.Load() }
-
-// Checkpoint saves the view snapshot, the vector index and the keyword
-// index's documents while the daemon serves: a start after a crash then
-// catches each up only with what was committed after it.
+// Checkpoint saves every part storage.checkpoints names now, while the
+// daemon serves: a start after a crash then catches each up only with
+// what was committed after it.
 func (d *Daemon) Checkpoint(ctx context.Context) error {
-	return errors.Join(d.checkpoint(ctx, partView, d.checkpointView), d.checkpoint(ctx, partIndexes, d.checkpointIndexes))
+	var errs []error
+	for _, p := range d.ckptParts {
+		errs = append(errs, d.checkpoint(ctx, p.name, p.save))
+	}
+	return errors.Join(errs...)
 }
 
 // checkpoint runs one part's checkpoint, counting and timing it.
@@ -132,6 +188,7 @@ func (d *Daemon) checkpoint(ctx context.Context, part string, run func(context.C
 	if err != nil {
 		return fmt.Errorf("%s checkpoint: %w", part, err)
 	}
+	d.log.Info("checkpoint written", "part", part, "took", time.Since(t))
 	return nil
 }
 
@@ -143,26 +200,6 @@ func (d *Daemon) checkpointView(ctx context.Context) error {
 		return err
 	}
 	d.log.Info("view checkpoint written", "records", cp.Records, "bytes", cp.Bytes, "took", cp.Took)
-	return nil
-}
-
-// checkpointIndexes saves the vector index and the keyword index's
-// documents.
-func (d *Daemon) checkpointIndexes(ctx context.Context) error {
-	at := d.store.RecordsCommitted() // before: what commits meanwhile counts toward the next
-	t := time.Now()
-	if err := d.checkpointVectors(ctx); err != nil {
-		return err
-	}
-	vectorsTook := time.Since(t)
-	kt := time.Now()
-	kw, err := d.keyword.Checkpoint(ctx)
-	if err != nil {
-		return fmt.Errorf("keyword documents: %w", err)
-	}
-	d.indexesAt.Store(at)
-	d.log.Info("index checkpoint written", "vectors_took", vectorsTook, "keyword_docs", kw.Docs, "keyword_bytes", kw.Bytes,
-		"keyword_took", time.Since(kt), "took", time.Since(t))
 	return nil
 }
 

@@ -19,8 +19,8 @@ import (
 func TestCheckpointWhileIngesting(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
-	cfg.Storage.CheckpointRecords = 1 << 40 // the schedule's: never due here
-	cfg.Storage.ViewCheckpointRecords = 1 << 40
+	// The schedule's: never due here.
+	cfg.Storage.Checkpoints.ViewRecords, cfg.Storage.Checkpoints.VectorRecords, cfg.Storage.Checkpoints.KeywordRecords = 1<<40, 1<<40, 1<<40
 	d := startDaemon(t, cfg)
 	c := connect(t, d)
 	msgs := readMessages(t, "episodes.jsonl")
@@ -38,7 +38,7 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	}
 	<-published
 	c.waitApplied()
-	for _, part := range []string{partView, partIndexes} {
+	for _, part := range []string{partView, partVectors, partKeyword} {
 		if got := gathered(t, d, "ctxgraph_checkpoints_total", map[string]string{"part": part, "result": "ok"}); got != 1 {
 			t.Fatalf("%v %s checkpoints counted", got, part)
 		}

@@ -107,24 +107,28 @@ type Config struct {
 		// start loads them from it when the graph has not been written
 		// since (faster than scanning Badger).
 		ViewSnapshot bool `yaml:"view_snapshot"`
-		// CheckpointRecords: while it serves, the daemon saves the
-		// vector index and the keyword index's documents again once
-		// this many records (writes and deletions of nodes, edges and
-		// episodes) have been committed since they were last saved, so
-		// that a start after a crash catches them up only with what
-		// came after (the start's slowest part after a crash: about 70
-		// µs a record on the 1M-edge store, against about a second to
-		// save them). 0 turns these checkpoints off.
-		CheckpointRecords int64 `yaml:"checkpoint_records"`
-		// ViewCheckpointRecords: the same for the view snapshot (about
-		// 6 µs a record to catch up, but a whole copy of the graph to
-		// write: 3.1 GB and about 20 s of CPU at 1M edges); a start
-		// that loaded the graph from Badger writes one at once. 0 turns
-		// them off; they need view_snapshot.
-		ViewCheckpointRecords int64 `yaml:"view_checkpoint_records"`
-		// CheckpointCheck is how often the daemon looks whether a
-		// checkpoint is due.
-		CheckpointCheck time.Duration `yaml:"checkpoint_check"`
+		// Checkpoints: while it serves, the daemon saves each part a
+		// start after a crash catches up again, once this many records
+		// (writes and deletions of nodes, edges and episodes) have been
+		// committed since it was last saved, so that the start catches
+		// it up only with what came after. The parts' costs differ
+		// (BENCHMARKS.md, fifty-ninth round; 1M-edge store):
+		//   - view_records: the view snapshot (needs view_snapshot):
+		//     catching up costs about 6 µs a record, saving writes a
+		//     copy of the graph (3.2 GB, about 20 s of CPU);
+		//   - vector_records: the vector index and its splits: about 70
+		//     µs a record to catch up, 1.2 GB to save;
+		//   - keyword_records: the keyword index's documents: about 48
+		//     µs a record to catch up, 11 MB to save.
+		// A part with nothing on disk counts the whole graph. 0 turns a
+		// part's checkpoints off. Check is how often the daemon looks
+		// whether one is due.
+		Checkpoints struct {
+			ViewRecords    int64         `yaml:"view_records"`
+			VectorRecords  int64         `yaml:"vector_records"`
+			KeywordRecords int64         `yaml:"keyword_records"`
+			Check          time.Duration `yaml:"check"`
+		} `yaml:"checkpoints"`
 	} `yaml:"storage"`
 	Retention struct {
 		// Enabled turns the retention pass on (off by default).
@@ -236,9 +240,10 @@ func DefaultConfig() Config {
 	c.Storage.MemTableMiB = particle.DefaultMemTableSize >> 20
 	c.Storage.ValueLogFileMiB = particle.DefaultValueLogFileSize >> 20
 	c.Storage.ViewSnapshot = true
-	c.Storage.CheckpointRecords = 50_000
-	c.Storage.ViewCheckpointRecords = 1_000_000
-	c.Storage.CheckpointCheck = 15 * time.Second
+	c.Storage.Checkpoints.ViewRecords = 1_000_000
+	c.Storage.Checkpoints.VectorRecords = 250_000
+	c.Storage.Checkpoints.KeywordRecords = 50_000
+	c.Storage.Checkpoints.Check = 15 * time.Second
 	c.Retention.Interval = time.Hour
 	c.Retention.Action = "archive"
 	c.Retention.Rules = []particle.RetentionRule{}
@@ -323,9 +328,9 @@ func (c *Config) Validate() error {
 	if c.Storage.GCInterval < 0 || !(c.Storage.GCDiscardRatio > 0 && c.Storage.GCDiscardRatio < 1) {
 		errs = append(errs, fmt.Errorf("storage: gc_interval %v must be ≥ 0 and gc_discard_ratio %v in (0, 1)", c.Storage.GCInterval, c.Storage.GCDiscardRatio))
 	}
-	if c.Storage.CheckpointRecords < 0 || c.Storage.ViewCheckpointRecords < 0 || c.Storage.CheckpointCheck <= 0 {
-		errs = append(errs, fmt.Errorf("storage: checkpoint_records %d and view_checkpoint_records %d must be ≥ 0 (0: none) and checkpoint_check %v > 0",
-			c.Storage.CheckpointRecords, c.Storage.ViewCheckpointRecords, c.Storage.CheckpointCheck))
+	if ck := c.Storage.Checkpoints; ck.ViewRecords < 0 || ck.VectorRecords < 0 || ck.KeywordRecords < 0 || ck.Check <= 0 {
+		errs = append(errs, fmt.Errorf("storage.checkpoints: view_records %d, vector_records %d and keyword_records %d must be ≥ 0 (0: none), check %v > 0",
+			ck.ViewRecords, ck.VectorRecords, ck.KeywordRecords, ck.Check))
 	}
 	if c.Storage.ValueThreshold < 0 || c.Storage.ValueThreshold > 1<<20 {
 		errs = append(errs, fmt.Errorf("storage.value_threshold %d outside 0..1048576", c.Storage.ValueThreshold))

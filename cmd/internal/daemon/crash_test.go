@@ -215,10 +215,10 @@ func TestCrashSafety(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "ctxgraph.yaml")
 	// Short ack wait: messages in flight at a kill come back quickly.
-	// Checkpoints every 200 records (the view's every 500), looked for
-	// every 100 ms: kills land before, during and after them.
+	// Checkpoints every few hundred records, looked for every 100 ms:
+	// kills land before, during and after them.
 	conf := "ingest:\n  ack_wait: 2s\n  backoff: 20ms\n  batch_size: 64\n" +
-		"storage:\n  checkpoint_records: 200\n  view_checkpoint_records: 500\n  checkpoint_check: 100ms\n"
+		"storage:\n  checkpoints:\n    view_records: 500\n    vector_records: 300\n    keyword_records: 200\n    check: 100ms\n"
 	if err := os.WriteFile(cfgFile, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestCrashSafety(t *testing.T) {
 	checkpoints := map[string]float64{}
 	for k := range kills {
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
-		for _, part := range []string{partView, partIndexes} {
+		for _, part := range []string{partView, partVectors, partKeyword} {
 			if n := p.metric(`ctxgraph_checkpoints_total{part="` + part + `",result="ok"}`); n > 0 {
 				checkpoints[part] += n
 			}
@@ -280,7 +280,7 @@ func TestCrashSafety(t *testing.T) {
 	if viewCaughtUp == 0 || vectorsCaughtUp == 0 {
 		t.Errorf("no start after a kill caught up from the snapshots: view %d, vectors %d", viewCaughtUp, vectorsCaughtUp)
 	}
-	if checkpoints[partView] == 0 || checkpoints[partIndexes] == 0 {
+	if checkpoints[partView] == 0 || checkpoints[partVectors] == 0 || checkpoints[partKeyword] == 0 {
 		t.Errorf("checkpoints between the kills: %v; want some of each part", checkpoints)
 	}
 	close(stop)

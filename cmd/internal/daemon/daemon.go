@@ -78,9 +78,11 @@ type Daemon struct {
 	stopped     chan struct{} // closed by Shutdown; ends Start's watcher
 	maint       maintenanceMetrics
 	ckpt        checkpointMetrics
-	// indexesAt is the store's RecordsCommitted when the vector index
-	// and keyword documents were last saved (checkpoint.go).
-	indexesAt atomic.Int64
+	ckptParts   []checkpointPart
+	// vectorsSavedAt and keywordSavedAt are the store's
+	// RecordsCommitted when the vector index and keyword documents were
+	// last saved (checkpoint.go).
+	vectorsSavedAt, keywordSavedAt atomic.Int64
 
 	httpSrv *http.Server
 	httpLn  net.Listener
