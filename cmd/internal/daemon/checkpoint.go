@@ -89,7 +89,7 @@ func (d *Daemon) checkpointParts() []checkpointPart {
 	committed := d.store.RecordsCommitted
 	d.vectorsSavedAt.Store(committed() - int64(max(d.vectorsCaughtUp, 0)))
 	var noVectors atomic.Bool
-	noVectors.Store(d.vectorsCaughtUp < 0)
+	noVectors.Store(d.vectorsAt == nil) // none loaded, or dropped
 	var parts []checkpointPart
 	if c.ViewRecords > 0 && d.cfg.Storage.ViewSnapshot {
 		parts = append(parts, checkpointPart{name: partView, every: c.ViewRecords, save: d.checkpointView, behind: func() int64 {
