@@ -103,8 +103,8 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
 }
 
-// gathered is the value of the daemon's counter name with the labels
-// given (-1 when it has none).
+// gathered is the value of the daemon's counter or gauge name with the
+// labels given (-1 when it has none).
 func gathered(t *testing.T, d *Daemon, name string, labels map[string]string) float64 {
 	t.Helper()
 	fams, err := d.metrics.reg.Gather()
@@ -123,9 +123,45 @@ func gathered(t *testing.T, d *Daemon, name string, labels map[string]string) fl
 				}
 			}
 			if match == len(labels) {
+				if g := m.GetGauge(); g != nil {
+					return g.GetValue()
+				}
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
 	return -1
+}
+
+// TestCheckpointsCountWhatIsOnDisk: a fresh daemon's parts lack the whole
+// graph (nothing is on disk) and are due; after a clean restart every
+// part's snapshot matches the graph, so none is behind.
+func TestCheckpointsCountWhatIsOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Storage.Checkpoints.ViewRecords, cfg.Storage.Checkpoints.VectorRecords, cfg.Storage.Checkpoints.KeywordRecords = 1<<40, 1<<40, 1<<40
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	c.publishAll(readMessages(t, "episodes.jsonl"))
+	c.waitApplied()
+	behind := func(d *Daemon, part string) float64 {
+		return gathered(t, d, "ctxgraph_checkpoint_records_behind", map[string]string{"part": part})
+	}
+	for _, part := range []string{partView, partVectors} {
+		if got, all := behind(d, part), float64(d.graphRecords()); got != all || all == 0 {
+			t.Errorf("fresh daemon: %s behind by %v records, want the graph's %v", part, got, all)
+		}
+	}
+	if got := behind(d, partKeyword); got <= 0 {
+		t.Errorf("fresh daemon: keyword behind by %v records", got)
+	}
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, cfg)
+	for _, part := range []string{partView, partVectors, partKeyword} {
+		if got := behind(d, part); got != 0 {
+			t.Errorf("after a clean restart: %s behind by %v records", part, got)
+		}
+	}
 }
