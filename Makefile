@@ -82,7 +82,7 @@ reopen-time: build
 # REPLAY's messages streamed in (optional), SIGKILL, then a timed start
 # that catches up from the snapshots the killed run left.
 crash-time: build
-	@test -d "$(DATA)" || { echo "usage: make crash-time DATA=<a stopped daemon's data directory> [REPLAY=<wire-format JSONL>]" >&2; exit 2; }
+	@test -d "$(DATA)" || { echo "usage: make crash-time DATA=<a stopped daemon's data directory> [REPLAY=<wire-format JSONL>] [CONFIG=<daemon config>]" >&2; exit 2; }
 	@cmd/ctxgraph/crashtime.sh ./$(BIN) "$(DATA)" "$(REPLAY)"
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside

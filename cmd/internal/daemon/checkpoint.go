@@ -125,7 +125,11 @@ func (d *Daemon) checkpointParts() []checkpointPart {
 				return err
 			}
 			d.keywordSavedAt.Store(at)
-			d.log.Info("keyword checkpoint written", "docs", kw.Docs, "bytes", kw.Bytes)
+			if kw.Written {
+				d.log.Info("keyword checkpoint written", "docs", kw.Docs, "bytes", kw.Bytes)
+			} else {
+				d.log.Info("keyword checkpoint: the documents saved last are current", "docs", kw.Docs)
+			}
 			return nil
 		}})
 	}
