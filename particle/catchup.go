@@ -143,6 +143,11 @@ type written struct {
 	refs  []RecordRef
 	spans []SpanRef
 	gone  []goneRecord
+	// refVers and spanVers are the Badger versions of refs and spans
+	// (a record's, or its embedding's when that is newer), so that an
+	// answer since one version gives the answer since any later one
+	// (Delta.since).
+	refVers, spanVers []uint64
 }
 
 // empty reports whether nothing was written since.
@@ -155,6 +160,7 @@ type goneRecord struct {
 	table  prefix // prefixNode or prefixEdge
 	ns, id string
 	seq    uint64
+	ver    uint64 // its marker's version
 }
 
 // readWritten reads what txn holds written after version. Besides the
@@ -174,13 +180,14 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 	}
 	w := &written{}
 	w.nodes, w.edges, w.episodes = []*Node{}, []*Edge{}, []*Episode{}
-	read := map[string]bool{}
-	add := func(p prefix, k []byte, item *badger.Item) error {
-		read[string(k)] = true
+	read := map[string]int{} // the keys read, to their refs' places
+	add := func(p prefix, k []byte, item *badger.Item, ver uint64) error {
+		read[string(k)] = len(w.refs)
 		if !whole {
 			return item.Value(func(b []byte) error {
 				ref, err := refOfValue(p, b)
 				w.refs = append(w.refs, ref)
+				w.refVers = append(w.refVers, ver)
 				return err
 			})
 		}
@@ -211,7 +218,7 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 	}
 	for _, t := range loadTables {
 		err := each([]byte{byte(t.p)}, func(item *badger.Item) error {
-			return add(t.p, item.KeyCopy(nil), item)
+			return add(t.p, item.KeyCopy(nil), item, item.Version())
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s written since version %d: %v", ErrStorage, t.name, version, err)
@@ -219,7 +226,13 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 	}
 	err := each([]byte{byte(prefixVector)}, func(item *badger.Item) error {
 		k := item.Key()[1:]
-		if len(k) == 0 || read[string(k)] || prefix(k[0]) != prefixNode && prefix(k[0]) != prefixEdge {
+		if len(k) == 0 || prefix(k[0]) != prefixNode && prefix(k[0]) != prefixEdge {
+			return nil
+		}
+		if i, ok := read[string(k)]; ok {
+			if !whole {
+				w.refVers[i] = max(w.refVers[i], item.Version()) // the embedding written after the record
+			}
 			return nil
 		}
 		rec, err := txn.Get(k)
@@ -229,7 +242,7 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 		if err != nil {
 			return err
 		}
-		return add(prefix(k[0]), rec.KeyCopy(nil), rec)
+		return add(prefix(k[0]), rec.KeyCopy(nil), rec, max(rec.Version(), item.Version()))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: embeddings written since version %d: %v", ErrStorage, version, err)
@@ -239,6 +252,7 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 			k := item.Key()[1:]
 			if i := bytes.IndexByte(k, 0); i >= 0 {
 				w.spans = append(w.spans, SpanRef{NS: string(k[:i]), ID: string(k[i+1:])})
+				w.spanVers = append(w.spanVers, item.Version())
 			}
 			return nil
 		})
@@ -256,7 +270,7 @@ func readWritten(txn *badger.Txn, version uint64, legacy func(), whole bool) (*w
 		if len(k) == 0 || i < 0 || prefix(k[0]) != prefixNode && prefix(k[0]) != prefixEdge {
 			return nil // not a marker this version writes
 		}
-		g := goneRecord{table: prefix(k[0]), ns: string(k[1:i]), id: string(k[i+1:])}
+		g := goneRecord{table: prefix(k[0]), ns: string(k[1:i]), id: string(k[i+1:]), ver: item.Version()}
 		return item.Value(func(b []byte) error {
 			g.seq, _ = binary.Uvarint(b)
 			w.gone = append(w.gone, g)
@@ -433,6 +447,35 @@ type Delta struct {
 	Records, Removed []RecordRef
 	// Spans are the CMS spans written since.
 	Spans []SpanRef
+	// vers are the Badger versions of Records, Removed and Spans, in
+	// that order, that since filters by.
+	vers [3][]uint64
+}
+
+// since returns d, what was written after some version, cut to what was
+// written after version, a later one: the records, deletions and spans
+// whose versions are newer. A record rewritten after both is in both;
+// one deleted and written again is a record in both (its marker stands
+// only while it is gone).
+func (d Delta) since(version uint64) Delta {
+	var out Delta
+	out.Records = keepNewer(d.Records, d.vers[0], version, &out.vers[0])
+	out.Removed = keepNewer(d.Removed, d.vers[1], version, &out.vers[1])
+	out.Spans = keepNewer(d.Spans, d.vers[2], version, &out.vers[2])
+	return out
+}
+
+// keepNewer returns the items of xs whose versions (vers, one for one)
+// are after version, and their versions in *kept.
+func keepNewer[T any](xs []T, vers []uint64, version uint64, kept *[]uint64) []T {
+	var out []T
+	for i, x := range xs {
+		if vers[i] > version {
+			out = append(out, x)
+			*kept = append(*kept, vers[i])
+		}
+	}
+	return out
 }
 
 // ChangedSince returns what the store holds written after Badger
@@ -442,8 +485,11 @@ type Delta struct {
 // [ErrDeletionsUnknown] when the deletions since are not known, as in a
 // store in memory, which keeps no deletion markers. The answer is kept
 // until the next commit (a start's indexes, saved at one shutdown, ask
-// the same before ingest begins): its lists are shared and must not be
-// changed.
+// the same before ingest begins), and serves a later version too (a
+// daemon's vector index and keyword documents, checkpointed at
+// different versions, ask one after the other: asked first for the
+// older, the store reads Badger once): its lists are shared and must
+// not be changed.
 func (s *Store) ChangedSince(version uint64) (Delta, error) {
 	if s.opts.InMemory {
 		return Delta{}, fmt.Errorf("particle: changed since version %d: %w", version, ErrDeletionsUnknown)
@@ -452,9 +498,13 @@ func (s *Store) ChangedSince(version uint64) (Delta, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at := s.db.MaxVersion()
-	if c.held.Load() && c.version == version && c.at == at {
-		return c.delta, nil
+	if c.held.Load() && c.version <= version && c.at == at {
+		if c.version == version {
+			return c.delta, nil
+		}
+		return c.delta.since(version), nil
 	}
+	c.reads++
 	d, err := s.changedSinceRead(version)
 	if err == nil {
 		c.version, c.at, c.delta = version, at, d
@@ -471,6 +521,7 @@ type changedSinceCache struct {
 	held        atomic.Bool // an answer is kept (drop's check without the lock)
 	version, at uint64      // asked since version, with Badger at at
 	delta       Delta
+	reads       int // of Badger, for the tests
 }
 
 // drop lets go of the answer kept, if any: a commit calls it.
@@ -492,12 +543,14 @@ func (s *Store) changedSinceRead(version uint64) (Delta, error) {
 			return err
 		}
 		out.Records, out.Spans = w.refs, w.spans
+		out.vers[0], out.vers[2] = w.refVers, w.spanVers
 		for _, g := range w.gone {
 			kind := KindNode
 			if g.table == prefixEdge {
 				kind = KindEdge
 			}
 			out.Removed = append(out.Removed, RecordRef{Kind: kind, NS: g.ns, ID: g.id, Seq: g.seq})
+			out.vers[1] = append(out.vers[1], g.ver)
 		}
 		return nil
 	})

@@ -377,3 +377,87 @@ func TestDeletionsBeforeACleanCloseLeaveTheCatchUpPossible(t *testing.T) {
 		t.Fatal("the edge deleted before the clean close is back")
 	}
 }
+
+// TestChangedSinceServesALaterVersion: asked first since an older
+// version, ChangedSince answers a later one from what it read, and the
+// answer is the one a read since the later version gives: records
+// written after it (one written before and after in it once), a node
+// deleted after it and one deleted before it and written again after,
+// an embedding replaced after it, spans left out when older.
+func TestChangedSinceServesALaterVersion(t *testing.T) {
+	dir := t.TempDir()
+	s := writeFleet(t, dir, 29, testEntities, benchEdgesPerTxn)
+	defer s.Close()
+	gen := func() uint64 {
+		g, err := s.Generation()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Version
+	}
+	update := func(fn func(b *Batch) error) {
+		t.Helper()
+		if _, err := s.Update(context.Background(), fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolve := func(b *Batch, name string) *Node {
+		n, _, err := b.Resolve(DefaultNamespace, NodeEntity, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	v1 := gen()
+	observeOn(t, s, "a cup before", "a table before")
+	observeOn(t, s, "a lamp before", "a desk before")
+	update(func(b *Batch) error { return b.DeleteNode(resolve(b, "a desk before").ID) })
+	v2 := gen()
+	observeOn(t, s, "a cup before", "a shelf after")  // the cup written again
+	observeOn(t, s, "a desk before", "a floor after") // deleted before v2, written again after
+	update(func(b *Batch) error {
+		n := cloneNode(resolve(b, "a table before"))
+		n.Embedding = []float32{0.25, 0.5, 0.125}
+		return b.PutNode(n)
+	})
+	update(func(b *Batch) error { return b.DeleteNode(resolve(b, "a lamp before").ID) })
+
+	older, err := s.ChangedSince(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := s.ChangedSince(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.changedSince.reads != 1 {
+		t.Fatalf("%d reads of Badger for the two answers, want 1", s.changedSince.reads)
+	}
+	direct, err := s.changedSinceRead(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(later.Records) == 0 || len(later.Removed) == 0 || len(later.Records) >= len(older.Records) {
+		t.Fatalf("since v2: %d records, %d removed; since v1: %d records", len(later.Records), len(later.Removed), len(older.Records))
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{{"records", later.Records, direct.Records}, {"removed", later.Removed, direct.Removed}, {"spans", later.Spans, direct.Spans}} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s since v2 from the answer since v1: %+v, read since v2: %+v", c.name, c.got, c.want)
+		}
+	}
+	names := map[string]bool{}
+	for _, r := range later.Records {
+		names[r.ID] = true
+	}
+	for _, n := range []string{"a table before", "a shelf after", "a floor after", "a desk before"} {
+		if !names[EntityID(DefaultNamespace, NodeEntity, n)] {
+			t.Errorf("%q is not among the records written since v2", n)
+		}
+	}
+	if names[EntityID(DefaultNamespace, NodeEntity, "a lamp before")] {
+		t.Error("the lamp deleted since v2 is among the records written")
+	}
+}

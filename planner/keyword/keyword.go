@@ -760,6 +760,18 @@ func (ix *Index) Search(ns, query string, k int) ([]Hit, error) {
 	return hits, nil
 }
 
+// SavedGeneration returns the store generation of the documents the
+// index on disk was opened with, which Attach catches up from (ok false
+// when there are none, or once Attach has used them).
+func (ix *Index) SavedGeneration() (g particle.Generation, ok bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.saved == nil || ix.saved.gen == nil {
+		return g, false
+	}
+	return *ix.saved.gen, true
+}
+
 // Len is the number of documents indexed.
 func (ix *Index) Len() int {
 	ix.sync()

@@ -395,6 +395,27 @@ func (d *Daemon) catchUpVectors() error {
 	return nil
 }
 
+// readChangedOnce has the store read what changed since the older of
+// the generations the vector snapshot and the keyword documents were
+// saved at, when they differ (checkpoints save them at their own
+// paces): the two catch-ups, side by side, then both take what they
+// need from that one read (particle.Store.ChangedSince serves a later
+// version from it) instead of scanning Badger each. A read that fails
+// is left to the catch-ups to meet.
+func (d *Daemon) readChangedOnce() {
+	kw, ok := d.keyword.SavedGeneration()
+	if d.vectorsAt == nil || !ok || kw.Version == d.vectorsAt.Version {
+		return
+	}
+	now, err := d.store.Generation()
+	if v := min(kw.Version, d.vectorsAt.Version); err == nil && v < now.Version {
+		t := time.Now()
+		if _, err := d.store.ChangedSince(v); err == nil {
+			d.log.Info("read what changed since the older of the vector and keyword snapshots", "since_version", v, "took", time.Since(t))
+		}
+	}
+}
+
 // errNotOfGraph is catchUpIndex's error for a snapshot it cannot match
 // to the graph.
 var errNotOfGraph = errors.New("the vector snapshot cannot be matched to the graph")
