@@ -29,9 +29,11 @@ type Generation struct {
 
 // Generation returns the store's Generation. It waits for a commit in
 // progress, so that every batch of the Generation has reached the
-// store's subscribers; it fails with [ErrClosed] after Close.
+// store's subscribers; it fails with [ErrClosed] after Close. It does
+// not wait for the adjacency a load leaves building (a write does): a
+// start after a crash asks it for its catch-ups, beside that build.
 func (s *Store) Generation() (Generation, error) {
-	if err := s.lockWriter(); err != nil {
+	if err := s.lockCommits(); err != nil {
 		return Generation{}, err
 	}
 	defer s.writeMu.Unlock()

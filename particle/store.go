@@ -1039,6 +1039,13 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 // [ErrClosed], not holding it.
 func (s *Store) lockWriter() error {
 	s.v.awaitLinks() // a write changes the adjacency
+	return s.lockCommits()
+}
+
+// lockCommits takes the writer's lock, as lockWriter does, without
+// waiting for the loaded adjacency: what reads the committed state alone
+// (Generation) needs no more.
+func (s *Store) lockCommits() error {
 	s.writeMu.Lock()
 	s.mu.RLock()
 	closed := s.closed
