@@ -22,13 +22,15 @@ import (
 // catches it up only with what came after.
 //
 // The parts cost very differently to catch up and to save, hence a pace
-// each. On the 1M-edge store, for 191k records written since:
-//   - the view's catch-up took 1.2 s, but its snapshot is a copy of the
+// each. On the 1M-edge store, for 191k records written since, on a slow
+// host (BENCHMARKS.md, fifty-ninth round):
+//   - the view's catch-up took 3-10 s, but its snapshot is a copy of the
 //     graph: 3.2 GB written and about 20 s of CPU, every record read from
 //     Badger again;
-//   - the vector index's catch-up and fill took 13.5 s of the start's
-//     19, and saving it writes 0.4 GB, its splits 0.8 GB more;
-//   - the keyword index's catch-up took 9.2 s beside them, and saving its
+//   - the vector index's catch-up and fill took 23-25 s, the slowest
+//     part of the start, and saving it writes 0.4 GB, its splits 0.8 GB
+//     more;
+//   - the keyword index's catch-up took 12-16 s beside it, and saving its
 //     documents writes 11 MB.
 //
 // A view checkpoint scans the graph's tables on one goroutine, as of one

@@ -113,13 +113,15 @@ type Config struct {
 		// committed since it was last saved, so that the start catches
 		// it up only with what came after. The parts' costs differ
 		// (BENCHMARKS.md, fifty-ninth round; 1M-edge store):
-		//   - view_records: the view snapshot (needs view_snapshot):
-		//     catching up costs about 6 µs a record, saving writes a
-		//     copy of the graph (3.2 GB, about 20 s of CPU);
-		//   - vector_records: the vector index and its splits: about 70
-		//     µs a record to catch up, 1.2 GB to save;
-		//   - keyword_records: the keyword index's documents: about 48
-		//     µs a record to catch up, 11 MB to save.
+		//   - view_records: the view snapshot (needs view_snapshot): a
+		//     cheap catch-up (3-10 s for 191k records on a slow host),
+		//     but saving it writes a copy of the graph (3.2 GB, about
+		//     20 s of CPU);
+		//   - vector_records: the vector index and its splits: without
+		//     checkpoints the slowest part of a crash start (23-25 s
+		//     for 191k records), 1.2 GB to save;
+		//   - keyword_records: the keyword index's documents: 12-16 s
+		//     for 191k records, 11 MB to save.
 		// A part with nothing on disk counts the whole graph. 0 turns a
 		// part's checkpoints off. Check is how often the daemon looks
 		// whether one is due.
