@@ -82,10 +82,10 @@ const (
 )
 
 // checkpointParts returns the parts storage.checkpoints saves while the
-// daemon serves (a part given 0 records is not), called once, at the
-// start. The vector index and
-// keyword documents on disk lack what the start caught them up with,
-// and a part with nothing on disk lacks the whole graph.
+// daemon serves (a part given 0 records is not); it is called once, at
+// the start. The vector index and keyword documents on disk lack what
+// the start caught them up with, and a part with nothing on disk lacks
+// the whole graph.
 func (d *Daemon) checkpointParts() []checkpointPart {
 	c := d.cfg.Storage.Checkpoints
 	committed := d.store.RecordsCommitted
