@@ -146,18 +146,43 @@ func (d *Daemon) startCheckpoints(ctx context.Context) {
 		return
 	}
 	d.ckpt = newCheckpointMetrics(d, parts)
+	retry := make([]backoff, len(parts))
 	d.every(ctx, d.cfg.Storage.Checkpoints.Check, "checkpoint", func(ctx context.Context) error {
 		if d.SplitsLoading() {
 			return nil // the splits' snapshot is still being read
 		}
 		var errs []error
-		for _, p := range parts {
-			if p.behind() >= p.every {
-				errs = append(errs, d.checkpoint(ctx, p.name, p.save))
+		for i, p := range parts {
+			if p.behind() < p.every || !retry[i].allows(time.Now()) {
+				continue
+			}
+			if err := d.checkpoint(ctx, p.name, p.save); err != nil {
+				retry[i].failed(time.Now())
+				errs = append(errs, fmt.Errorf("%w (next try in %v)", err, retry[i].wait))
+			} else {
+				retry[i] = backoff{}
 			}
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// backoff spaces the tries of a part whose checkpoints fail (a full
+// disk, say, where a view checkpoint would read the whole graph again at
+// every check): a minute after the first failure, twice as long after
+// each next, up to half an hour.
+type backoff struct {
+	next time.Time
+	wait time.Duration
+}
+
+// allows reports whether a try is due at now.
+func (b *backoff) allows(now time.Time) bool { return !now.Before(b.next) }
+
+// failed notes a failure at now.
+func (b *backoff) failed(now time.Time) {
+	b.wait = min(max(2*b.wait, time.Minute), 30*time.Minute)
+	b.next = now.Add(b.wait)
 }
 
 // graphRecords is how many nodes, edges and episodes the graph holds.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
@@ -162,6 +163,23 @@ func TestCheckpointsCountWhatIsOnDisk(t *testing.T) {
 	for _, part := range []string{partView, partVectors, partKeyword} {
 		if got := behind(d, part); got != 0 {
 			t.Errorf("after a clean restart: %s behind by %v records", part, got)
+		}
+	}
+}
+
+// TestCheckpointBackoff: a part whose checkpoints fail is tried again a
+// minute later, then after twice as long each time, up to half an hour;
+// a success (a zero backoff) allows the next at once.
+func TestCheckpointBackoff(t *testing.T) {
+	var b backoff
+	now := time.Unix(1_000_000, 0)
+	if !b.allows(now) {
+		t.Fatal("a part that never failed is not allowed")
+	}
+	for _, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute} {
+		b.failed(now)
+		if b.wait != want || b.allows(now.Add(want-time.Second)) || !b.allows(now.Add(want)) {
+			t.Fatalf("after a failure: waits %v (allowed a second early %v), want %v", b.wait, b.allows(now.Add(want-time.Second)), want)
 		}
 	}
 }
