@@ -147,13 +147,15 @@ func (d *Daemon) startCheckpoints(ctx context.Context) {
 	}
 	d.ckpt = newCheckpointMetrics(d, parts)
 	retry := make([]backoff, len(parts))
+	quiet := d.ingestQuiet(checkpointLull)
 	d.every(ctx, d.cfg.Storage.Checkpoints.Check, "checkpoint", func(ctx context.Context) error {
 		if d.SplitsLoading() {
 			return nil // the splits' snapshot is still being read
 		}
+		lull := quiet()
 		var errs []error
 		for i, p := range parts {
-			if p.behind() < p.every || !retry[i].allows(time.Now()) {
+			if !checkpointDue(p.behind(), p.every, lull) || !retry[i].allows(time.Now()) {
 				continue
 			}
 			if err := d.checkpoint(ctx, p.name, p.save); err != nil {
@@ -165,6 +167,21 @@ func (d *Daemon) startCheckpoints(ctx context.Context) {
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// checkpointLull is how long ingest must have applied nothing for a
+// due checkpoint to take its chance (checkpointDue).
+const checkpointLull = 2 * time.Second
+
+// checkpointDue reports whether a part behind by behind records, saved
+// every every, is checkpointed now: once due, in a lull of ingest (lull:
+// nothing applied for checkpointLull), when a vector checkpoint's hold
+// on the index's writer lock (seconds at 1M edges) and a view
+// checkpoint's read of the graph delay no step; and at twice its pace
+// whatever ingest does, so that a fleet that never pauses is still
+// checkpointed.
+func checkpointDue(behind, every int64, lull bool) bool {
+	return behind >= every && (lull || behind >= 2*every)
 }
 
 // backoff spaces the tries of a part whose checkpoints fail (a full

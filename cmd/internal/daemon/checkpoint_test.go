@@ -183,3 +183,19 @@ func TestCheckpointBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointWaitsForALull: a due part is checkpointed in a lull of
+// ingest, or at twice its pace while ingest runs on.
+func TestCheckpointWaitsForALull(t *testing.T) {
+	for _, c := range []struct {
+		behind, every int64
+		lull, want    bool
+	}{
+		{99, 100, true, false}, {100, 100, true, true}, {100, 100, false, false},
+		{199, 100, false, false}, {200, 100, false, true}, {250, 100, true, true},
+	} {
+		if got := checkpointDue(c.behind, c.every, c.lull); got != c.want {
+			t.Errorf("behind %d, every %d, lull %v: due %v, want %v", c.behind, c.every, c.lull, got, c.want)
+		}
+	}
+}

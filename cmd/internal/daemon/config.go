@@ -122,8 +122,9 @@ type Config struct {
 		//     for 191k records), 1.2 GB to save;
 		//   - keyword_records: the keyword index's documents: 12-16 s
 		//     for 191k records, 11 MB to save.
-		// A part with nothing on disk counts the whole graph. 0 turns a
-		// part's checkpoints off. Check is how often the daemon looks
+		// A due part waits for a lull of ingest (2 s with nothing
+		// applied), up to twice its count. A part with nothing on disk
+		// counts the whole graph. 0 turns a part's checkpoints off. Check is how often the daemon looks
 		// whether one is due.
 		Checkpoints struct {
 			ViewRecords    int64         `yaml:"view_records"`

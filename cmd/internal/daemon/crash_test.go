@@ -218,7 +218,7 @@ func TestCrashSafety(t *testing.T) {
 	// Checkpoints every few hundred records, looked for every 100 ms:
 	// kills land before, during and after them.
 	conf := "ingest:\n  ack_wait: 2s\n  backoff: 20ms\n  batch_size: 64\n" +
-		"storage:\n  checkpoints:\n    view_records: 500\n    vector_records: 300\n    keyword_records: 200\n    check: 100ms\n"
+		"storage:\n  checkpoints:\n    view_records: 250\n    vector_records: 200\n    keyword_records: 100\n    check: 100ms\n"
 	if err := os.WriteFile(cfgFile, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
