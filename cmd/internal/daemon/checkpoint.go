@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
@@ -109,7 +108,7 @@ func (d *Daemon) checkpointParts() []checkpointPart {
 			return committed() - d.vectorsSavedAt.Load()
 		}, save: func(ctx context.Context) error {
 			at := committed() // before: what commits meanwhile counts toward the next
-			if err := d.checkpointVectors(ctx); err != nil {
+			if err := d.saveVectorIndex(ctx); err != nil {
 				return err
 			}
 			d.vectorsSavedAt.Store(at)
@@ -249,24 +248,4 @@ func (d *Daemon) checkpointView(ctx context.Context) error {
 	}
 	d.log.Info("view checkpoint written", "records", cp.Records, "bytes", cp.Bytes, "took", cp.Took)
 	return nil
-}
-
-// checkpointVectors saves the vector index while the daemon serves,
-// stamped with a generation of the graph it holds at least: the
-// generation first, then every batch queued for the index by then is
-// waited for, then the index and its splits are written
-// (writeVectorSnapshot; with what ingest added since, which a catch-up
-// from the stamp removes and the fill adds again).
-func (d *Daemon) checkpointVectors(ctx context.Context) error {
-	if _, ok := d.index.(io.WriterTo); !ok || d.vectorSnapshot() == "" || d.indexer == nil {
-		return nil
-	}
-	gen, err := d.store.Generation()
-	if err != nil {
-		return fmt.Errorf("vector snapshot: %w", err)
-	}
-	if err := d.indexer.SyncThrough(ctx, d.indexer.Queued()); err != nil {
-		return fmt.Errorf("vector snapshot: %w", err)
-	}
-	return d.writeVectorSnapshot(gen)
 }

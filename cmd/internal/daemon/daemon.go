@@ -603,7 +603,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if d.indexer != nil {
 			d.indexer.Close()
-			errs = append(errs, d.saveVectorIndex())
+			errs = append(errs, d.saveVectorIndex(context.Background())) // drained: no wait
 		}
 		d.sec.close() // the last denials, while the store is open
 		if d.keyword != nil {

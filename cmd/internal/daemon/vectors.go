@@ -227,16 +227,23 @@ func readVectorIndex(kind string, r io.Reader) (snapshotIndex, error) {
 	return wave.ReadHNSW(r)
 }
 
-// saveVectorIndex writes the HNSW or IVF index for the next start (after
-// the indexer has drained and before the store closes), with the splits
-// beside it, stamped with the store's generation it matches
-// (writeVectorSnapshot).
-func (d *Daemon) saveVectorIndex() error {
-	if _, ok := d.index.(io.WriterTo); !ok || d.vectorSnapshot() == "" {
+// saveVectorIndex writes the HNSW or IVF index for the next start, with
+// the splits beside it, stamped with a generation of the graph it holds
+// at least (writeVectorSnapshot): the generation first, then every
+// batch queued for the index by then is waited for, then the index is
+// written. At a shutdown (after the indexer has drained and before the
+// store closes) that generation is the one the index matches; at a
+// checkpoint, while ingest goes on, the index may hold commits after
+// it, which a catch-up from the stamp removes and the fill adds again.
+func (d *Daemon) saveVectorIndex(ctx context.Context) error {
+	if _, ok := d.index.(io.WriterTo); !ok || d.vectorSnapshot() == "" || d.indexer == nil {
 		return nil
 	}
 	gen, err := d.store.Generation()
 	if err != nil {
+		return fmt.Errorf("vector snapshot: %w", err)
+	}
+	if err := d.indexer.SyncThrough(ctx, d.indexer.Queued()); err != nil {
 		return fmt.Errorf("vector snapshot: %w", err)
 	}
 	return d.writeVectorSnapshot(gen)
