@@ -213,14 +213,7 @@ func TestCheckpointBoundsTheCatchUpAfterACrash(t *testing.T) {
 			// After the checkpoint: a new value, an alias renamed, and
 			// an edge indexed before the checkpoint deleted.
 			fact(t, s, ns, "arm", "serial_number", "base", "HX-7781")
-			update(t, s, func(b *particle.Batch) error {
-				n, _, err := b.Resolve(ns, particle.NodeEntity, "red block")
-				if err != nil {
-					return err
-				}
-				n.Aliases = []string{"scarlet brick"}
-				return b.PutNode(n)
-			})
+			setAliases(t, s, "red block", "scarlet brick")
 			id := edgeWithValue(s, "GR-0042")
 			update(t, s, func(b *particle.Batch) error { return b.DeleteEdge(id) })
 			since := changedDocsSince(t, s, cp.Generation)

@@ -36,6 +36,20 @@ func update(t testing.TB, s *particle.Store, fn func(b *particle.Batch) error) {
 	}
 }
 
+// setAliases gives the entity name of namespace ns the aliases given,
+// in place of its own.
+func setAliases(t testing.TB, s *particle.Store, name string, aliases ...string) {
+	t.Helper()
+	update(t, s, func(b *particle.Batch) error {
+		n, _, err := b.Resolve(ns, particle.NodeEntity, name)
+		if err != nil {
+			return err
+		}
+		n.Aliases = aliases
+		return b.PutNode(n)
+	})
+}
+
 // fact writes subject -predicate-> object with a value in namespace n.
 func fact(t testing.TB, s *particle.Store, n, subj, pred, obj, value string) {
 	t.Helper()
@@ -590,14 +604,7 @@ func TestReopenOfACleanIndexTheStoreMovedOnFromCatchesUp(t *testing.T) {
 	fact(t, s, ns, "gripper", "serial_number", "arm", "GR-0042")
 	id := edgeWithValue(s, "SN-4471-XQ")
 	update(t, s, func(b *particle.Batch) error { return b.DeleteEdge(id) })
-	update(t, s, func(b *particle.Batch) error {
-		n, _, err := b.Resolve(ns, particle.NodeEntity, "red block")
-		if err != nil {
-			return err
-		}
-		n.Aliases = []string{"scarlet brick"}
-		return b.PutNode(n)
-	})
+	setAliases(t, s, "red block", "scarlet brick")
 	update(t, s, func(b *particle.Batch) error {
 		a := &cms.Applier{}
 		return a.Apply(context.Background(), b, &cms.Span{ID: "span-0300", Level: 1, EpisodeID: "ep-alpha-0001", Start: t0, End: t0.Add(time.Minute),

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
-	"github.com/ctxgraph/ctxgraph/planner"
 )
 
 // TestCheckpointWhileIngesting checkpoints a serving daemon while steps
@@ -54,15 +53,7 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 		}
 	}
 
-	c.publishAll(msgs[2*third:])
-	c.waitApplied()
-	red := particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, "red block")
-	if code := httpDo(t, d, "DELETE", "/v1/entities/"+red+"?why=test", nil, nil); code != 200 {
-		t.Fatalf("forget: %d", code)
-	}
-	if err := d.WaitIndexed(ctx); err != nil {
-		t.Fatal(err)
-	}
+	publishThenForget(t, c, msgs[2*third:], "red block")
 	since, onDisk := d.store.RecordsSinceSnapshot()
 	if !onDisk || since == 0 {
 		t.Fatalf("%d records since the checkpoint (on disk %v)", since, onDisk)
@@ -82,26 +73,12 @@ func TestCheckpointWhileIngesting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cu, err := catchUpIndex(d.store, idx, at)
-	written, deleted := cu.written, cu.deleted
-	if err != nil || written == 0 || deleted == 0 {
-		t.Fatalf("caught up %d written, %d deleted: %v", written, deleted, err)
-	}
-	ix, err := planner.NewIndexer(d.store, idx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Close()
-	want, _ := embeddings(d.store, idx.Dim())
-	if written >= len(want) {
+	cu, want := catchUpAndFill(t, d, idx, at)
+	if cu.written >= len(want) {
 		// The first third's records not written again are the
 		// checkpoint's.
-		t.Fatalf("the catch-up from the checkpoint rewrote all %d vectors", written)
+		t.Fatalf("the catch-up from the checkpoint rewrote all %d vectors", cu.written)
 	}
-	if idx.Len() != len(want) {
-		t.Fatalf("caught-up index holds %d vectors, the graph %d", idx.Len(), len(want))
-	}
-	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
 }
 
 // gathered is the value of the daemon's counter or gauge name with the

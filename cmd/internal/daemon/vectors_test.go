@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/rlds"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -88,40 +89,21 @@ func TestVectorSnapshotCatchesUpWithTheGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.publishAll(msgs[len(msgs)/2:])
-	c.waitApplied()
-	red := particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, "red block")
-	if code := httpDo(t, d, "DELETE", "/v1/entities/"+red+"?why=test", nil, nil); code != 200 {
-		t.Fatalf("forget: %d", code)
-	}
-	if err := d.WaitIndexed(ctx); err != nil {
-		t.Fatal(err)
-	}
+	publishThenForget(t, c, msgs[len(msgs)/2:], "red block")
 
 	idx, err := readVectorIndex(d.cfg.Vectors.Index, &saved)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cu, err := catchUpIndex(d.store, idx, at)
-	written, deleted := cu.written, cu.deleted
-	if err != nil || written == 0 || deleted == 0 {
-		t.Fatalf("caught up %d written, %d deleted: %v", written, deleted, err)
-	}
-	ix, err := planner.NewIndexer(d.store, idx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Close()
-	want, _ := embeddings(d.store, idx.Dim())
-	if idx.Len() != len(want) || d.index.Len() != len(want) {
-		t.Fatalf("caught-up index holds %d vectors, the live one %d, the graph %d", idx.Len(), d.index.Len(), len(want))
+	_, want := catchUpAndFill(t, d, idx, at)
+	if d.index.Len() != len(want) {
+		t.Fatalf("the live index holds %d vectors, the graph %d", d.index.Len(), len(want))
 	}
 	for seq := range want {
 		if !idx.Has(seq) {
 			t.Fatalf("caught-up index lacks seq %d", seq)
 		}
 	}
-	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
 
 	// Saved at a generation the graph never had (ahead of it): not
 	// matched, rebuilt.
@@ -302,5 +284,45 @@ func TestVectorIndexSplits(t *testing.T) {
 	}
 	if got := asked(connect(t, d3)); got != fresh {
 		t.Errorf("answers without the splits differ:\n%s\nwant\n%s", got, fresh)
+	}
+}
+
+// catchUpAndFill catches idx, a vector snapshot saved at at, up with the
+// daemon's graph and fills it as a start does; it fails t unless the
+// catch-up dropped written and deleted vectors and the filled index
+// holds every embedding of the graph and finds each. It returns the
+// catch-up and those embeddings.
+func catchUpAndFill(t *testing.T, d *Daemon, idx snapshotIndex, at particle.Generation) (vectorCatchUp, map[uint64][]float32) {
+	t.Helper()
+	cu, err := catchUpIndex(d.store, idx, at)
+	if err != nil || cu.written == 0 || cu.deleted == 0 {
+		t.Fatalf("caught up %d written, %d deleted: %v", cu.written, cu.deleted, err)
+	}
+	ix, err := planner.NewIndexer(d.store, idx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ix.Close)
+	want, _ := embeddings(d.store, idx.Dim())
+	if idx.Len() != len(want) {
+		t.Fatalf("caught-up index holds %d vectors, the graph %d", idx.Len(), len(want))
+	}
+	findsItself(d.store, idx, want, len(want), func(format string, a ...any) { t.Errorf(format, a...) })
+	return cu, want
+}
+
+// publishThenForget publishes msgs, waits until they are applied, then
+// forgets the entity name through the API and waits until the vector
+// index has it all.
+func publishThenForget(t *testing.T, c *controller, msgs []*rlds.Message, name string) {
+	t.Helper()
+	c.publishAll(msgs)
+	c.waitApplied()
+	id := particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, name)
+	if code := httpDo(t, c.d, "DELETE", "/v1/entities/"+id+"?why=test", nil, nil); code != 200 {
+		t.Fatalf("forget: %d", code)
+	}
+	if err := c.d.WaitIndexed(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
