@@ -26,6 +26,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner"
 )
 
 // buildBinary builds cmd/ctxgraph into a temporary directory.
@@ -57,6 +58,33 @@ type proc struct {
 	natsAddr, httpAddr string
 	log                *os.File
 	cmd                *exec.Cmd
+}
+
+// startProc starts the daemon binary with the configuration conf, on a
+// new data directory, its log beside it; it is killed at the test's end
+// if still running.
+func startProc(t *testing.T, conf string) *proc {
+	t.Helper()
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "ctxgraph.yaml")
+	if err := os.WriteFile(cfgFile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	p := &proc{t: t, bin: buildBinary(t), config: cfgFile, data: filepath.Join(dir, "data"),
+		natsAddr: freePort(t), httpAddr: freePort(t), log: logf}
+	p.start()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	})
+	return p
 }
 
 func (p *proc) start() {
@@ -212,30 +240,11 @@ func TestCrashSafety(t *testing.T) {
 	t.Logf("seed %d (CTXGRAPH_CRASH_SEED=%d replays this run), %d kills", seed, seed, kills)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "ctxgraph.yaml")
 	// Short ack wait: messages in flight at a kill come back quickly.
 	// Checkpoints every few hundred records, looked for every 100 ms:
 	// kills land before, during and after them.
-	conf := "ingest:\n  ack_wait: 2s\n  backoff: 20ms\n  batch_size: 64\n" +
-		"storage:\n  checkpoints:\n    view_records: 250\n    vector_records: 200\n    keyword_records: 100\n    check: 100ms\n"
-	if err := os.WriteFile(cfgFile, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	p := &proc{t: t, bin: buildBinary(t), config: cfgFile, data: filepath.Join(dir, "data"),
-		natsAddr: freePort(t), httpAddr: freePort(t), log: logf}
-	p.start()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-	})
+	p := startProc(t, "ingest:\n  ack_wait: 2s\n  backoff: 20ms\n  batch_size: 64\n"+
+		"storage:\n  checkpoints:\n    view_records: 250\n    vector_records: 200\n    keyword_records: 100\n    check: 100ms\n")
 
 	stop := make(chan struct{})
 	var pubs []*crashPublisher
@@ -367,4 +376,109 @@ func getJSONURL(url string, v any) error {
 		return errors.New(resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// TestSplitsSurviveACrashStart kills a daemon that ran with no vector
+// checkpoint after a start that read the IVF's splits from their
+// snapshot: the next start reads them again, leaving out what changed
+// since, instead of filling them from the index's lists, and answers
+// same-agent and windowed queries as the dead run did.
+func TestSplitsSurviveACrashStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a daemon process")
+	}
+	p := startProc(t, "storage:\n  checkpoints:\n    vector_records: 0\n")
+	msgs := readMessages(t, "episodes.jsonl")
+	c := p.connect()
+	c.publishAll(msgs[:len(msgs)/2])
+	p.waitIndexed(c)
+	p.stop() // saves the index and its splits
+
+	p.start()
+	p.waitSplits("the start after a clean shutdown")
+	c = p.connect()
+	c.publishAll(msgs[len(msgs)/2:])
+	p.waitIndexed(c)
+	forgotten := particle.EntityID(particle.DefaultNamespace, particle.NodeEntity, "red block")
+	req, _ := http.NewRequest("DELETE", "http://"+p.httpAddr+"/v1/entities/"+forgotten+"?why=test", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("forget: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	p.waitIndexed(c)
+	sameAgent := planner.Request{Query: "where is the blue bowl", Entities: []string{"blue bowl"}, Hops: 1, K: 10, Budget: 200, SameAgent: true, Agent: "ur5-alpha"}
+	windowed := sameAgent
+	windowed.SameAgent, windowed.Agent = false, ""
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	windowed.TimeWindow = &planner.TimeWindow{From: at.Add(-30 * time.Minute), To: at.Add(20 * time.Minute)}
+	asked := func(c *controller) string {
+		return answerShape(c.ask(sameAgent)) + "\n--- windowed\n" + answerShape(c.ask(windowed))
+	}
+	if a := c.ask(windowed); len(a.Edges) == 0 {
+		t.Fatal("the windowed query finds no edge: it tests nothing")
+	}
+	before := asked(c)
+	c.nc.Close()
+	p.kill() // no vector checkpoint ran: the snapshots are the clean shutdown's
+
+	p.start()
+	if n := p.metric("ctxgraph_vector_index_caught_up_records"); !(n > 0) {
+		t.Fatalf("the start after the kill caught the vector index up with %v records; want the second half's", n)
+	}
+	p.waitSplits("the start after the kill")
+	if got := asked(p.connect()); got != before {
+		t.Errorf("answers after the crash start differ:\n%s\nwant\n%s", got, before)
+	}
+	p.stop()
+}
+
+// connect is a controller of p's daemon over NATS (its methods that
+// need the daemon in-process are not for it).
+func (p *proc) connect() *controller {
+	p.t.Helper()
+	nc, js, err := client.Connect("nats://"+p.natsAddr, "crash-test")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(nc.Close)
+	return &controller{t: p.t, nc: nc, js: js}
+}
+
+// waitIndexed waits until p's daemon has applied everything published
+// and its vector index has held the same number of vectors for a
+// second.
+func (p *proc) waitIndexed(c *controller) {
+	p.t.Helper()
+	err := client.WaitApplied(context.Background(), c.js, 30*time.Second,
+		map[string]string{StreamRLDS: DurableRLDS, StreamCMS: DurableCMS})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	last, since := math.NaN(), time.Now()
+	for deadline := time.Now().Add(30 * time.Second); time.Since(since) < time.Second; time.Sleep(50 * time.Millisecond) {
+		if n := p.metric("ctxgraph_vector_index_size"); n != last {
+			last, since = n, time.Now()
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatal("the vector index is still changing 30 s after ingest")
+		}
+	}
+}
+
+// waitSplits waits until p's daemon has both splits ready, read from
+// their snapshot; it fails if they are not within 30 s (filled from the
+// index instead, or slower).
+func (p *proc) waitSplits(when string) {
+	p.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		agent, window := p.metric(`ctxgraph_vector_index_split_ready{split="agent"}`), p.metric(`ctxgraph_vector_index_split_ready{split="time"}`)
+		read := p.metric("ctxgraph_vector_index_splits_from_snapshot")
+		if agent == 1 && window == 1 && read == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: after 30 s the splits are ready by agent %v, by time %v; read from their snapshot %v (want 1, 1, 1)", when, agent, window, read)
+		}
+	}
 }

@@ -134,7 +134,7 @@ func (m *metrics) registerStore(d *Daemon) {
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_vector_index_splits_from_snapshot",
-		Help: "1 when this start read the IVF's splits from the snapshot saved beside the index at the last clean shutdown, else 0 (filled from the index's lists, or loading).",
+		Help: "1 when this start read the IVF's splits from the snapshot saved beside the index (at a clean shutdown or a checkpoint), else 0 (filled from the index's lists, or loading).",
 	}, func() float64 {
 		if d.SplitsFromSnapshot() {
 			return 1

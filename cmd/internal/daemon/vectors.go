@@ -115,7 +115,14 @@ func removeIfPresent(path string) error {
 // serving: read from the snapshot saved beside the IVF's when there is
 // one (load, begun before ingest started), else filled from the index's
 // lists; both in the background (wave.IVF.SplitByAgent,
-// wave.SplitsLoad.Load). The snapshot is removed once read.
+// wave.SplitsLoad.Load). A snapshot that reads stays on disk beside the
+// index's, which stays too (loadVectorSnapshot): a start after this run
+// dies loads both again, with what changed since left out of the
+// splits (splitsStale), until a checkpoint or shutdown replaces them
+// (writeVectorSnapshot). Removed once read, they were filled again
+// after such a start: 114 s at a million edges, 74 s of CPU beside the
+// planner, when no vector checkpoint had run. One that cannot be read
+// is removed.
 func (d *Daemon) splitIndex(ctx context.Context, x *wave.IVF, load *wave.SplitsLoad) {
 	v := d.cfg.Vectors
 	if load == nil {
@@ -134,14 +141,13 @@ func (d *Daemon) splitIndex(ctx context.Context, x *wave.IVF, load *wave.SplitsL
 		defer d.splitsLoading.Store(false)
 		t := time.Now()
 		got, err := load.Load(ctx, bufio.NewReaderSize(f, 1<<20), v.SplitByAgent, v.SplitByTime)
-		f.Close()
-		if rmErr := removeIfPresent(f.Name()); rmErr != nil {
-			d.log.Warn("vector splits snapshot not removed", "err", rmErr)
-		}
 		switch {
 		case errors.Is(err, context.Canceled): // stopping
 		case err != nil:
 			d.log.Warn("vector splits snapshot unreadable; filling the splits from the index", "err", err)
+			if rmErr := removeIfSame(f); rmErr != nil {
+				d.log.Warn("vector splits snapshot not removed", "err", rmErr)
+			}
 		case got.Splits == 0:
 			d.log.Info("vector splits snapshot holds no split; filling the splits from the index")
 		default:
@@ -150,7 +156,26 @@ func (d *Daemon) splitIndex(ctx context.Context, x *wave.IVF, load *wave.SplitsL
 			// start, or saved by another index) are filled anew.
 			d.log.Info("vector splits snapshot loaded", "splits", got.Splits, "entries", got.Entries, "kept", got.Kept, "took", time.Since(t))
 		}
+		f.Close()
 	})
+}
+
+// removeIfSame removes the file f was opened from, unless another has
+// taken its path since (a checkpoint's newer snapshot, written while f
+// was read).
+func removeIfSame(f *os.File) error {
+	opened, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	now, err := os.Stat(f.Name())
+	if errors.Is(err, fs.ErrNotExist) || err == nil && !os.SameFile(opened, now) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return removeIfPresent(f.Name())
 }
 
 // newVectorIndex is an empty index of the kind cfg configures.
@@ -322,7 +347,7 @@ func writeSnapshot(path string, write func(io.Writer) error) error {
 }
 
 // SplitsFromSnapshot reports whether this start read the vector index's
-// splits from the snapshot saved at the last clean shutdown (they are
+// splits from the snapshot saved beside the index (they are
 // ready once each holds every item: wave.IVF.SplitsReady), once
 // SplitsLoading is false.
 func (d *Daemon) SplitsFromSnapshot() bool { return d.splitsLoaded.Load() }
