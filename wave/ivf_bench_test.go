@@ -3,6 +3,7 @@ package wave
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"testing"
@@ -300,4 +301,52 @@ func timeBenchIVF(b *testing.B, s *benchSet) (*IVF, *Flat) {
 		len(x.sides[byTime].Load().lists.Load().lists), x.sides[byTime].Load().shared.Len())
 	s.timeIVF, s.timeFlat = x, flat
 	return x, flat
+}
+
+// BenchmarkIVFSnapshotBesideTheWriter writes the snapshots of an IVF
+// split by agent (the index's, then its splits', to io.Discard) while a
+// writer sets items' Metas without pause, as the daemon's indexer does
+// during a vector checkpoint, and reports the write's time and the
+// longest a writer's call waited meanwhile:
+//
+//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFSnapshotBesideTheWriter -benchtime 5x
+func BenchmarkIVFSnapshotBesideTheWriter(b *testing.B) {
+	sizes := benchSizes()
+	s := getBenchSet(b, sizes[len(sizes)-1])
+	x := getSplitIVF(b, s)
+	for !x.SplitReady() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var write, longest time.Duration
+	for b.Loop() {
+		stop := make(chan struct{})
+		waited := make(chan time.Duration)
+		go func() {
+			var most time.Duration
+			for i := 0; ; i = (i + 7919) % s.n {
+				select {
+				case <-stop:
+					waited <- most
+					return
+				default:
+				}
+				t0 := time.Now()
+				x.SetMeta(uint64(i), benchMeta(i))
+				most = max(most, time.Since(t0))
+			}
+		}()
+		t0 := time.Now()
+		if _, err := x.WriteTo(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := x.WriteSplitsTo(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		write += time.Since(t0)
+		close(stop)
+		longest = max(longest, <-waited)
+	}
+	b.ReportMetric(float64(s.n), "n")
+	b.ReportMetric(write.Seconds()*1e3/float64(b.N), "write_ms")
+	b.ReportMetric(longest.Seconds()*1e3, "max_writer_wait_ms")
 }

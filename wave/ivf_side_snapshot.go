@@ -41,73 +41,83 @@ const (
 // WriteSplitsTo writes a snapshot of x's splits to w (see the format
 // above) and returns the number of bytes written. Only a ready split
 // (one that holds every live item) is written: one still loading or
-// filling is left out, and the next start fills it. Write it beside a
-// snapshot of x ([IVF.WriteTo]) taken with no change between them:
-// [SplitsLoad.Load] reads both as one state. Writers wait while it runs;
-// searches go on.
+// filling is left out, and the next start fills it. Searches and
+// writers go on while it runs: it writes the splits as they stood at
+// one moment (ivf_freeze.go), after any retraining of their catch-alls'
+// indexes. Write it beside a snapshot
+// of x ([IVF.WriteTo]) with no change between them, at a shutdown, or
+// stamp both with a generation of the graph taken before either and
+// catch them up from it after a crash: [SplitsLoad.Load] reads both as
+// one state once what changed since is left out ([SplitsLoad.Exclude]).
 //
 // A split saved before it was ready (a daemon stopped soon after its
 // start, while the split loaded or filled) was read back by the next
 // start, and the first change to some of its items panicked in
 // sideSetMeta: an entry at a position its list did not have.
 func (x *IVF) WriteSplitsTo(w io.Writer) (int64, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var sides []*ivfSide
-	x.sidesDo(func(sd *ivfSide) {
-		if !sd.loading && sd.ready.Load() {
-			sides = append(sides, sd)
-		}
-	})
+	// Each split's lists and catch-alls frozen at one moment (an item
+	// moved between them is in one or the other), none of the
+	// catch-alls' indexes retraining.
+	var sides []sideFreeze
+	for retraining := true; retraining; {
+		x.sidesDo(func(sd *ivfSide) { sd.shared.WaitRebuild() })
+		x.mu.Lock()
+		sides, retraining = sides[:0], false
+		x.sidesDo(func(sd *ivfSide) {
+			if retraining || sd.loading || !sd.ready.Load() {
+				return
+			}
+			sd.shared.mu.Lock()
+			defer sd.shared.mu.Unlock()
+			if retraining = sd.shared.rebuild != nil; !retraining {
+				sides = append(sides, sd.freezeLocked())
+			}
+		})
+		x.mu.Unlock()
+	}
 	e := newEncoder(w, splitsMagic, splitsVersion)
 	e.u32(uint32(x.dim))
 	e.u8(uint8(len(sides)))
-	for _, sd := range sides {
-		e.u8(uint8(sd.by))
+	for _, sf := range sides {
+		e.u8(uint8(sf.by))
 	}
 	n, err := e.finish()
-	for _, sd := range sides {
+	for _, sf := range sides {
 		if err != nil {
 			break
 		}
 		var m int64
-		m, err = sd.writeKeys(w, x.dim)
+		m, err = sf.writeKeys(w, x.dim)
 		n += m
 		if err == nil {
-			m, err = sd.shared.WriteTo(w)
+			m, err = sf.shared.writeTo(w, ivfVersion)
 			n += m
 		}
 	}
 	return n, err
 }
 
-// writeKeys writes the keys section of sd: its lists' live entries, by
-// key; the caller holds the IVF's mu.
-func (sd *ivfSide) writeKeys(w io.Writer, dim int) (int64, error) {
+// writeKeys writes the keys section of sf: its lists' entries live at
+// the freeze, by key.
+func (sf *sideFreeze) writeKeys(w io.Writer, dim int) (int64, error) {
 	e := newEncoder(w, keysMagic, keysVersion)
-	al := sd.lists.Load()
-	live := func(slot uint32, fn func(d *listData, i int)) {
-		for _, d := range al.lists[slot].segs.Load().d {
-			for i := range d.len() {
-				if !d.isDead(i) {
-					fn(d, i)
-				}
-			}
-		}
-	}
-	e.u32(uint32(len(al.sorted)))
-	for _, ks := range al.sorted {
+	e.u32(uint32(len(sf.keys)))
+	for k, key := range sf.keys {
 		n := 0
-		live(ks.slot, func(*listData, int) { n++ })
-		e.u32(ks.key)
+		for s := range sf.segs[k] {
+			n += sf.segs[k][s].liveCount()
+		}
+		e.u32(key)
 		e.u32(uint32(n))
 	}
 	e.flushBuf()
 	e.u32(e.crc)
 	var refs []entryRef
-	for _, ks := range al.sorted {
+	for k := range sf.keys {
 		refs = refs[:0]
-		live(ks.slot, func(d *listData, i int) { refs = append(refs, entryRef{d, i}) })
+		for s := range sf.segs[k] {
+			refs = sf.segs[k][s].appendLive(refs)
+		}
 		e.listColumns(refs, nibbleBytes(dim))
 	}
 	return e.finish()

@@ -58,27 +58,7 @@ func TestSplitsLoadFromTheirSnapshot(t *testing.T) {
 	x, flat, vecs, qs, snap, splits := splitsFixture(t, n)
 	y := restarted(t, snap, vecs, n)
 	load := y.ExpectSplits()
-	other := clustered(99, 50, 32, 5)
-	change := func(round int) {
-		for k := range 40 {
-			i := uint64(round*1000 + k*13)
-			switch k % 4 {
-			case 0: // another vector
-				mustAdd(t, y, flat, i, other[k], splitMeta(int(i)))
-			case 1:
-				y.Remove(i)
-				flat.Remove(i)
-			case 2: // another agent (and hour)
-				m := splitMeta(int(i) + 1)
-				m.Namespace, m.Kind, m.Type = splitMeta(int(i)).Namespace, splitMeta(int(i)).Kind, splitMeta(int(i)).Type
-				y.SetMeta(i, m)
-				flat.SetMeta(i, m)
-			case 3: // a new item
-				id := n + round*40 + k
-				mustAdd(t, y, flat, uint64(id), vecs[id], splitMeta(id))
-			}
-		}
-	}
+	change := func(round int) { changeSome(t, y, flat, vecs, n, round) }
 	change(0) // before the load: recorded
 	var wg sync.WaitGroup
 	wg.Go(func() { change(5) }) // beside it: the splits take them
@@ -108,6 +88,36 @@ func TestSplitsLoadFromTheirSnapshot(t *testing.T) {
 		wantRecall(t, y, flat, qs, f)
 	}
 	wantRecall(t, y, flat, qs, &Filter{From: int64(n / 2), To: int64(n/2 + 300)})
+}
+
+// changeSome changes 40 items of x and flat, the exact index of the
+// same items (n of vecs, ids their positions), as ingest does: 10 given
+// another vector, 10 removed, 10 moved to another agent (and hour), 10
+// new ones added from vecs[n:]. Rounds change different items. It
+// returns their ids.
+func changeSome(t *testing.T, x *IVF, flat *Flat, vecs [][]float32, n, round int) []uint64 {
+	other := clustered(99, 50, 32, 5)
+	var ids []uint64
+	for k := range 40 {
+		i := uint64(round*1000 + k*13)
+		switch k % 4 {
+		case 0: // another vector
+			mustAdd(t, x, flat, i, other[k], splitMeta(int(i)))
+		case 1:
+			x.Remove(i)
+			flat.Remove(i)
+		case 2: // another agent (and hour)
+			m := splitMeta(int(i) + 1)
+			m.Namespace, m.Kind, m.Type = splitMeta(int(i)).Namespace, splitMeta(int(i)).Kind, splitMeta(int(i)).Type
+			x.SetMeta(i, m)
+			flat.SetMeta(i, m)
+		case 3: // a new item
+			i = uint64(n + round*40 + k)
+			mustAdd(t, x, flat, i, vecs[i], splitMeta(int(i)))
+		}
+		ids = append(ids, i)
+	}
+	return ids
 }
 
 // mustAdd adds id to both indexes.

@@ -1,11 +1,9 @@
 package wave
 
 import (
-	"cmp"
 	"encoding/binary"
 	"io"
 	"math"
-	"slices"
 	"sync/atomic"
 )
 
@@ -48,17 +46,18 @@ const (
 	metaSize   = 32
 )
 
-// meta writes m (see metaSize).
+// meta writes m (see metaSize), its mutable fields read atomically (a
+// snapshot written beside the writer: ivf_freeze.go).
 func (e *encoder) meta(m *nodeMeta) {
-	e.u64(uint64(m.time))
-	e.u64(uint64(m.end))
+	e.u64(uint64(atomic.LoadInt64(&m.time)))
+	e.u64(uint64(atomic.LoadInt64(&m.end)))
 	e.u32(m.ns)
 	e.u8(uint8(m.kind))
 	e.u8(m.typ)
 	e.u8(0)
 	e.u8(0)
-	e.u32(m.agent)
-	e.u32(m.place)
+	e.u32(atomic.LoadUint32(&m.agent))
+	e.u32(atomic.LoadUint32(&m.place))
 }
 
 // decodeMeta reads a packed meta of metaSizeV1 or metaSize bytes.
@@ -78,8 +77,10 @@ func decodeMeta(b []byte) nodeMeta {
 }
 
 // WriteTo writes a snapshot of the index to w (see the format above) and
-// returns the number of bytes written. It waits for a running retraining;
-// searches go on while it runs, writers wait for it.
+// returns the number of bytes written. It waits for a running
+// retraining, then writes the index as it stood at one moment
+// (ivf_freeze.go): searches and writers go on meanwhile, writers
+// waiting only while it notes the lists.
 func (x *IVF) WriteTo(w io.Writer) (int64, error) { return x.writeVersion(w, ivfVersion) }
 
 // writeVersion writes a snapshot in the format of the given version, 2
@@ -93,57 +94,56 @@ func (x *IVF) writeVersion(w io.Writer, version byte) (int64, error) {
 		}
 		x.mu.Unlock()
 	}
-	defer x.mu.Unlock()
-	e := newEncoder(w, ivfMagic, version)
+	f := x.freezeLocked()
+	x.mu.Unlock()
+	return f.writeTo(w, version)
+}
 
-	st := x.st.Load()
-	e.u32(uint32(x.dim))
-	e.u32(uint32(x.nprobe.Load()))
-	e.u32(uint32(x.opt.TrainAt))
-	e.u32(uint32(x.opt.RetrainFactor))
-	e.u32(uint32(x.opt.ListSize))
-	e.u64(x.opt.Seed)
-	e.u64(uint64(x.trained))
-	e.u64(uint64(x.ids.len()))
-	if q := st.q; q == nil {
+// writeTo writes the snapshot of f's state.
+func (f *ivfFreeze) writeTo(w io.Writer, version byte) (int64, error) {
+	e := newEncoder(w, ivfMagic, version)
+	total := 0
+	for li := range f.lists {
+		total += f.lists[li].liveCount()
+	}
+	e.u32(uint32(f.dim))
+	e.u32(uint32(f.nprobe))
+	e.u32(uint32(f.opt.TrainAt))
+	e.u32(uint32(f.opt.RetrainFactor))
+	e.u32(uint32(f.opt.ListSize))
+	e.u64(f.opt.Seed)
+	e.u64(uint64(f.trained))
+	e.u64(uint64(total))
+	if q := f.q; q == nil {
 		e.u32(0)
 		e.u32(1)
 	} else {
-		e.u32(uint32(len(q.top) / x.dim))
+		e.u32(uint32(len(q.top) / f.dim))
 		e.u32(uint32(q.nlist()))
-		for _, f := range q.first {
-			e.u32(uint32(f))
+		for _, first := range q.first {
+			e.u32(uint32(first))
 		}
 		e.f32s(q.top)
 		e.f32s(q.leaves)
 	}
-	for li := range st.lists {
-		d := st.lists[li].d.Load()
+	var refs []entryRef
+	for li := range f.lists {
 		// Live entries by id: list order depends on how inserts and a
 		// retraining interleaved, the snapshot does not.
-		var live []int
-		for i := range d.len() {
-			if !d.isDead(i) {
-				live = append(live, i)
-			}
-		}
-		slices.SortFunc(live, func(a, b int) int { return cmp.Compare(d.ids[a], d.ids[b]) })
-		e.u32(uint32(len(live)))
+		refs = f.lists[li].appendLive(refs[:0])
+		byID(refs)
+		e.u32(uint32(len(refs)))
 		if version < 3 {
-			for _, i := range live {
-				e.u64(d.ids[i])
+			for _, r := range refs {
+				e.u64(r.d.ids[r.i])
 			}
-			for _, i := range live {
-				e.meta(&d.metas[i])
+			for _, r := range refs {
+				e.meta(&r.d.metas[r.i])
 			}
-			e.int8Codes(d, live, x.dim)
+			e.int8Codes(refs, f.dim)
 			continue
 		}
-		refs := make([]entryRef, len(live))
-		for k, i := range live {
-			refs[k] = entryRef{d, i}
-		}
-		e.listColumns(refs, nibbleBytes(x.dim))
+		e.listColumns(refs, nibbleBytes(f.dim))
 	}
 	return e.finish()
 }
@@ -177,12 +177,12 @@ func (e *encoder) listColumns(refs []entryRef, cb int) {
 }
 
 // int8Codes writes the scales and int8 codes of versions 1 and 2 for the
-// entries live of d, coded from their vectors.
-func (e *encoder) int8Codes(d *listData, live []int, dim int) {
-	codes := make([]int8, len(live)*dim)
+// entries refs, coded from their vectors.
+func (e *encoder) int8Codes(refs []entryRef, dim int) {
+	codes := make([]int8, len(refs)*dim)
 	buf := make([]float32, dim)
-	for k, i := range live {
-		e.u32(math.Float32bits(quantize(entryVec(d.entry(i, dim), buf), codes[k*dim:(k+1)*dim])))
+	for k, r := range refs {
+		e.u32(math.Float32bits(quantize(entryVec(r.d.entry(r.i, dim), buf), codes[k*dim:(k+1)*dim])))
 	}
 	for _, c := range codes {
 		e.u8(uint8(c))

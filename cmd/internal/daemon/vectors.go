@@ -291,13 +291,9 @@ func (d *Daemon) writeVectorSnapshot(gen particle.Generation) error {
 		return fmt.Errorf("vector splits snapshot: %w", err)
 	}
 	t := time.Now()
-	var held time.Duration // the index's writer lock, held while it writes
 	if err := writeSnapshot(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
-		tw := time.Now()
-		_, err := w.WriteTo(bw)
-		held = time.Since(tw)
-		if err != nil {
+		if _, err := w.WriteTo(bw); err != nil {
 			return err
 		}
 		return bw.Flush()
@@ -305,11 +301,10 @@ func (d *Daemon) writeVectorSnapshot(gen particle.Generation) error {
 		return fmt.Errorf("vector snapshot: %w", err)
 	}
 	indexTook := time.Since(t)
-	var splitsHeld, splitsTook time.Duration
+	var splitsTook time.Duration
 	if x, ok := d.index.(*wave.IVF); ok {
 		t = time.Now()
-		var err error
-		if splitsHeld, err = d.saveSplits(x); err != nil {
+		if err := d.saveSplits(x); err != nil {
 			return err
 		}
 		splitsTook = time.Since(t)
@@ -317,8 +312,7 @@ func (d *Daemon) writeVectorSnapshot(gen particle.Generation) error {
 	if err := writeGeneration(vectorStampBeside(path), gen); err != nil {
 		return errors.Join(fmt.Errorf("vector snapshot's stamp: %w", err), d.removeVectorSnapshot())
 	}
-	d.log.Info("vector snapshot written", "index_took", indexTook, "splits_took", splitsTook,
-		"index_lock_held", held, "splits_lock_held", splitsHeld)
+	d.log.Info("vector snapshot written", "index_took", indexTook, "splits_took", splitsTook)
 	return nil
 }
 
@@ -360,18 +354,15 @@ func (d *Daemon) SplitsLoading() bool { return d.splitsLoading.Load() }
 // saveSplits writes the IVF's splits beside its snapshot, for the next
 // start to load instead of filling them (a million items' fill took
 // 13-18 s and 20-28 s of CPU after the start).
-// It returns how long the IVF's writer lock was held (WriteSplitsTo).
-func (d *Daemon) saveSplits(x *wave.IVF) (held time.Duration, err error) {
-	err = writeSnapshot(d.splitsSnapshot(), func(f io.Writer) error {
-		t := time.Now()
+func (d *Daemon) saveSplits(x *wave.IVF) error {
+	err := writeSnapshot(d.splitsSnapshot(), func(f io.Writer) error {
 		_, err := x.WriteSplitsTo(f) // buffered by the writer
-		held = time.Since(t)
 		return err
 	})
 	if err != nil {
-		return held, fmt.Errorf("vector splits snapshot: %w", err)
+		return fmt.Errorf("vector splits snapshot: %w", err)
 	}
-	return held, nil
+	return nil
 }
 
 // vectorStampBeside is where the store generation that the vector
