@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -511,6 +512,31 @@ func (s *Store) ChangedSince(version uint64) (Delta, error) {
 		c.held.Store(true)
 	}
 	return d, err
+}
+
+// readChangedAhead reads what changed since version (ChangedSince,
+// which keeps the answer) in the background, for Options.ReadChangedSince.
+func (s *Store) readChangedAhead(version uint64) {
+	s.readAhead = make(chan struct{})
+	go func() {
+		defer close(s.readAhead)
+		t := time.Now()
+		d, err := s.ChangedSince(version)
+		if err != nil {
+			s.log.Warn("what changed since a version, read ahead, failed; it is read when asked", "since_version", version, "err", err)
+			return
+		}
+		s.log.Info("read what changed since a version beside the view's load", "since_version", version,
+			"records", len(d.Records), "removed", len(d.Removed), "took", time.Since(t))
+	}()
+}
+
+// awaitReadAhead returns once Open's read for ReadChangedSince, if any,
+// has ended.
+func (s *Store) awaitReadAhead() {
+	if s.readAhead != nil {
+		<-s.readAhead
+	}
 }
 
 // changedSinceCache keeps the last answer of ChangedSince until the

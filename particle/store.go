@@ -66,6 +66,15 @@ type Options struct {
 	// does before it serves (a daemon's index fill). Until then readers
 	// of the view may meet an embedding damaged in the file.
 	CheckEmbeddingsLater bool
+	// ReadChangedSince is a Badger version older than the store's that
+	// the owner will ask ChangedSince about once Open returns (a
+	// daemon's vector snapshot to catch up after a crash), 0 for none.
+	// Open reads that answer beside the view's load, and ChangedSince
+	// then gives it without reading Badger again while nothing is
+	// committed: on the serial path of a start after a crash that read
+	// took 7.8 s for 191k records at 1M edges (BENCHMARKS.md, sixtieth
+	// round). Ignored InMemory.
+	ReadChangedSince uint64
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -148,6 +157,9 @@ type Store struct {
 	caughtUp CatchUp
 	// changedSince keeps ChangedSince's last answer (catchup.go).
 	changedSince changedSinceCache
+	// readAhead is closed once Open's read for ReadChangedSince ends
+	// (nil: none began).
+	readAhead chan struct{}
 	// openTimes are where Open's time went (OpenTimes).
 	openTimes OpenTimes
 	// leasedAt is Badger's version once Open leased its sequence: the
@@ -198,8 +210,12 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("particle: lease sequence: %w", err)
 	}
 	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}, leasedAt: db.MaxVersion()}
+	if v := o.ReadChangedSince; v > 0 && v < version && !o.InMemory {
+		s.readChangedAhead(v)
+	}
 	loading := time.Now()
 	if err := s.load(version); err != nil {
+		s.awaitReadAhead()
 		seq.Release()
 		db.Close()
 		return nil, err
@@ -330,6 +346,7 @@ func badgerOptions(o Options) badger.Options {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopEmbeddingsCheck()
+		s.awaitReadAhead()
 		s.v.awaitLinks() // no goroutine of the store outlives it
 		s.stopCoder()
 		s.writeMu.Lock()

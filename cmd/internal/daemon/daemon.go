@@ -156,6 +156,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	so.ValueLogFileSize = int64(cfg.Storage.ValueLogFileMiB) << 20
 	so.ViewSnapshot = cfg.Storage.ViewSnapshot
 	so.CheckEmbeddingsLater = true // once serving, below
+	so.ReadChangedSince = d.vectorStampAhead()
 	so.Logger = log.With("component", "particle")
 	// The graph loads beside the vector snapshot and the keyword index's
 	// files, then the indexer's fill, the keyword index's reconciliation

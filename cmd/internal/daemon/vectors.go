@@ -433,6 +433,27 @@ func (d *Daemon) catchUpVectors() error {
 	return nil
 }
 
+// vectorStampAhead is the Badger version of the vector snapshot's
+// stamp, read before the store opens so that it reads what changed
+// since beside the view's load (particle.Options.ReadChangedSince): the
+// catch-up asks it next (catchUpVectors, readChangedOnce). 0 when there
+// is no snapshot or stamp to read; a start that then cannot use the
+// snapshot read in vain.
+func (d *Daemon) vectorStampAhead() uint64 {
+	path := d.vectorSnapshot()
+	if path == "" {
+		return 0
+	}
+	if _, err := os.Stat(path); err != nil {
+		return 0
+	}
+	at, err := readGeneration(vectorStampBeside(path))
+	if err != nil {
+		return 0
+	}
+	return at.Version
+}
+
 // readChangedOnce has the store read what changed since the vector
 // snapshot's generation when the keyword documents were saved later
 // (checkpoints save them at their own paces, the documents more
