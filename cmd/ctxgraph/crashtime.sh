@@ -45,7 +45,7 @@ wait "$pid" 2>/dev/null || true
 grep -E "checkpoint written" "$log" | sed 's/^time=[^ ]* //' || true
 serve ${CPUPROFILE:+--cpuprofile "$CPUPROFILE"}
 echo "start after the kill: serving after $took s"
-grep -E "caught up|caught_up|catching|no record written since|view loaded from|vector snapshot|vector index ready|keyword index ready|from the store|rebuild" "$log" | sed 's/^time=[^ ]* //' || true
+grep -E "caught up|caught_up|catching|no record written since|view loaded from|read what changed|vector snapshot|vector index ready|keyword index ready|from the store|rebuild" "$log" | sed 's/^time=[^ ]* //' || true
 cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 s=$(date +%s.%N)
 ready=0
@@ -57,6 +57,7 @@ done
 e=$(date +%s.%N)
 cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 awk -v s="$s" -v e="$e" -v c0="$cpu0" -v c1="$cpu1" -v r="$ready" 'BEGIN { printf "the vector index splits ready (%d of 2) %.1f s after serving, the daemon using %.1f s of CPU meanwhile\n", r, e - s, (c1 - c0) / 100 }'
+grep -E "splits snapshot" "$log" | sed 's/^time=[^ ]* //' || true
 sleep 25
 rss=$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status")
 echo "25 s later: RSS $rss MB; $(curl -s "http://$http/metrics" | grep -E '^ctxgraph_(store_view|vector_index)_caught_up_records' | tr '\n' ' ')"
