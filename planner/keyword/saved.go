@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unsafe"
 
 	"github.com/blevesearch/bleve/v2"
 
@@ -96,45 +97,38 @@ var errBadDocs = errors.New("keyword: corrupt saved documents")
 
 // docsReader decodes saved documents at off in s. Its strings are cut
 // from s (a reopen reads tens of thousands), which is read from the
-// file once, with no other copy.
+// file once, with no other copy; b is s's bytes, read only, for
+// encoding/binary's decoders.
 type docsReader struct {
 	s   string
+	b   []byte
 	off int
 	bad bool
 }
 
-func (r *docsReader) fail() { r.bad, r.off = true, len(r.s) }
-
-// uvarint reads what binary.AppendUvarint wrote (binary.Uvarint, of a
-// string).
-func (r *docsReader) uvarint() uint64 {
-	var x uint64
-	for i, shift := 0, uint(0); i < binary.MaxVarintLen64 && r.off+i < len(r.s); i, shift = i+1, shift+7 {
-		c := r.s[r.off+i]
-		if c < 0x80 {
-			if i == binary.MaxVarintLen64-1 && c > 1 {
-				break // overflows 64 bits
-			}
-			r.off += i + 1
-			return x | uint64(c)<<shift
-		}
-		x |= uint64(c&0x7f) << shift
-	}
-	r.fail()
-	return 0
+func newDocsReader(s string, off int) *docsReader {
+	return &docsReader{s: s, b: unsafe.Slice(unsafe.StringData(s), len(s)), off: off}
 }
 
-func (r *docsReader) u64() uint64 {
-	if len(r.s)-r.off < 8 {
+func (r *docsReader) fail() { r.bad, r.off = true, len(r.s) }
+
+func (r *docsReader) uvarint() uint64 {
+	x, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
 		r.fail()
 		return 0
 	}
-	var x uint64
-	for i := 7; i >= 0; i-- {
-		x = x<<8 | uint64(r.s[r.off+i])
+	r.off += n
+	return x
+}
+
+func (r *docsReader) u64() uint64 {
+	if len(r.b)-r.off < 8 {
+		r.fail()
+		return 0
 	}
 	r.off += 8
-	return x
+	return binary.LittleEndian.Uint64(r.b[r.off-8:])
 }
 
 func (r *docsReader) str() string {
@@ -176,7 +170,7 @@ func decodeDocs(s string) (*savedDocs, error) {
 		return nil, errBadDocs
 	}
 	d := &savedDocs{}
-	r := &docsReader{s: s, off: 2}
+	r := newDocsReader(s, 2)
 	if s[1] == 1 {
 		d.gen = &particle.Generation{Version: r.uvarint(), Sum: r.u64()}
 	}

@@ -256,7 +256,6 @@ func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path 
 		return []DerivedCheck{*dc}, nil
 	}
 	cu, err := catchUpIndex(store, h, at)
-	written, deleted := cu.written, cu.deleted
 	switch {
 	case errors.Is(err, errNotOfGraph):
 		dc.Note = fmt.Sprintf("%v: the next start rebuilds the index from the store", err)
@@ -264,9 +263,9 @@ func checkVectorSnapshot(ctx context.Context, store *particle.Store, kind, path 
 	case err != nil:
 		return nil, err
 	}
-	caughtUp := written+deleted > 0
+	caughtUp := cu.written+cu.deleted > 0
 	if caughtUp {
-		dc.Note += fmt.Sprintf(", caught up with the store (%d written, %d deleted since it was saved)", written, deleted)
+		dc.Note += fmt.Sprintf(", caught up with the store (%d written, %d deleted since it was saved)", cu.written, cu.deleted)
 	}
 	want, _ := embeddings(store, dim)
 	dc.Items = h.Len()

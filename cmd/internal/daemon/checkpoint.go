@@ -178,9 +178,8 @@ const checkpointLull = 2 * time.Second
 // nothing applied for checkpointLull), when a checkpoint's CPU and
 // writes (at 1M edges 1.2 GB for the vector index and its splits, 3.2 GB
 // for the view, read from the graph again) take nothing from ingest;
-// and at twice its pace
-// whatever ingest does, so that a fleet that never pauses is still
-// checkpointed.
+// and at twice its pace whatever ingest does, so that a fleet that
+// never pauses is still checkpointed.
 func checkpointDue(behind, every int64, lull bool) bool {
 	return behind >= every && (lull || behind >= 2*every)
 }

@@ -124,8 +124,8 @@ type Config struct {
 		//     for 191k records, 11 MB to save.
 		// A due part waits for a lull of ingest (2 s with nothing
 		// applied), up to twice its count. A part with nothing on disk
-		// counts the whole graph. 0 turns a part's checkpoints off. Check is how often the daemon looks
-		// whether one is due.
+		// counts the whole graph. 0 turns a part's checkpoints off.
+		// Check is how often the daemon looks whether one is due.
 		Checkpoints struct {
 			ViewRecords    int64         `yaml:"view_records"`
 			VectorRecords  int64         `yaml:"vector_records"`

@@ -206,7 +206,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		times.NATS = time.Since(t)
 		natsDone <- err
 	}()
-	d.readChangedOnce()
 	t := time.Now()
 	both(func() {
 		if err = d.catchUpVectors(); err != nil {

@@ -435,10 +435,14 @@ func (d *Daemon) catchUpVectors() error {
 
 // vectorStampAhead is the Badger version of the vector snapshot's
 // stamp, read before the store opens so that it reads what changed
-// since beside the view's load (particle.Options.ReadChangedSince): the
-// catch-up asks it next (catchUpVectors, readChangedOnce). 0 when there
-// is no snapshot or stamp to read; a start that then cannot use the
-// snapshot read in vain.
+// since beside the view's load (particle.Options.ReadChangedSince).
+// The vector catch-up asks it next (catchUpVectors), and the keyword
+// catch-up beside it takes its answer from that read too when the
+// keyword documents were saved later (particle.Store.ChangedSince
+// serves a later version from an older answer); when they are the
+// older, it reads its own longer span, beside the start's path. 0 when
+// there is no snapshot or stamp to read; a start that then cannot use
+// the snapshot read in vain.
 func (d *Daemon) vectorStampAhead() uint64 {
 	path := d.vectorSnapshot()
 	if path == "" {
@@ -452,31 +456,6 @@ func (d *Daemon) vectorStampAhead() uint64 {
 		return 0
 	}
 	return at.Version
-}
-
-// readChangedOnce has the store read what changed since the vector
-// snapshot's generation when the keyword documents were saved later
-// (checkpoints save them at their own paces, the documents more
-// often): the two catch-ups, side by side, then both take what they
-// need from that one read (particle.Store.ChangedSince serves a later
-// version from it) instead of scanning Badger each. When the documents
-// are the older, the vector catch-up, on the start's path, reads only
-// its own shorter span, and the keyword catch-up beside it the longer
-// (a read since the documents' version first took 5.3 s of that path,
-// for 144k records against the index's 27k). A read that fails is left
-// to the catch-ups to meet.
-func (d *Daemon) readChangedOnce() {
-	kw, ok := d.keyword.SavedGeneration()
-	if d.vectorsAt == nil || !ok || kw.Version <= d.vectorsAt.Version {
-		return
-	}
-	now, err := d.store.Generation()
-	if v := d.vectorsAt.Version; err == nil && v < now.Version {
-		t := time.Now()
-		if _, err := d.store.ChangedSince(v); err == nil {
-			d.log.Info("read what changed since the vector snapshot, for the keyword documents saved after it too", "since_version", v, "took", time.Since(t))
-		}
-	}
 }
 
 // errNotOfGraph is catchUpIndex's error for a snapshot it cannot match
