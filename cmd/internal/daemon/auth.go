@@ -35,15 +35,16 @@ type security struct {
 	limitedTotal prometheus.Counter
 }
 
-// newSecurity prepares what the configuration says: the NATS users, the
-// rate limits and the denial log, which holds what it records until
-// attachStore. It needs no store, so the embedded NATS server, which
-// authenticates with it, can start while the store opens. Call close
+// newSecurity loads the keys and starts the denial log. Call close
 // before the store closes.
 func newSecurity(d *Daemon) (*security, error) {
 	cfg := d.cfg.Security
 	s := &security{d: d, cfg: cfg, enabled: cfg.Auth.Enabled, boot: cfg.bootstrapKey(),
 		limits: newLimiter(cfg.RateLimit), users: map[string]*NATSUser{}}
+	var err error
+	if s.keys, err = loadKeyring(d.store); err != nil {
+		return nil, fmt.Errorf("api keys: %w", err)
+	}
 	if s.enabled {
 		if err := s.prepareNATSUsers(); err != nil {
 			return nil, err
@@ -55,24 +56,12 @@ func newSecurity(d *Daemon) (*security, error) {
 	s.limitedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ctxgraph_rate_limited_total", Help: "Requests refused with 429 by the per-principal rate limit.",
 	})
-	d.metrics.reg.MustRegister(s.denialsTotal, s.limitedTotal)
-	s.denials = newDenialLog(d.log.With("component", "policy"), cfg.Policy.TightenAfter, cfg.Policy.TightenWindow,
+	d.metrics.reg.MustRegister(s.denialsTotal, s.limitedTotal,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxgraph_policy_version", Help: "Version of the compiled policy (grows with every edit)."},
+			func() float64 { return float64(d.store.PolicyVersion()) }))
+	s.denials = newDenialLog(d.store, d.log.With("component", "policy"), cfg.Policy.TightenAfter, cfg.Policy.TightenWindow,
 		func(status int) { s.denialsTotal.WithLabelValues(strconv.Itoa(status)).Inc() })
 	return s, nil
-}
-
-// attachStore reads the API keys from the opened store, writes the
-// denials to it from now on and reports its policy version.
-func (s *security) attachStore(store *particle.Store) error {
-	keys, err := loadKeyring(store)
-	if err != nil {
-		return fmt.Errorf("api keys: %w", err)
-	}
-	s.keys = keys
-	s.d.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxgraph_policy_version", Help: "Version of the compiled policy (grows with every edit)."},
-		func() float64 { return float64(store.PolicyVersion()) }))
-	s.denials.attach(store)
-	return nil
 }
 
 // close writes the last denials; the store must still be open.

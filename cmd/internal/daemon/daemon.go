@@ -175,31 +175,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 			restoreGC()
 		}
 	}()
-	// NATS starts first, beside everything below: its users come from
-	// the configuration, and it needs nothing the store or the indexes
-	// hold. After a crash JetStream reads every block of its streams
-	// back, which at a 6 GB stream took longer than the indexes' catch-up
-	// it used to run beside, after the store's open. Nothing is
-	// consumed before the consumers start, below; a client that connects
-	// sooner may publish (JetStream stores it) and finds no responders.
-	var times StartTimes
-	if d.sec, err = newSecurity(d); err != nil {
-		return nil, err
-	}
-	natsDone := make(chan error, 1)
-	go func() {
-		t := time.Now()
-		err := d.startNATS()
-		times.NATS = time.Since(t)
-		natsDone <- err
-	}()
-	waitNATS := sync.OnceValue(func() error { return <-natsDone })
-	defer func() {
-		if err != nil {
-			waitNATS() // then Shutdown, deferred before, stops what it started
-		}
-	}()
 	var storeErr, indexErr, keywordErr error
+	var times StartTimes
 	both(func() { d.store, storeErr = particle.Open(so) },
 		func() {
 			t := time.Now()
@@ -211,9 +188,24 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		return nil, err
 	}
 	d.storeOK.Store(true)
-	if err := d.sec.attachStore(d.store); err != nil {
-		return nil, err
-	}
+	// NATS starts beside the vector index's fill and the keyword index's
+	// build: it needs the store (the API keys its users are made from)
+	// and nothing they build. After a crash JetStream reads every block
+	// of its streams back (about 1 s for 1.4 GB of steps): started after
+	// them, that added to the start; beside them, it takes what cores
+	// they leave idle. Nothing is consumed
+	// before the consumers start, below; a client that connects sooner
+	// may publish (JetStream stores it) and finds no responders.
+	natsDone := make(chan error, 1)
+	go func() {
+		t := time.Now()
+		var err error
+		if d.sec, err = newSecurity(d); err == nil {
+			err = d.startNATS()
+		}
+		times.NATS = time.Since(t)
+		natsDone <- err
+	}()
 	t := time.Now()
 	both(func() {
 		if err = d.catchUpVectors(); err != nil {
@@ -239,7 +231,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		keywordErr = d.attachKeyword()
 		times.Links = time.Since(t)
 	})
-	natsErr := waitNATS()
+	natsErr := <-natsDone
 	serving := time.Now()
 	if err := errors.Join(err, keywordErr, natsErr); err != nil {
 		return nil, err
@@ -350,9 +342,8 @@ type StartTimes struct {
 	Vectors time.Duration
 	// Index is the vector index made ready from the graph after both.
 	// Links, beside it, is the graph's adjacency finished and the
-	// keyword index attached to the graph. NATS, beside all of them
-	// from the start, is the embedded server started, its streams
-	// recovered and made.
+	// keyword index attached to the graph; NATS, beside both, is the
+	// embedded server started, its streams recovered and made.
 	Index, Links, NATS time.Duration
 	// Serve is the rest: the consumers, the responders, HTTP.
 	Serve time.Duration
@@ -366,13 +357,12 @@ type StartPhase struct {
 	Took time.Duration
 }
 
-// Phases lists t's parts in the order they begin. NATS runs beside the
-// rest until Serve, Vectors beside the store's three, and Links beside
-// Index.
+// Phases lists t's parts in the order they begin. Vectors runs beside
+// the store's three, and Links and NATS beside Index.
 func (t StartTimes) Phases() []StartPhase {
 	return []StartPhase{
-		{"nats", t.NATS}, {"badger", t.Store.Badger}, {"lease", t.Store.Lease}, {"view", t.Store.Load},
-		{"vectors", t.Vectors}, {"index", t.Index}, {"links", t.Links}, {"serve", t.Serve},
+		{"badger", t.Store.Badger}, {"lease", t.Store.Lease}, {"view", t.Store.Load}, {"vectors", t.Vectors},
+		{"index", t.Index}, {"links", t.Links}, {"nats", t.NATS}, {"serve", t.Serve},
 	}
 }
 

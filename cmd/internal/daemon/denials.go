@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,18 +16,14 @@ import (
 // denial is kept (in the store, a batch at a time), and a role denied
 // tighten_after times about one node within tighten_window gets a
 // pending rule denying it that node, for an operator to approve.
-//
-// It buffers from the start of the daemon and writes once attach gives
-// it the store: the embedded NATS server refuses connections, and
-// records the refusals, while the store is still opening.
 type denialLog struct {
+	store  *particle.Store
 	log    *slog.Logger
 	after  int
 	window time.Duration
 	count  func(status int)
 
 	mu     sync.Mutex
-	store  *particle.Store // nil until attach
 	buf    []particle.Denial
 	recent map[string][]time.Time // role \0 node -> times of denials
 
@@ -41,30 +36,15 @@ type denialLog struct {
 // denialFlushEvery is how often recorded denials are written.
 const denialFlushEvery = 250 * time.Millisecond
 
-func newDenialLog(log *slog.Logger, after int, window time.Duration, count func(int)) *denialLog {
-	return &denialLog{log: log, after: after, window: window, count: count,
+func newDenialLog(store *particle.Store, log *slog.Logger, after int, window time.Duration, count func(int)) *denialLog {
+	dl := &denialLog{store: store, log: log, after: after, window: window, count: count,
 		recent: map[string][]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
-}
-
-// attach gives the log its store and starts writing to it, what was
-// recorded before first.
-func (dl *denialLog) attach(store *particle.Store) {
-	dl.mu.Lock()
-	dl.store = store
-	dl.mu.Unlock()
 	go dl.run()
-}
-
-// storeOf is the store attach gave, or nil.
-func (dl *denialLog) storeOf() *particle.Store {
-	dl.mu.Lock()
-	defer dl.mu.Unlock()
-	return dl.store
+	return dl
 }
 
 func (dl *denialLog) run() {
 	defer close(dl.done)
-	dl.flush()
 	t := time.NewTicker(denialFlushEvery)
 	defer t.Stop()
 	for {
@@ -77,19 +57,9 @@ func (dl *denialLog) run() {
 	}
 }
 
-// close stops the flusher and writes what is left; without a store (a
-// start that failed before its store opened) it logs what it drops.
+// close stops the flusher and writes what is left.
 func (dl *denialLog) close() {
 	dl.once.Do(func() {
-		dl.mu.Lock()
-		store, n := dl.store, len(dl.buf)
-		dl.mu.Unlock()
-		if store == nil {
-			if n > 0 {
-				dl.log.Warn("denials not recorded: the store never opened", "count", n)
-			}
-			return
-		}
 		close(dl.stop)
 		<-dl.done
 		dl.flush()
@@ -101,17 +71,15 @@ func (dl *denialLog) flush() {
 	dl.flushMu.Lock()
 	defer dl.flushMu.Unlock()
 	dl.mu.Lock()
-	store, buf := dl.store, dl.buf
-	if store != nil {
-		dl.buf = nil
-	}
+	buf := dl.buf
+	dl.buf = nil
 	dl.mu.Unlock()
-	if store == nil || len(buf) == 0 {
+	if len(buf) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := store.RecordDenials(ctx, buf); err != nil {
+	if err := dl.store.RecordDenials(ctx, buf); err != nil {
 		dl.log.Error("denials not recorded", "count", len(buf), "err", err)
 	}
 }
@@ -156,23 +124,19 @@ func (dl *denialLog) record(ctx context.Context, den particle.Denial) {
 // propose adds a pending rule denying role the node den.Scope, unless an
 // active or pending rule already does.
 func (dl *denialLog) propose(ctx context.Context, role string, den particle.Denial) error {
-	store := dl.storeOf()
-	if store == nil {
-		return errors.New("the store is not open yet")
-	}
-	for _, r := range store.Rules("") {
+	for _, r := range dl.store.Rules("") {
 		if (r.Status == particle.RuleActive || r.Status == particle.RulePending) && r.Effect == particle.EffectDeny &&
 			r.Target.Node == den.Scope && slices.Contains(r.Roles, role) {
 			return nil
 		}
 	}
 	name := den.Scope
-	if n, err := store.Node(den.Scope); err == nil {
+	if n, err := dl.store.Node(den.Scope); err == nil {
 		name = fmt.Sprintf("%s %q", n.Type, n.Name)
 	}
 	why := fmt.Sprintf("%d denials of role %s about %s within %s (last: %s %s, rule %s)",
 		dl.after, role, name, dl.window, den.Action, den.Item, den.Rule)
-	_, err := store.EditPolicy(ctx, particle.Edit{Op: particle.OpPropose, Who: "denial-tightening", Why: why,
+	_, err := dl.store.EditPolicy(ctx, particle.Edit{Op: particle.OpPropose, Who: "denial-tightening", Why: why,
 		Rule: &particle.Rule{Effect: particle.EffectDeny, Roles: []string{role}, Target: particle.Target{Node: den.Scope},
 			Namespace: den.Namespace, Source: "tightening",
 			Proposal: &particle.Proposal{Role: role, Scope: den.Scope, Denials: dl.after, Window: dl.window, Last: den.At}}})
