@@ -21,6 +21,16 @@ type LoadAdvice struct {
 	lo, hi uintptr
 }
 
+// advisable is how much of a load of n bytes ForLoad reserves for huge
+// pages when the kernel holds free bytes in blocks of 2 MiB or more: the
+// whole load while that leaves at least as much free in such blocks for
+// everything else the machine faults meanwhile, else half the free
+// blocks' worth, in whole huge pages; 0 when that is under one.
+func advisable(n, free int64) int64 {
+	a := min(n, free/2)
+	return a - a%hugeSize
+}
+
 // hugeOrder is the buddy allocator's order of a 2 MiB block of 4 KiB
 // pages.
 const hugeOrder = 9

@@ -15,10 +15,10 @@ import (
 
 // ForLoad readies the heap for a load that will allocate about n bytes
 // (a start's view and vector index) when the host's transparent huge
-// page mode is "madvise": it grows the heap by n bytes of address space
-// it never touches, marks them MADV_HUGEPAGE, and frees them, so that
-// the load's allocations, which the runtime takes from that free space
-// first, fault in 2 MiB pages instead of 4 KiB ones.
+// page mode is "madvise": it grows the heap by up to n bytes of address
+// space it never touches, marks them MADV_HUGEPAGE, and frees them, so
+// that the load's allocations, which the runtime takes from that free
+// space first, fault in 2 MiB pages instead of 4 KiB ones.
 //
 // On the 1M-edge store a start faulted in 4 KiB pages some 570,000
 // times, each a trip through the kernel and, under a hypervisor, through
@@ -27,12 +27,15 @@ import (
 // fifty-third round). A huge page's fault needs a free 2 MiB block,
 // though: with memory full of page cache the kernel compacts memory on
 // every such fault, which made a start slower (fiftieth round). So
-// ForLoad marks nothing unless the kernel holds at least twice n free in
-// blocks of 2 MiB or more (/proc/buddyinfo), nor where the mode is
-// "always" (the kernel does it unasked) or "never", nor under a Go
-// memory limit smaller than twice n, nor under strict
-// overcommit without room to commit twice n (the reservation is an
-// allocation, and one the kernel refuses kills a Go process).
+// ForLoad marks no more than half of what the kernel holds free in
+// blocks of 2 MiB or more (/proc/buddyinfo; advisable), the first part
+// of the load when that holds less than all of it (a machine whose page
+// cache has cut its free memory into small blocks: sixty-first round).
+// It marks nothing where the mode is "always" (the kernel does it
+// unasked) or "never", nor under a Go memory limit smaller than twice
+// n, nor under strict overcommit without room to commit the
+// reservation and the load (the reservation is an allocation, and one
+// the kernel refuses kills a Go process).
 func ForLoad(n int64) LoadAdvice {
 	if n < hugeSize {
 		return LoadAdvice{Reason: "a load too small to matter"}
@@ -49,18 +52,19 @@ func ForLoad(n int64) LoadAdvice {
 	if err != nil {
 		return LoadAdvice{Reason: err.Error()}
 	}
-	if free < 2*n {
+	a := advisable(n, free)
+	if a == 0 {
 		return LoadAdvice{Free: free, Reason: "too little memory free in 2 MiB blocks (a huge page's fault would compact memory)"}
 	}
 	if strict, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || strings.TrimSpace(string(strict)) == "2" {
 		// Under strict overcommit the reservation is committed memory:
 		// past the limit the allocation would kill the process.
 		room, err := readProc("/proc/meminfo", commitRoom)
-		if err != nil || room < 2*n {
+		if err != nil || room < a+n {
 			return LoadAdvice{Free: free, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
 		}
 	}
-	lo, hi := reserveAdvised(n)
+	lo, hi := reserveAdvised(a)
 	runtime.GC() // the reserve's pages go back to the heap, untouched and marked
 	if hi <= lo {
 		return LoadAdvice{Free: free, Reason: "the kernel refused MADV_HUGEPAGE"}

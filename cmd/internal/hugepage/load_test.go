@@ -51,3 +51,22 @@ VmallocTotal:   34359738367 kB
 		t.Error("a limit that is not a number was read")
 	}
 }
+
+// TestAdvisable sizes ForLoad's reservation: the whole load while the
+// free 2 MiB blocks hold twice it, half of those blocks' worth when they
+// hold less (in whole huge pages), nothing when that is under one.
+func TestAdvisable(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct{ n, free, want int64 }{
+		{1024 * mib, 4096 * mib, 1024 * mib}, // plenty free: the whole load
+		{1024 * mib, 2048 * mib, 1024 * mib}, // exactly twice
+		{5615 * mib, 5844 * mib, 2922 * mib}, // a page cache's fragments: half of them (the 1M-edge start)
+		{1024 * mib, 1023 * mib, 510 * mib},  // half, rounded down to a huge page
+		{1024 * mib, 3 * mib, 0},             // under a huge page
+		{1024 * mib, 0, 0},
+	} {
+		if got := advisable(c.n, c.free); got != c.want {
+			t.Errorf("a %d MiB load, %d MiB free in 2 MiB blocks: %d MiB advised, want %d", c.n/mib, c.free/mib, got/mib, c.want/mib)
+		}
+	}
+}
