@@ -185,10 +185,12 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 	n += n / 4
 	adv := hugepage.ForLoad(n)
 	if adv.Advised > 0 {
-		d.log.Info("the load's heap faults in huge pages", "advised_mib", adv.Advised>>20, "load_mib", n>>20, "free_huge_mib", adv.Free>>20)
+		d.log.Info("the load's heap faults in huge pages", "advised_mib", adv.Advised>>20, "load_mib", n>>20,
+			"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
 		return
 	}
-	d.log.Debug("the load's heap faults in 4 KiB pages", "why", adv.Reason, "load_mib", n>>20, "free_huge_mib", adv.Free>>20)
+	d.log.Debug("the load's heap faults in 4 KiB pages", "why", adv.Reason, "load_mib", n>>20,
+		"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
 }
 
 // keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages),

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -13,8 +14,9 @@ import (
 type LoadAdvice struct {
 	Advised int64
 	// Free is the free memory the kernel holds in blocks of a huge
-	// page or more, as ForLoad read it (0 where it read none).
-	Free int64
+	// page or more, as ForLoad read it (0 where it read none), and
+	// FreeAll in blocks of every size (MemFree).
+	Free, FreeAll int64
 	// Reason says why nothing was advised ("" when something was).
 	Reason string
 	// lo and hi are the range advised.
@@ -22,12 +24,28 @@ type LoadAdvice struct {
 }
 
 // advisable is how much of a load of n bytes ForLoad reserves for huge
-// pages when the kernel holds free bytes in blocks of 2 MiB or more: the
-// whole load while that leaves at least as much free in such blocks for
-// everything else the machine faults meanwhile, else half the free
-// blocks' worth, in whole huge pages; 0 when that is under one.
-func advisable(n, free int64) int64 {
-	a := min(n, free/2)
+// pages, given the memory the kernel holds free in blocks of 2 MiB or
+// more (huge) and in smaller ones (small): half the huge blocks' worth
+// at most, in whole huge pages, and nothing unless those blocks hold
+// half the load and free memory the whole of it.
+//
+// A huge fault needs a free 2 MiB block, or the kernel compacts memory
+// first. The other half of the blocks is the margin for what else takes
+// them meanwhile: the page cache of the files the start reads (in large
+// folios, blocks of up to 2 MiB, on ext4) and the load's own 4 KiB
+// faults once the smaller blocks are gone (the buddy allocator splits a
+// block only when no smaller one is free). A 5.6–6.3 GB load's starts
+// after a crash with 1.9–2.0 GB free in such blocks, about 0.9 GB
+// marked, were slower in three pairs of three; with 4.3–5.3 GB, 2.1–2.5
+// GB marked, starts were faster in five pairs of five (BENCHMARKS.md,
+// sixty-first round). A load that free memory cannot hold reclaims page
+// cache as it faults, and splits the blocks (the fiftieth round's
+// slower starts, which marked them all).
+func advisable(n, huge, small int64) int64 {
+	if 2*huge < n || huge+small < n {
+		return 0
+	}
+	a := min(n, huge/2)
 	return a - a%hugeSize
 }
 
@@ -69,28 +87,50 @@ func freeHugeBytes(r io.Reader) (int64, error) {
 // Committed_AS. Under strict overcommit (vm.overcommit_memory 2) an
 // allocation past it fails, and the Go runtime dies of it.
 func commitRoom(r io.Reader) (int64, error) {
-	var limit, committed int64 = -1, -1
+	v, err := meminfo(r, "CommitLimit", "Committed_AS")
+	if err != nil {
+		return 0, err
+	}
+	return v[0] - v[1], nil
+}
+
+// memFree reads /proc/meminfo's format from r and returns MemFree: the
+// memory the kernel holds free outright, in blocks of every size.
+func memFree(r io.Reader) (int64, error) {
+	v, err := meminfo(r, "MemFree")
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// meminfo reads /proc/meminfo's format from r and returns the named
+// fields in bytes, in the order named; it fails if one is missing.
+func meminfo(r io.Reader, names ...string) ([]int64, error) {
+	v := make([]int64, len(names))
+	found := 0
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 2 || (f[0] != "CommitLimit:" && f[0] != "Committed_AS:") {
+		if len(f) < 2 {
+			continue
+		}
+		i := slices.Index(names, strings.TrimSuffix(f[0], ":"))
+		if i < 0 {
 			continue
 		}
 		kb, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("meminfo: %q: %w", sc.Text(), err)
+			return nil, fmt.Errorf("meminfo: %q: %w", sc.Text(), err)
 		}
-		if f[0] == "CommitLimit:" {
-			limit = kb << 10
-		} else {
-			committed = kb << 10
-		}
+		v[i] = kb << 10
+		found |= 1 << i
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if limit < 0 || committed < 0 {
-		return 0, fmt.Errorf("meminfo: no CommitLimit or Committed_AS")
+	if found != 1<<len(names)-1 {
+		return nil, fmt.Errorf("meminfo: not every one of %s", strings.Join(names, ", "))
 	}
-	return limit - committed, nil
+	return v, nil
 }

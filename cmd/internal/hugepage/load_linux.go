@@ -28,9 +28,10 @@ import (
 // though: with memory full of page cache the kernel compacts memory on
 // every such fault, which made a start slower (fiftieth round). So
 // ForLoad marks no more than half of what the kernel holds free in
-// blocks of 2 MiB or more (/proc/buddyinfo; advisable), the first part
-// of the load when that holds less than all of it (a machine whose page
-// cache has cut its free memory into small blocks: sixty-first round).
+// blocks of 2 MiB or more (/proc/buddyinfo), the first part of the load
+// when that holds less than all of it (a machine whose page cache has
+// cut its free memory into small blocks: sixty-first round), and only
+// while free memory holds the whole load (advisable).
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
@@ -52,24 +53,28 @@ func ForLoad(n int64) LoadAdvice {
 	if err != nil {
 		return LoadAdvice{Reason: err.Error()}
 	}
-	a := advisable(n, free)
+	total, err := readProc("/proc/meminfo", memFree)
+	if err != nil {
+		return LoadAdvice{Free: free, Reason: err.Error()}
+	}
+	a := advisable(n, free, max(total-free, 0))
 	if a == 0 {
-		return LoadAdvice{Free: free, Reason: "too little memory free in 2 MiB blocks (a huge page's fault would compact memory)"}
+		return LoadAdvice{Free: free, FreeAll: total, Reason: "too little memory free in 2 MiB blocks, or in all for the load (a huge page's fault would compact memory)"}
 	}
 	if strict, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || strings.TrimSpace(string(strict)) == "2" {
 		// Under strict overcommit the reservation is committed memory:
 		// past the limit the allocation would kill the process.
 		room, err := readProc("/proc/meminfo", commitRoom)
 		if err != nil || room < a+n {
-			return LoadAdvice{Free: free, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
+			return LoadAdvice{Free: free, FreeAll: total, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
 		}
 	}
 	lo, hi := reserveAdvised(a)
 	runtime.GC() // the reserve's pages go back to the heap, untouched and marked
 	if hi <= lo {
-		return LoadAdvice{Free: free, Reason: "the kernel refused MADV_HUGEPAGE"}
+		return LoadAdvice{Free: free, FreeAll: total, Reason: "the kernel refused MADV_HUGEPAGE"}
 	}
-	return LoadAdvice{Advised: int64(hi - lo), Free: free, lo: lo, hi: hi}
+	return LoadAdvice{Advised: int64(hi - lo), Free: free, FreeAll: total, lo: lo, hi: hi}
 }
 
 // reserveAdvised allocates n bytes it never touches, marks the 2 MiB

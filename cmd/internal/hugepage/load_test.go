@@ -54,19 +54,37 @@ VmallocTotal:   34359738367 kB
 
 // TestAdvisable sizes ForLoad's reservation: the whole load while the
 // free 2 MiB blocks hold twice it, half of those blocks' worth when they
-// hold less (in whole huge pages), nothing when that is under one.
+// hold less (in whole huge pages), nothing when they hold less than half
+// the load or free memory does not hold all of it.
 func TestAdvisable(t *testing.T) {
 	const mib = 1 << 20
-	for _, c := range []struct{ n, free, want int64 }{
-		{1024 * mib, 4096 * mib, 1024 * mib}, // plenty free: the whole load
-		{1024 * mib, 2048 * mib, 1024 * mib}, // exactly twice
-		{5615 * mib, 5844 * mib, 2922 * mib}, // a page cache's fragments: half of them (the 1M-edge start)
-		{1024 * mib, 1023 * mib, 510 * mib},  // half, rounded down to a huge page
-		{1024 * mib, 3 * mib, 0},             // under a huge page
-		{1024 * mib, 0, 0},
+	for _, c := range []struct{ n, huge, small, want int64 }{
+		{1024 * mib, 4096 * mib, 2048 * mib, 1024 * mib}, // plenty free: the whole load
+		{1024 * mib, 2048 * mib, 1024 * mib, 1024 * mib}, // exactly twice, and the load beside
+		{5615 * mib, 5844 * mib, 8400 * mib, 2922 * mib}, // a page cache's fragments: half of them (the 1M-edge start)
+		{1024 * mib, 1023 * mib, 4096 * mib, 510 * mib},  // half, rounded down to a huge page
+		{1024 * mib, 512 * mib, 4096 * mib, 256 * mib},   // blocks for half the load: a quarter of it
+		{6069 * mib, 1986 * mib, 8453 * mib, 0},          // blocks for a third: nothing (the slower starts after a crash)
+		{2 * mib, 1 * mib, 4096 * mib, 0},                // under a huge page
+		{1024 * mib, 0, 4096 * mib, 0},
+		{2400 * mib, 14400 * mib, 900 * mib, 2400 * mib}, // a fresh machine: nearly all free memory in large blocks
+		{5842 * mib, 4000 * mib, 1000 * mib, 0},          // free memory short of the load: it would reclaim page cache as it faults
 	} {
-		if got := advisable(c.n, c.free); got != c.want {
-			t.Errorf("a %d MiB load, %d MiB free in 2 MiB blocks: %d MiB advised, want %d", c.n/mib, c.free/mib, got/mib, c.want/mib)
+		if got := advisable(c.n, c.huge, c.small); got != c.want {
+			t.Errorf("a %d MiB load, %d MiB free in 2 MiB blocks and %d in smaller ones: %d MiB advised, want %d",
+				c.n/mib, c.huge/mib, c.small/mib, got/mib, c.want/mib)
 		}
+	}
+}
+
+// TestMemFree reads MemFree from /proc/meminfo's format, and fails
+// without it.
+func TestMemFree(t *testing.T) {
+	got, err := memFree(strings.NewReader("MemTotal:       24683620 kB\nMemFree:        14355092 kB\nMemAvailable:   24176512 kB\n"))
+	if err != nil || got != 14355092<<10 {
+		t.Errorf("MemFree %d, %v; want %d", got, err, int64(14355092)<<10)
+	}
+	if _, err := memFree(strings.NewReader("MemTotal: 1 kB\n")); err == nil {
+		t.Error("a meminfo without MemFree was read")
 	}
 }
