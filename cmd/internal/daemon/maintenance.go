@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"time"
@@ -189,7 +190,13 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 			"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
 		return
 	}
-	d.log.Debug("the load's heap faults in 4 KiB pages", "why", adv.Reason, "load_mib", n>>20,
+	// A large load in 4 KiB pages takes seconds longer (BENCHMARKS.md,
+	// sixty-first round): say why where an operator looks.
+	level := slog.LevelDebug
+	if n >= 1<<30 {
+		level = slog.LevelInfo
+	}
+	d.log.Log(context.Background(), level, "the load's heap faults in 4 KiB pages", "why", adv.Reason, "load_mib", n>>20,
 		"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
 }
 
