@@ -290,7 +290,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 		t.Logf("nothing advised here: %s", adv.Reason)
 		return
 	}
-	if want := min(n, adv.Free/2); adv.Advised < want-2*hugeSize || adv.Advised > want || adv.hi-adv.lo != uintptr(adv.Advised) {
+	if want := advisable(n, adv.Free, max(adv.FreeAll-adv.Free, 0)); adv.Advised < want-2*hugeSize || adv.Advised > want || adv.hi-adv.lo != uintptr(adv.Advised) {
 		t.Fatalf("advised %d bytes [%x, %x) of a %d-byte load with %d bytes free in 2 MiB blocks, want about %d", adv.Advised, adv.lo, adv.hi, n, adv.Free, want)
 	}
 	load := make([][]byte, 192)

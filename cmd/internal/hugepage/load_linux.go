@@ -31,7 +31,8 @@ import (
 // blocks of 2 MiB or more (/proc/buddyinfo), the first part of the load
 // when that holds less than all of it (a machine whose page cache has
 // cut its free memory into small blocks: sixty-first round), and only
-// while free memory holds the whole load (advisable).
+// while those blocks hold half the load and free memory all of it
+// (advisable).
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
