@@ -62,10 +62,12 @@ bench-run: build
 
 # The reopen of a real restart: a fresh `serve` on an existing data
 # directory (a stopped daemon's, e.g. one kept with `bench run --data DIR`),
-# timed from process start to its "ctxgraph serving" log line. COLD=1
-# first drops the directory's files from the page cache (as after a
-# reboot; dd's nocache, POSIX_FADV_DONTNEED: no privileges needed), and
-# the line then says how much the start read from the disk.
+# timed from process start to its "ctxgraph serving" log line, with the
+# process's CPU time and page faults to then and what its load marked for
+# huge pages (or why nothing). COLD=1 first drops the directory's files
+# from the page cache (as after a reboot; dd's nocache,
+# POSIX_FADV_DONTNEED: no privileges needed), and the line then says how
+# much the start read from the disk.
 reopen-time: build
 	@test -d "$(DATA)" || { echo "usage: make reopen-time DATA=<a stopped daemon's data directory> [COLD=1]" >&2; exit 2; }
 	@if [ -n "$(COLD)" ]; then find "$(DATA)" -type f -exec dd if={} iflag=nocache count=0 status=none \; ; fi
@@ -75,8 +77,11 @@ reopen-time: build
 		kill -0 $$pid 2>/dev/null || { cat $$log; rm -f $$log; exit 1; }; sleep 0.05; \
 	done; \
 	e=$$(date +%s.%N); rb=$$(awk '/^read_bytes/ {print $$2}' /proc/$$pid/io 2>/dev/null); \
+	cpu=$$(awk '{ printf "user %.1f s, system %.1f s, %d minor faults", $$14 / 100, $$15 / 100, $$10 }' /proc/$$pid/stat); \
+	hp=$$(grep -o "msg=\"the load's heap faults in [^\"]*\".*" $$log | head -1); \
 	kill -INT $$pid; wait $$pid; rm -f $$log; \
-	awk -v s=$$s -v e=$$e -v rb="$$rb" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "\n" }'
+	awk -v s=$$s -v e=$$e -v rb="$$rb" -v cpu="$$cpu" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "; %s\n", cpu }'; \
+	if [ -n "$$hp" ]; then echo "$$hp"; fi
 
 # A start after a crash on a stopped daemon's data directory: a start,
 # REPLAY's messages streamed in (optional), SIGKILL, then a timed start
