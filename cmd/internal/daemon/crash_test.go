@@ -450,11 +450,7 @@ func (p *proc) connect() *controller {
 // second.
 func (p *proc) waitIndexed(c *controller) {
 	p.t.Helper()
-	err := client.WaitApplied(context.Background(), c.js, 30*time.Second,
-		map[string]string{StreamRLDS: DurableRLDS, StreamCMS: DurableCMS})
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	c.waitConsumed()
 	last, since := math.NaN(), time.Now()
 	for deadline := time.Now().Add(30 * time.Second); time.Since(since) < time.Second; time.Sleep(50 * time.Millisecond) {
 		if n := p.metric("ctxgraph_vector_index_size"); n != last {
