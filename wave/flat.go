@@ -42,6 +42,25 @@ func (x *Flat) Len() int {
 	return len(x.ids)
 }
 
+// Grow makes room for n more vectors, so that adding that many copies
+// nothing already held: a builder that knows how many vectors are coming
+// (the store's counts) spares the index the doublings of its one
+// contiguous array, each a copy of everything held so far into memory
+// faulted in afresh. It does nothing for n ≤ 0.
+func (x *Flat) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.vecs = slices.Grow(x.vecs, n*x.dim)
+	x.ids = slices.Grow(x.ids, n)
+	x.metas = slices.Grow(x.metas, n)
+	if len(x.slot) == 0 {
+		x.slot = make(map[uint64]int, n)
+	}
+}
+
 // Add inserts or replaces the vector of id. The vector is copied and
 // L2-normalised (a zero vector is kept as is and scores 0 against
 // everything). It fails with [ErrDimension] or [ErrNonFinite].

@@ -273,6 +273,43 @@ func TestFlatRemoveAndReplace(t *testing.T) {
 	}
 }
 
+// TestFlatGrowAddsWithoutCopying: after Grow(n), n adds keep the
+// vectors where Grow put them, and the index answers as one grown by
+// appends.
+func TestFlatGrowAddsWithoutCopying(t *testing.T) {
+	const dim, n = 8, 300
+	vecs := clustered(5, n, dim, 6)
+	grown, appended := NewFlat(dim), NewFlat(dim)
+	grown.Grow(0) // nothing
+	if cap(grown.vecs) != 0 {
+		t.Fatalf("Grow(0) made room for %d floats", cap(grown.vecs))
+	}
+	grown.Grow(n)
+	if cap(grown.vecs) < n*dim || cap(grown.ids) < n || cap(grown.metas) < n {
+		t.Fatalf("Grow(%d): room for %d floats, %d ids, %d metas", n, cap(grown.vecs), cap(grown.ids), cap(grown.metas))
+	}
+	var first *float32
+	for i, v := range vecs {
+		for _, x := range []*Flat{grown, appended} {
+			if err := x.Add(uint64(i+1), v, Meta{Type: uint8(i % 3)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 0 {
+			first = &grown.vecs[0]
+		}
+	}
+	if &grown.vecs[0] != first {
+		t.Fatal("adding the vectors Grow made room for moved the array")
+	}
+	for i, q := range vecs[:20] {
+		f := &Filter{Types: []uint8{uint8(i % 3)}}
+		if a, b := grown.Search(q, 10, f), appended.Search(q, 10, f); !slices.Equal(a, b) {
+			t.Fatalf("query %d: grown index answers %v, appended one %v", i, a, b)
+		}
+	}
+}
+
 func TestFlatConcurrent(t *testing.T) {
 	const dim = 16
 	vecs := clustered(3, 400, dim, 8)

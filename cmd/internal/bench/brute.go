@@ -28,8 +28,11 @@ type brute struct {
 // edges, episodes of the index's dimension), normalised as the index
 // stores them, with the same metadata (the run checks it against
 // wave.Flat on the first queries).
+// Its arrays are sized from the store's counts before the copy, so the
+// copy faults in its memory once, without the doublings of appends.
 func newBrute(store *particle.Store) *brute {
-	b := &brute{}
+	n := vectorsAtMost(store.Counts())
+	b := &brute{ids: make([]uint64, 0, n), metas: make([]wave.Meta, 0, n), vecs: make([]float32, 0, n*Dims)}
 	add := func(id uint64, v []float32, m wave.Meta) {
 		if len(v) != Dims {
 			return
@@ -139,4 +142,17 @@ func (b *brute) top(s []int32, n int) []int32 {
 	}
 	slices.SortFunc(h, b.better)
 	return h
+}
+
+// vectorsAtMost is how many vectors a store of counts c holds at most:
+// one per node, edge and episode.
+func vectorsAtMost(c particle.Counts) int {
+	n := c.Episodes
+	for _, k := range c.Nodes {
+		n += k
+	}
+	for _, k := range c.Edges {
+		n += k
+	}
+	return int(n)
 }

@@ -475,6 +475,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 	store := r.d.Store()
 	flat := wave.NewFlat(Dims)
 	t := time.Now()
+	flat.Grow(vectorsAtMost(store.Counts()))
 	ix, err := planner.NewIndexer(store, flat, 0)
 	if err != nil {
 		return err
