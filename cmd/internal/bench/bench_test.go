@@ -429,7 +429,7 @@ func TestRunMicro(t *testing.T) {
 	if !strings.Contains(table.String(), "planner in-process, 1 hop") {
 		t.Errorf("table:\n%s", table.String())
 	}
-	if !regexp.MustCompile(`\| machine: [^|]+ \| [0-9,]+ / [0-9,]+; [0-9,]+; [0-9.]+ \|`).MatchString(table.String()) {
+	if !regexp.MustCompile(`\| machine: [^|]+ \| [0-9,]+ / [0-9,]+; [0-9,]+; [0-9.]+; [0-9.,]+ \|`).MatchString(table.String()) {
 		t.Errorf("table lacks the machine's probes:\n%s", table.String())
 	}
 	// The ingest phase's steal is a percentage on Linux (the micro

@@ -69,6 +69,7 @@ var compareFigures = []string{
 	"reopen_s",
 	"machine.mem_latency_ns",
 	"machine.wake_p50_us",
+	"machine.page_fault_us",
 }
 
 // Compare writes a Markdown table of runs side by side: a column per

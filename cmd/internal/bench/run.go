@@ -191,6 +191,10 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	r.fig["machine.mem_latency_ns"], r.fig["machine.dot384_ns"] = memoryLatency(), dotTime()
 	r.say("a load that misses the caches takes %.0f ns, a 384-d float32 dot product %.0f ns (machine.mem_latency_ns, machine.dot384_ns: compare runs of other days by these)",
 		r.fig["machine.mem_latency_ns"], r.fig["machine.dot384_ns"])
+	if us, ok := pageFaultTime(); ok {
+		r.fig["machine.page_fault_us"] = us
+		r.say("a fresh 4 KiB page of memory takes %.1f µs to fault in (machine.page_fault_us: a fresh daemon faults its heap and Badger's logs in page by page)", us)
+	}
 	if err := r.workload(); err != nil {
 		return nil, err
 	}

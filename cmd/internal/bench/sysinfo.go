@@ -295,7 +295,32 @@ const (
 	dotDim     = 384
 	dotCalls   = 1 << 17
 	dotRounds  = 5
+	faultBytes = 32 << 20
 )
+
+// pageFaultTime is the time of the first touch of a fresh 4 KiB page of
+// anonymous memory, in µs: what it takes the kernel, and under a
+// hypervisor the host backing the guest's page, to give the process a
+// page (faultBytes of them, touched in order; where the kernel puts
+// every anonymous mapping in huge pages, THP mode "always", it times
+// those). A fresh daemon faults in its heap as it grows and every page
+// of the files Badger writes through memory maps; on this VM, whose host
+// takes back the guest's free memory, a page cost 10-20 µs (BENCHMARKS.md,
+// sixty-second round), where bare metal takes a fraction of one. It
+// reports false if the memory could not be mapped.
+func pageFaultTime() (float64, bool) {
+	b, err := syscall.Mmap(-1, 0, faultBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return 0, false
+	}
+	defer syscall.Munmap(b)
+	page := os.Getpagesize()
+	t0 := time.Now()
+	for i := 0; i < len(b); i += page {
+		b[i] = 1
+	}
+	return float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(len(b)/page), true
+}
 
 // memoryLatency is the time of one load that misses the caches, in ns:
 // a chase through a random cycle over chaseBytes of memory, each load's

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -41,5 +42,19 @@ func TestFasterOfTwo(t *testing.T) {
 	best := fasterOfTwo(pass(500, 3000, 700), pass(900, 600, 650))
 	if best.n() != 3 || best.pct(100) != 650 || best.pct(0) != 500 || best.mean() != (500+600+650)/3.0 {
 		t.Errorf("faster of two: %v", best.v)
+	}
+}
+
+// TestPageFaultTime times fresh pages: a positive, finite time a page,
+// and less than the 32 MiB took in all.
+func TestPageFaultTime(t *testing.T) {
+	t0 := time.Now()
+	us, ok := pageFaultTime()
+	whole := time.Since(t0)
+	if !ok {
+		t.Fatal("could not map the memory to fault in")
+	}
+	if !(us > 0) || us*float64(faultBytes/os.Getpagesize()) > float64(whole.Microseconds())+1 {
+		t.Fatalf("%v µs a page, %v for all %d MiB", us, whole, faultBytes>>20)
 	}
 }
