@@ -687,6 +687,9 @@ func TestRunStepsPerMessage(t *testing.T) {
 	if f["ingest.bulk_cpu_cores"] <= 0 || f["ingest.bulk_cpu_us_per_step"] <= 0 {
 		t.Errorf("the bulk phase's CPU: %v cores, %v µs a step", f["ingest.bulk_cpu_cores"], f["ingest.bulk_cpu_us_per_step"])
 	}
+	if sys := f["ingest.bulk_system_cpu_us_per_step"]; sys < 0 || sys > f["ingest.bulk_cpu_us_per_step"] || f["ingest.bulk_faults_per_step"] <= 0 {
+		t.Errorf("the bulk phase's system CPU %v of %v µs a step, %v pages faulted in a step", sys, f["ingest.bulk_cpu_us_per_step"], f["ingest.bulk_faults_per_step"])
+	}
 	if f["ingest.steps_per_message"] != 4 || f["ingest.dead_lettered"] != 0 || f["graph.steps"] != float64(micro(t).Steps()) {
 		t.Errorf("steps per message %v, dead-lettered %v, steps stored %v (want 4, 0, %d)\n%s",
 			f["ingest.steps_per_message"], f["ingest.dead_lettered"], f["graph.steps"], micro(t).Steps(), out.String())

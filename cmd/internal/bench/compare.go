@@ -51,6 +51,7 @@ type LabeledReport struct {
 var compareFigures = []string{
 	"ingest.steps_per_s",
 	"ingest.bulk_cpu_us_per_step",
+	"ingest.bulk_faults_per_step",
 	"ingest.visibility_p50_ms",
 	"ingest.visibility_p99_ms",
 	"ingest.visibility_clear_of_marking_p99_ms",

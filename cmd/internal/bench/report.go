@@ -144,7 +144,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 	rows := []row{
 		{"ingest, steps/s (durable, as fast as acknowledged)", n("ingest.steps_per_s", 0), "—", "≥ 20,000", verdict("ingest.steps_per_s")},
 		{"… CPU µs per step; the same messages through JetStream alone (no graph): steps/s, CPU µs per step", n("ingest.cpu_us_per_step", 0), pair("ingest.transport.steps_per_s", "ingest.transport.cpu_us_per_step", 0), "", ""},
-		{"… the bulk phase alone: CPU µs per step, cores busy; steps a message", pair("ingest.bulk_cpu_us_per_step", "ingest.bulk_cpu_cores", 2) + "; " + n("ingest.steps_per_message", 0), "", "", ""},
+		{"… the bulk phase alone: CPU µs per step, cores busy; steps a message; of the CPU, µs per step in the system; pages faulted in per step", pair("ingest.bulk_cpu_us_per_step", "ingest.bulk_cpu_cores", 2) + "; " + n("ingest.steps_per_message", 0) + "; " + n("ingest.bulk_system_cpu_us_per_step", 0) + "; " + n("ingest.bulk_faults_per_step", 2), "", "", ""},
 		{fmt.Sprintf("step visible to the planner, p50 / p99 ms (at %s of the %s steps/s asked)", n("ingest.visibility_rate_steps_per_s", 0), n("ingest.visibility_asked_steps_per_s", 0)),
 			pair("ingest.visibility_p50_ms", "ingest.visibility_p99_ms", 1), "—", "p99 ≤ 100", verdict("ingest.visibility_p99_ms")},
 		{"… of which graph commit, p50 / p99 ms", pair("ingest.commit_visibility_p50_ms", "ingest.commit_visibility_p99_ms", 1), "—", "", ""},

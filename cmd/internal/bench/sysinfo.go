@@ -275,14 +275,34 @@ func (r *runner) heapFigures(prefix, when string) {
 		when, r.fig[prefix+"heap_live_bytes"]/1e6, r.fig[prefix+"heap_scan_bytes"]/1e6, r.fig[prefix+"heap_objects"]/1e6, r.fig[prefix+"full_collection_s"])
 }
 
-// cpuTime is the CPU time this process has used (user and system).
-func cpuTime() time.Duration {
+// usage is what this process has used so far, as getrusage says: CPU
+// time in user and in system mode, and minor page faults (pages the
+// kernel gave it without reading them from disk: its heap growing, the
+// pages of the files it maps).
+type usage struct {
+	user, system time.Duration
+	minorFaults  int64
+}
+
+// readUsage reads usage (zero if getrusage fails).
+func readUsage() usage {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+		return usage{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return usage{user: time.Duration(ru.Utime.Nano()), system: time.Duration(ru.Stime.Nano()), minorFaults: int64(ru.Minflt)}
 }
+
+// sub is what was used between before and u.
+func (u usage) sub(before usage) usage {
+	return usage{user: u.user - before.user, system: u.system - before.system, minorFaults: u.minorFaults - before.minorFaults}
+}
+
+// cpu is the CPU time, user and system.
+func (u usage) cpu() time.Duration { return u.user + u.system }
+
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime() time.Duration { return readUsage().cpu() }
 
 // The machine's speed, probed at the start of every run so that runs on
 // different days compare: the same binary ran 1.4–1.7 times slower on
