@@ -21,6 +21,31 @@ type Batch struct {
 	txn *badger.Txn
 	now time.Time
 
+	batchMaps
+
+	order  []string // pending node/edge/episode keys in write order
+	counts Counts
+	err    error
+	// key is scratch for building an alias or identity key to look up:
+	// a map index by string(key) does not allocate.
+	key []byte
+	// stale lists the seqs of the edges whose codes the published batch
+	// made stale, for the coder.
+	stale []uint64
+	// written tallies the bytes set, by table, for Store.Written.
+	written Written
+}
+
+// batchMaps are a batch's lookup maps. The store keeps the last batch's
+// maps, cleared, for the next one (keepMaps, under the writer's lock): a
+// cleared map keeps its table, so a batch about as large as the last
+// fills its maps without growing them. Grown from empty, the maps of a
+// bulk pull (thousands of nodes, edges and identity keys) were rehashed
+// over and over on the serial writer's path: with Badger's and the
+// view's maps, 0.83 s of rehashing and 0.58 s of new tables in 36 s of
+// a medium ingest's CPU, 0.49 and 0.32 s with the maps kept
+// (BENCHMARKS.md, sixty-second round).
+type batchMaps struct {
 	nodes    map[string]*Node
 	edges    map[string]*Edge
 	episodes map[string]*Episode
@@ -38,35 +63,76 @@ type Batch struct {
 	preds       map[string]*Predicate
 	predAliases map[string]string
 	redirects   map[string]string
-	order       []string // pending node/edge/episode keys in write order
-	counts      Counts
-	err         error
-	// key is scratch for building an alias or identity key to look up:
-	// a map index by string(key) does not allocate.
-	key []byte
-	// stale lists the seqs of the edges whose codes the published batch
-	// made stale, for the coder.
-	stale []uint64
-	// written tallies the bytes set, by table, for Store.Written.
-	written Written
 	// boxes holds the edges made for this batch in a box (Edge's copies,
 	// Observe's new edges): flush commits such an edge as it is, without
 	// a second copy, if its assertion and provenance are still the box's.
 	boxes map[*Edge]struct{}
 }
 
+func newBatchMaps() batchMaps {
+	return batchMaps{
+		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
+		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
+		newNodes: map[string]bool{}, newEdges: map[string]string{},
+		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
+		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
+		boxes: map[*Edge]struct{}{},
+	}
+}
+
+// keptMapEntries bounds the maps keepMaps keeps: a batch whose maps hold
+// more entries than this in all (an import's huge pull, a forget's sweep)
+// lets them go, so that one outsized batch does not hold its tables for
+// the life of the store.
+const keptMapEntries = 1 << 18
+
+// clear empties m's maps, keeping their tables, and reports whether they
+// were small enough to keep (keptMapEntries).
+func (m *batchMaps) clear() bool {
+	n := len(m.nodes) + len(m.edges) + len(m.episodes) + len(m.aliases) + len(m.identity) + len(m.applied) +
+		len(m.newNodes) + len(m.newEdges) + len(m.deletedNodes) + len(m.deletedEdges) +
+		len(m.preds) + len(m.predAliases) + len(m.redirects) + len(m.boxes)
+	if n > keptMapEntries {
+		return false
+	}
+	clear(m.nodes)
+	clear(m.edges)
+	clear(m.episodes)
+	clear(m.aliases)
+	clear(m.identity)
+	clear(m.applied)
+	clear(m.newNodes)
+	clear(m.newEdges)
+	clear(m.deletedNodes)
+	clear(m.deletedEdges)
+	clear(m.preds)
+	clear(m.predAliases)
+	clear(m.redirects)
+	clear(m.boxes)
+	return true
+}
+
+// newBatch starts a batch with the maps the last one left (keepMaps), or
+// new ones. The writer's lock is held.
 func (s *Store) newBatch() *Batch {
 	s.mu.RLock()
 	c := s.counts.clone()
 	s.mu.RUnlock()
-	return &Batch{
-		s: s, txn: s.db.NewTransaction(true), now: time.Now().UTC(),
-		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
-		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
-		newNodes: map[string]bool{}, newEdges: map[string]string{}, counts: c,
-		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
-		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
+	m := s.spareMaps
+	s.spareMaps = batchMaps{}
+	if m.nodes == nil {
+		m = newBatchMaps()
 	}
+	return &Batch{s: s, txn: s.db.NewTransaction(true), now: time.Now().UTC(), batchMaps: m, counts: c}
+}
+
+// keepMaps keeps b's maps, emptied, for the next batch, once nothing
+// reads b any more (its Update is returning). The writer's lock is held.
+func (s *Store) keepMaps(b *Batch) {
+	if b.batchMaps.clear() {
+		s.spareMaps = b.batchMaps
+	}
+	b.batchMaps = batchMaps{}
 }
 
 // Now is the batch's clock reading, the same for every write in it.
@@ -249,9 +315,6 @@ func (b *Batch) Edge(id string) *Edge {
 // ownBox records that e, in a box made for this batch alone (cloneEdge,
 // newBoxedEdge), may be committed as it is.
 func (b *Batch) ownBox(e *Edge) {
-	if b.boxes == nil {
-		b.boxes = map[*Edge]struct{}{}
-	}
 	b.boxes[e] = struct{}{}
 }
 

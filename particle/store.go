@@ -138,8 +138,11 @@ type Store struct {
 
 	writeMu sync.Mutex // serialises Update
 	slab    *valueSlab // the buffers of a batch's values (see valueSlab); under writeMu
-	written writtenCounter
-	updates updateTimer
+	// spareMaps are the last batch's maps, emptied, for the next one
+	// (batchMaps); under writeMu.
+	spareMaps batchMaps
+	written   writtenCounter
+	updates   updateTimer
 
 	mu sync.RWMutex // guards v and counts
 	// readersWaiting counts the readers (Read) waiting for mu: publish
@@ -1020,6 +1023,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	b := s.newBatch()
 	defer s.slab.reset() // after the transaction ends (defers run last first)
 	defer b.txn.Discard()
+	defer s.keepMaps(b)
 	if err := fn(b); err != nil {
 		return Changes{}, err
 	}
