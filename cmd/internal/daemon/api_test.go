@@ -322,21 +322,23 @@ func writeFakeEmbeddings(w http.ResponseWriter, inputs []string, dims int) {
 	json.NewEncoder(w).Encode(out)
 }
 
-// TestHugePagesKeeperRuns starts a daemon at the default
-// memory.huge_pages (on) and one with it off: each serves as usual, and
-// where the host's THP mode is madvise the first runs a keeper, whose
-// collapsed heap /metrics counts (off Linux, or on a kernel that cannot,
-// the keeper only warns). In mode "always" or "never" no keeper runs.
+// TestHugePagesKeeperRuns starts daemons at the defaults
+// (memory.huge_pages on, memory.collapse_idle off), with collapse_idle
+// on, and with huge_pages off but collapse_idle on: each serves as
+// usual, and only the second runs a keeper, where the host's THP mode is
+// madvise, whose collapsed heap /metrics counts (off Linux, or on a
+// kernel that cannot, the keeper only warns). In mode "always" or
+// "never" no keeper runs.
 func TestHugePagesKeeperRuns(t *testing.T) {
-	for _, on := range []bool{true, false} {
+	for _, c := range []struct{ huge, collapse bool }{{true, false}, {true, true}, {false, true}} {
 		cfg := testConfig(t.TempDir())
-		if !cfg.Memory.HugePages {
-			t.Fatal("memory.huge_pages is off by default")
+		if !cfg.Memory.HugePages || cfg.Memory.CollapseIdle {
+			t.Fatalf("defaults: memory.huge_pages %v, memory.collapse_idle %v; want on, off", cfg.Memory.HugePages, cfg.Memory.CollapseIdle)
 		}
-		cfg.Memory.HugePages = on
-		keeper := on && hugepage.Mode() == "madvise"
+		cfg.Memory.HugePages, cfg.Memory.CollapseIdle = c.huge, c.collapse
+		keeper := c.huge && c.collapse && hugepage.Mode() == "madvise"
 		if got := servesWithKeeper(t, cfg); got != keeper {
-			t.Errorf("memory.huge_pages %v, THP mode %q: keeper metric %v, want %v", on, hugepage.Mode(), got, keeper)
+			t.Errorf("memory.huge_pages %v, collapse_idle %v, THP mode %q: keeper metric %v, want %v", c.huge, c.collapse, hugepage.Mode(), got, keeper)
 		}
 	}
 }

@@ -187,16 +187,22 @@ type Config struct {
 		EfSearch       int  `yaml:"ef_search"`
 	} `yaml:"vectors"`
 	Memory struct {
-		// HugePages keeps the heap in transparent huge pages on Linux
-		// (package hugepage), for hosts whose THP mode is madvise: the
-		// heap is collapsed while ingest is quiet, and the planner's
-		// random reads over gigabytes then miss the TLB far less, for
-		// more resident memory; a reply can stall while a pass
-		// collapses. A start that loads snapshots also has its load
-		// fault in huge pages where memory is free for them
-		// (hugepage.ForLoad). On by default; a host in THP mode
-		// "always" needs none of it, one in mode "never" is left so.
+		// HugePages lets the daemon ask for transparent huge pages on
+		// Linux (package hugepage), for hosts whose THP mode is madvise:
+		// a start that loads snapshots has its load fault in huge pages
+		// where memory is free for them (hugepage.ForLoad), and with
+		// CollapseIdle the heap is collapsed while the daemon is idle.
+		// On by default; a host in THP mode "always" needs none of it,
+		// one in mode "never" is left so.
 		HugePages bool `yaml:"huge_pages"`
+		// CollapseIdle (with HugePages) runs the huge-page keeper: the
+		// heap is collapsed into huge pages while the daemon is idle,
+		// and the planner's random reads over gigabytes then miss the
+		// TLB less, for more resident memory; a reply can stall while a
+		// pass collapses. Off by default: on the VM the benchmarks run
+		// on (a PVM guest), a collapsed heap was followed by the planner
+		// running 5-10 times slower (BENCHMARKS.md, sixty-second round).
+		CollapseIdle bool `yaml:"collapse_idle"`
 		// GCPercent is the Go garbage collector's target (GOGC): the
 		// heap may grow by this percentage of what is live before a
 		// collection. Most of the daemon's heap is the long-lived view,

@@ -142,11 +142,13 @@ func (d *Daemon) fitMemoryLimit() {
 // (a collector that ran without end would not give the codes back).
 func goMemoryLimit(budget, outside int64) int64 { return max(budget-outside, budget/2) }
 
-// hugePages backs the heap with huge pages as memory.huge_pages and the
-// host's transparent huge page mode allow: in mode "madvise" (the
-// common one) a keeper collapses the heap until ctx ends; in mode
-// "always" the kernel gives them unasked; in mode "never", or with no
-// THP at all, the host has ruled them out and the daemon leaves it so.
+// hugePages backs the heap with huge pages as memory.huge_pages,
+// memory.collapse_idle and the host's transparent huge page mode allow:
+// in mode "madvise" (the common one) a keeper collapses the heap until
+// ctx ends if collapse_idle is on (a start's load is marked apart,
+// readyHeapForLoad); in mode "always" the kernel gives them unasked; in
+// mode "never", or with no THP at all, the host has ruled them out and
+// the daemon leaves it so.
 func (d *Daemon) hugePages(ctx context.Context) {
 	mode := hugepage.Mode()
 	switch {
@@ -156,7 +158,9 @@ func (d *Daemon) hugePages(ctx context.Context) {
 				"huge pages lower the planner's latency on a large store (BENCHMARKS.md)", "thp", mode)
 		}
 	case mode == "madvise":
-		d.keepHugePages(ctx)
+		if d.cfg.Memory.CollapseIdle {
+			d.keepHugePages(ctx)
+		}
 	case mode != "always":
 		d.log.Info("the heap keeps 4 KiB pages: this host offers no transparent huge pages", "thp", mode)
 	}
@@ -200,7 +204,8 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 		"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
 }
 
-// keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages),
+// keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages
+// and memory.collapse_idle),
 // and counts what it collapsed in ctxgraph_heap_huge_pages_mib. The
 // keeper collapses the heap only while the daemon is idle
 // (hugepage.Options.Quiet): no ingest batch applied for 2 s, and no
