@@ -89,27 +89,19 @@ const keptMapEntries = 1 << 18
 // clear empties m's maps, keeping their tables, and reports whether they
 // were small enough to keep (keptMapEntries).
 func (m *batchMaps) clear() bool {
-	n := len(m.nodes) + len(m.edges) + len(m.episodes) + len(m.aliases) + len(m.identity) + len(m.applied) +
-		len(m.newNodes) + len(m.newEdges) + len(m.deletedNodes) + len(m.deletedEdges) +
-		len(m.preds) + len(m.predAliases) + len(m.redirects) + len(m.boxes)
-	if n > keptMapEntries {
-		return false
-	}
-	clear(m.nodes)
-	clear(m.edges)
-	clear(m.episodes)
-	clear(m.aliases)
-	clear(m.identity)
-	clear(m.applied)
-	clear(m.newNodes)
-	clear(m.newEdges)
-	clear(m.deletedNodes)
-	clear(m.deletedEdges)
-	clear(m.preds)
-	clear(m.predAliases)
-	clear(m.redirects)
-	clear(m.boxes)
-	return true
+	n := emptied(m.nodes) + emptied(m.edges) + emptied(m.episodes) + emptied(m.aliases) +
+		emptied(m.identity) + emptied(m.applied) + emptied(m.newNodes) + emptied(m.newEdges) +
+		emptied(m.deletedNodes) + emptied(m.deletedEdges) + emptied(m.preds) + emptied(m.predAliases) +
+		emptied(m.redirects) + emptied(m.boxes)
+	return n <= keptMapEntries
+}
+
+// emptied clears m, keeping its table, and returns how many entries it
+// held.
+func emptied[K comparable, V any](m map[K]V) int {
+	n := len(m)
+	clear(m)
+	return n
 }
 
 // newBatch starts a batch with the maps the last one left (keepMaps), or

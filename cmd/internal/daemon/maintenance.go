@@ -205,9 +205,9 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 }
 
 // keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages
-// and memory.collapse_idle),
-// and counts what it collapsed in ctxgraph_heap_huge_pages_mib. The
-// keeper collapses the heap only while the daemon is idle
+// and memory.collapse_idle), and counts what it collapsed in
+// ctxgraph_heap_huge_pages_mib. The keeper collapses the heap only
+// while the daemon is idle
 // (hugepage.Options.Quiet): no ingest batch applied for 2 s, and no
 // planner call begun for 1 s. It marks no mapping: a heap growing under
 // ingest faults in 4 KiB pages, which keeps the writer's pace. And a
