@@ -289,6 +289,20 @@ func TestRunMicro(t *testing.T) {
 		t.Errorf("mixed phase: %v calls, p50 %v, p99 %v µs, idle p50 %v µs, %v steps/s", f["planner.beside_ingest.calls"],
 			f["planner.beside_ingest.p50_us"], f["planner.beside_ingest.p99_us"], f["planner.beside_ingest.idle_p50_us"], f["ingest.mixed_steps_per_s"])
 	}
+	if m := f["planner.beside_ingest.runqueue_measured"]; m > f["planner.beside_ingest.calls"] {
+		t.Errorf("mixed phase: %v calls' run-queue waits measured of %v calls", m, f["planner.beside_ingest.calls"])
+	}
+	// Where the kernel says (Linux's schedstat), each measured call's
+	// wait on the run queue is within the call, so the share of the
+	// calls' time is a fraction.
+	for _, pre := range []string{"planner.beside_ingest.", "planner.beside_ingest.idle_"} {
+		if m, ok := f[pre+"runqueue_measured"]; ok {
+			if share := f[pre+"runqueue_wait_share"]; m < 1 || share < 0 || share > 1 ||
+				f[pre+"runqueue_wait_mean_us"] < 0 || f[pre+"runqueue_wait_p99_us"] < 0 {
+				t.Errorf("%s: %v calls measured, run-queue share %v, mean %v, p99 %v µs", pre, m, share, f[pre+"runqueue_wait_mean_us"], f[pre+"runqueue_wait_p99_us"])
+			}
+		}
+	}
 	// The reopen says where its start's time went: the graph's open (in
 	// turn), then the index's fill, then serving, each within the start.
 	var serial float64

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
@@ -27,6 +29,20 @@ const mixedEvery = 4 * time.Millisecond
 // latency and its answer's stage times.
 type loopCalls struct {
 	lat, wait, prefilter, expand, stitch, rest dist
+	// runq is each call's wait on the kernel's run queue, in µs, for
+	// the calls whose thread said (threadWaits); runqLat is the sum of
+	// those calls' latencies.
+	runq    dist
+	runqLat float64
+}
+
+// runqShare is the share of the measured calls' time their threads
+// waited on the kernel's run queue.
+func (c *loopCalls) runqShare() float64 {
+	if c.runqLat == 0 {
+		return 0
+	}
+	return c.runq.mean() * float64(c.runq.n()) / c.runqLat
 }
 
 // waitedShare is the share of the calls that waited 10 µs or more for
@@ -54,6 +70,26 @@ func (c *loopCalls) add(lat time.Duration, t planner.Timings) {
 	c.rest.add(latUS - float64(t.EmbedUS+t.WaitUS+t.PrefilterUS+t.ExpandUS+t.RerankUS+t.StitchUS))
 }
 
+func (c *loopCalls) addRunq(wait, lat time.Duration) {
+	c.runq.addDur(wait, time.Microsecond)
+	c.runqLat += float64(lat) / float64(time.Microsecond)
+}
+
+// parseRunDelay reads the run-queue wait, in ns, from a schedstat line
+// (/proc/.../schedstat): the time on a CPU, the time waiting for one,
+// and the slices run.
+func parseRunDelay(s string) (time.Duration, bool) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || ns < 0 {
+		return 0, false
+	}
+	return time.Duration(ns), true
+}
+
 // plannerLoop asks the daemon's planner the workload's 1-hop queries in
 // turn on one thread, one every mixedEvery, until stop is closed.
 func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (*loopCalls, error) {
@@ -62,6 +98,8 @@ func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (*loopCa
 	tick := time.NewTicker(mixedEvery)
 	defer tick.Stop()
 	calls := &loopCalls{}
+	tw := newThreadWaits()
+	defer tw.close()
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -71,12 +109,20 @@ func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (*loopCa
 		case <-tick.C:
 		}
 		req := reqs[i%len(reqs)]
-		t := time.Now()
 		ans.Reset()
+		tid0, w0, ok0 := tw.current()
+		t := time.Now()
 		if err := r.d.Planner().PlanInto(ctx, &req, ans); err != nil {
 			return calls, fmt.Errorf("query %d: %w", i%len(reqs), err)
 		}
-		calls.add(time.Since(t), ans.Timings)
+		lat := time.Since(t)
+		calls.add(lat, ans.Timings)
+		// The call's run-queue wait, when it ran on one thread from
+		// start to end (a call that moved and came back is counted at
+		// most its own length).
+		if tid1, w1, ok1 := tw.current(); ok0 && ok1 && tid0 == tid1 {
+			calls.addRunq(min(w1-w0, lat), lat)
+		}
 	}
 }
 
@@ -151,12 +197,22 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 		// calls that waited at all hold steadier for comparing binaries.
 		f[pre+"wait_mean_us"] = c.calls.wait.mean()
 		f[pre+"waited_share"] = c.calls.waitedShare()
+		if n := c.calls.runq.n(); n > 0 {
+			f[pre+"runqueue_measured"] = float64(n)
+			f[pre+"runqueue_wait_share"] = c.calls.runqShare()
+			f[pre+"runqueue_wait_mean_us"] = c.calls.runq.mean()
+			f[pre+"runqueue_wait_p99_us"] = c.calls.runq.pct(99)
+		}
 	}
 	g := func(k string) float64 { return f["planner.beside_ingest."+k] }
 	r.say("ingest: mixed phase at %.0f steps/s (of %.0f asked); the planner, 1 hop, 1 thread at 250 calls/s: p50 %.0f µs, p99 %.0f µs in %.0f calls (p99s: waiting for the graph's read lock %.0f, prefilter %.0f, expansion %.0f, re-rank and stitch %.0f, the rest %.0f µs), against p50 %.0f, p99 %.0f µs with nothing ingested (%.0f, %.0f, %.0f, %.0f, %.0f); ingest paused %d times for it, %.2f s in all",
 		f["ingest.mixed_steps_per_s"], rate, g("p50_us"), g("p99_us"), g("calls"), g("wait_p99_us"), g("prefilter_p99_us"), g("expand_p99_us"), g("stitch_p99_us"), g("rest_p99_us"),
 		g("idle_p50_us"), g("idle_p99_us"), g("idle_wait_p99_us"), g("idle_prefilter_p99_us"), g("idle_expand_p99_us"), g("idle_stitch_p99_us"), g("idle_rest_p99_us"),
 		yields-yields0, (yielded - yielded0).Seconds())
+	if busy.runq.n() > 0 && idle.runq.n() > 0 {
+		r.say("ingest: mixed phase: the planner's thread waited on the kernel's run queue for %.1f%% of its calls' time (p99 %.0f µs a call, over %d calls), against %.1f%% (p99 %.0f µs) with nothing ingested",
+			100*g("runqueue_wait_share"), g("runqueue_wait_p99_us"), busy.runq.n(), 100*g("idle_runqueue_wait_share"), g("idle_runqueue_wait_p99_us"))
+	}
 	return nil
 }
 

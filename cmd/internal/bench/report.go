@@ -158,6 +158,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{fmt.Sprintf("… 1 hop, 1 thread at 250 calls/s, while %s steps/s stream in (the mixed phase), p50 / p99 µs; the same graph with nothing ingested; its wait for the graph's read lock: p99, mean µs, the share of calls that waited 10 µs or more", n("ingest.mixed_steps_per_s", 0)),
 			pair("planner.beside_ingest.p50_us", "planner.beside_ingest.p99_us", 0) + "; " + pair("planner.beside_ingest.idle_p50_us", "planner.beside_ingest.idle_p99_us", 0) + "; " +
 				n("planner.beside_ingest.wait_p99_us", 0) + ", " + n("planner.beside_ingest.wait_mean_us", 1) + ", " + n("planner.beside_ingest.waited_share", 3), "—", "", ""},
+		{"… of those calls' time, the share their OS thread waited on the kernel's run queue (for a vCPU another thread held), and its p99 µs a call; the same with nothing ingested",
+			n("planner.beside_ingest.runqueue_wait_share", 3) + ", " + n("planner.beside_ingest.runqueue_wait_p99_us", 0) + "; " +
+				n("planner.beside_ingest.idle_runqueue_wait_share", 3) + ", " + n("planner.beside_ingest.idle_runqueue_wait_p99_us", 0), "—", "", ""},
 		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},
 		{"… each query's faster call of two passes (the host's stalls mostly left out), p99 µs, 1 / 2 hops", pair("planner.in_process.best_of_2.p99_us", "planner.in_process.hops2.best_of_2.p99_us", 0), "—", "", ""},
 		{"… 1 hop, p99 µs of the queries admitting ≥ 1% / < 1% of events", pair("planner.in_process.broad.p99_us", "planner.in_process.selective.p99_us", 0), pair("exact.planner.in_process.broad.p99_us", "exact.planner.in_process.selective.p99_us", 0), "", ""},
