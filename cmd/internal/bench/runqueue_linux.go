@@ -48,7 +48,14 @@ func (w *threadWaits) current() (tid int, wait time.Duration, ok bool) {
 		w.files[tid] = f
 	}
 	n, err := f.ReadAt(w.buf[:], 0)
-	if err != nil && err != io.EOF || unix.Gettid() != tid {
+	if err != nil && err != io.EOF {
+		// The thread is gone (its id may come back for another): open
+		// the file again next time.
+		f.Close()
+		delete(w.files, tid)
+		return tid, 0, false
+	}
+	if unix.Gettid() != tid {
 		return tid, 0, false
 	}
 	wait, ok = parseRunDelay(string(w.buf[:n]))
