@@ -101,3 +101,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240227224415-6ceb2ff114de // indirect
 	google.golang.org/grpc v1.63.2 // indirect
 )
+
+// Badger v4.9.6 with its logs written with pwrite instead of through
+// their memory maps: particle/internal/badgerfork/CTXGRAPH.md.
+replace github.com/dgraph-io/badger/v4 => ./particle/internal/badgerfork
