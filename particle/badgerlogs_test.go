@@ -80,10 +80,11 @@ func TestLogsWrittenWithPwriteReadBack(t *testing.T) {
 				for b := range batches {
 					for i := range perBatch {
 						n := r.Lookup(particle.DefaultNamespace, particle.NodeEntity, fmt.Sprintf("n%d-%d", b, i))
+						want := emb(b*perBatch + i)
 						switch {
 						case n == nil:
 							missing++
-						case len(n.Embedding) != 384 || n.Embedding[0] != emb(b*perBatch + i)[0] || n.Embedding[383] != emb(b*perBatch + i)[383]:
+						case len(n.Embedding) != 384 || n.Embedding[0] != want[0] || n.Embedding[383] != want[383]:
 							wrong++
 						}
 					}

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
@@ -73,21 +71,6 @@ func (c *loopCalls) add(lat time.Duration, t planner.Timings) {
 func (c *loopCalls) addRunq(wait, lat time.Duration) {
 	c.runq.addDur(wait, time.Microsecond)
 	c.runqLat += float64(lat) / float64(time.Microsecond)
-}
-
-// parseRunDelay reads the run-queue wait, in ns, from a schedstat line
-// (/proc/.../schedstat): the time on a CPU, the time waiting for one,
-// and the slices run.
-func parseRunDelay(s string) (time.Duration, bool) {
-	f := strings.Fields(s)
-	if len(f) < 2 {
-		return 0, false
-	}
-	ns, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || ns < 0 {
-		return 0, false
-	}
-	return time.Duration(ns), true
 }
 
 // plannerLoop asks the daemon's planner the workload's 1-hop queries in

@@ -412,7 +412,7 @@ func (lf *logFile) generateIV(offset uint32) []byte {
 }
 
 func (lf *logFile) doneWriting(offset uint32) error {
-	if err := lf.flushPend(); err != nil {
+	if err := lf.finishPend(); err != nil {
 		return y.Wrapf(err, "Unable to write value log: %q", lf.path)
 	}
 	if lf.opt.SyncWrites {

@@ -75,6 +75,17 @@ func (lf *logFile) flushPendLocked() error {
 // maxPendKeep bounds the buffer a log file keeps between writes.
 const maxPendKeep = 4 << 20
 
+// finishPend writes what is pending and lets the buffer go: the file
+// takes no more writes (a full value log; the daemon keeps every value
+// log open, and a buffer kept per finished file would add up).
+func (lf *logFile) finishPend() error {
+	lf.pendMu.Lock()
+	defer lf.pendMu.Unlock()
+	err := lf.flushPendLocked()
+	lf.pend = nil
+	return err
+}
+
 // Sync writes what is pending, then syncs the file.
 func (lf *logFile) Sync() error {
 	if err := lf.flushPend(); err != nil {
