@@ -829,6 +829,13 @@ func (db *DB) writeToLSM(b *request) error {
 		return fmt.Errorf("Ptrs and Entries don't match: %+v", b)
 	}
 
+	if db.opt.SyncWrites && db.mt.wal != nil {
+		// The entries' bytes stay out of the memtable's log until the
+		// value log they point into is synced, below: the inserts
+		// overlap its write-back (pwrite.go).
+		db.mt.wal.holdPend(true)
+		defer db.mt.wal.holdPend(false)
+	}
 	for i, entry := range b.Entries {
 		var err error
 		if entry.skipVlogAndSetThreshold(db.valueThreshold()) {
@@ -859,6 +866,12 @@ func (db *DB) writeToLSM(b *request) error {
 		}
 	}
 	if db.opt.SyncWrites {
+		if err := db.vlog.syncWritten(); err != nil {
+			return err
+		}
+		if db.mt.wal != nil {
+			db.mt.wal.holdPend(false)
+		}
 		return db.mt.SyncWAL() // writes what is pending first (pwrite.go)
 	}
 	if db.mt.wal != nil {

@@ -113,6 +113,9 @@ func (db *DB) openMemTable(fid, flags int) (*memTable, error) {
 		registry: db.registry,
 		writeAt:  vlogHeaderSize,
 		opt:      db.opt,
+		// The header after the last entry zeroed with each write, not
+		// through the map (pwrite.go).
+		zeroAfter: true,
 	}
 	lerr := mt.wal.open(filepath, flags, 2*db.opt.MemTableSize)
 	if lerr != z.NewFile && lerr != nil {
@@ -262,12 +265,16 @@ type logFile struct {
 	registry *KeyRegistry
 	// pend holds encoded entries not yet written to the file, from
 	// pendAt on (ctxgraph: see pwrite.go).
-	pendMu  sync.Mutex // guards pend, pendAt, pendErr: a DB.Sync may run beside the writer
+	pendMu  sync.Mutex // guards pend, pendAt, pendErr, held: a DB.Sync may run beside the writer
 	pend    []byte
 	pendAt  int64
 	pendErr error
-	writeAt uint32
-	opt     Options
+	held    bool // holdPend: pend is kept from the file
+	// zeroAfter: each write of pend is followed by zeros for the next
+	// entry's header (a memtable's log).
+	zeroAfter bool
+	writeAt   uint32
+	opt       Options
 }
 
 func (lf *logFile) Truncate(end int64) error {
@@ -335,8 +342,8 @@ func (lf *logFile) writeEntry(buf *bytes.Buffer, e *Entry, opt Options) error {
 	}
 	lf.bufWrite(buf.Bytes(), int64(lf.writeAt))
 	lf.writeAt += uint32(plen)
-
-	lf.zeroNextEntry()
+	// The next entry's header is zeroed by the write of this one
+	// (zeroAfter, pwrite.go), not through the map.
 	return nil
 }
 

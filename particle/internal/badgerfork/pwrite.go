@@ -18,7 +18,19 @@ package badger
 // their entries are dear under the same hypervisor), and before the
 // file is synced, grown, truncated or remapped. So when a write returns,
 // its bytes are in the page cache, as they were when it copied them into
-// the map.
+// the map. A memtable's log also zeroes the header after its last entry
+// with each write (zeroAfter), where Badger zeroed it through the map.
+//
+// With SyncWrites, Badger synced the value log before it inserted a
+// commit's entries into the memtable, whose log then took them. Now the
+// value log's write-back starts when its entries are written
+// (startWriteBack), the memtable's log holds the entries (holdPend)
+// while the memtable takes them, and the value log is synced
+// (valueLog.syncWritten) before the held entries go to their file, as
+// before: an entry on file never points at a value not yet durable. The
+// device writes the values while the writer inserts; the sync then
+// waits only for what is left, and a sync error now fails the commit
+// (Badger logged it).
 
 // bufWrite appends b, to be written at offset off, to what is pending,
 // writing out what is pending first if b does not follow it.
@@ -35,7 +47,7 @@ func (lf *logFile) bufWrite(b []byte, off int64) {
 		lf.pendAt = off
 	}
 	lf.pend = append(lf.pend, b...)
-	if len(lf.pend) >= pendWriteAt {
+	if len(lf.pend) >= pendWriteAt && !lf.held {
 		// A large batch goes out in pieces: the buffer stays small
 		// and is reused, not grown into fresh memory.
 		if err := lf.flushPendLocked(); err != nil {
@@ -56,11 +68,22 @@ func (lf *logFile) flushPend() error {
 	return lf.flushPendLocked()
 }
 
-// flushPendLocked is flushPend with pendMu held.
+// flushPendLocked is flushPend with pendMu held. While the file is
+// held (holdPend) it writes nothing.
 func (lf *logFile) flushPendLocked() error {
 	err := lf.pendErr
 	lf.pendErr = nil
-	if len(lf.pend) > 0 {
+	if len(lf.pend) > 0 && !lf.held {
+		n := len(lf.pend)
+		if lf.zeroAfter {
+			// The header after the last entry reads as zeros, so that a
+			// replay stops there whatever the file held before (what
+			// Badger's zeroNextEntry did through the map): the next
+			// write overwrites them.
+			var zeros [maxHeaderSize]byte
+			room := max(0, min(maxHeaderSize, len(lf.Data)-int(lf.pendAt)-n))
+			lf.pend = append(lf.pend, zeros[:room]...)
+		}
 		if _, werr := lf.Fd.WriteAt(lf.pend, lf.pendAt); werr != nil && err == nil {
 			err = werr
 		}
@@ -84,6 +107,30 @@ func (lf *logFile) finishPend() error {
 	err := lf.flushPendLocked()
 	lf.pend = nil
 	return err
+}
+
+// holdPend keeps (true) what the file's writes buffer from the file,
+// until it is let go (false): a memtable's log holds its entries while
+// the value log they point into is synced, so that no entry reaches the
+// file before the value it points to is durable (the order Badger's
+// sync of the value log before the memtable's writes kept). What is
+// held is written by the next flush after it is let go.
+func (lf *logFile) holdPend(hold bool) {
+	lf.pendMu.Lock()
+	lf.held = hold
+	lf.pendMu.Unlock()
+}
+
+// startWriteBack starts the write-back of the file's dirty pages
+// without waiting for it (Linux; elsewhere it does nothing), so that
+// the device writes them while the writer inserts the same entries
+// into its memtable; the Sync after only waits for what is left and
+// flushes the device's cache.
+func (lf *logFile) startWriteBack() error {
+	if err := lf.flushPend(); err != nil {
+		return err
+	}
+	return startWriteBack(lf.Fd)
 }
 
 // Sync writes what is pending, then syncs the file.

@@ -208,6 +208,11 @@ func (sw *StreamWriter) Write(buf *z.Buffer) error {
 	if err := sw.db.vlog.write(all); err != nil {
 		return err
 	}
+	// With SyncWrites, write leaves the sync to its caller (ctxgraph:
+	// see syncWritten in value.go).
+	if err := sw.db.vlog.syncWritten(); err != nil {
+		return err
+	}
 
 	for streamID, req := range streamReqs {
 		writer, ok := sw.writers[streamID]

@@ -474,6 +474,9 @@ type valueLog struct {
 	writableLogOffset atomic.Uint32 // read by read, written by write
 	numEntriesWritten uint32
 	opt               Options
+	// unsynced is the file write wrote to and syncWritten has not
+	// synced yet (SyncWrites); only the writer touches it.
+	unsynced *logFile
 
 	garbageCh    chan struct{}
 	discardStats *discardStats
@@ -829,11 +832,12 @@ func (vlog *valueLog) write(reqs []*request) error {
 	curlf := vlog.filesMap[maxFid]
 	vlog.filesLock.RUnlock()
 
+	// With SyncWrites, the file is synced by syncWritten, after the
+	// writes' memtable inserts and before their memtable log's bytes
+	// are written (db.writeToLSM): write only starts its write-back.
 	defer func() {
 		if vlog.opt.SyncWrites {
-			if err := curlf.Sync(); err != nil {
-				vlog.opt.Errorf("Error while curlf sync: %v\n", err)
-			}
+			vlog.unsynced = curlf
 		}
 	}()
 
@@ -935,9 +939,36 @@ func (vlog *valueLog) write(reqs []*request) error {
 	if err := toDisk(); err != nil {
 		return err
 	}
-	// What this call encoded goes to the file before it returns (and
-	// before the deferred sync), as the copy into the map did.
+	// What this call encoded goes to the file before it returns, as
+	// the copy into the map did; with SyncWrites its write-back starts.
+	if vlog.opt.SyncWrites {
+		return curlf.startWriteBack()
+	}
 	return curlf.flushPend()
+}
+
+// testHookBeforeVlogSync, when set (by a test), is called by
+// syncWritten before it syncs lf.
+var testHookBeforeVlogSync func(lf *logFile)
+
+// syncWritten syncs the value log file the last write wrote to, if it
+// is not synced yet (SyncWrites; see write). The sync's error fails the
+// write.
+func (vlog *valueLog) syncWritten() error {
+	lf := vlog.unsynced
+	if lf == nil {
+		return nil
+	}
+	vlog.unsynced = nil
+	if testHookBeforeVlogSync != nil {
+		testHookBeforeVlogSync(lf)
+	}
+	lf.lock.RLock()
+	defer lf.lock.RUnlock()
+	if err := lf.Sync(); err != nil {
+		return y.Wrapf(err, "while syncing value log %q", lf.path)
+	}
+	return nil
 }
 
 // Gets the logFile and acquires and RLock() for the mmap. You must call RUnlock on the file
