@@ -20,7 +20,7 @@ build:
 # format is checked against messages Python's msgpack writes: both required here.
 test: vet fmt-check js-deps rdflib pymsgpack
 	CTXGRAPH_REQUIRE_RDFLIB=1 CTXGRAPH_REQUIRE_PYMSGPACK=1 $(GO) test -count=1 -timeout 12m $(PKG)
-	$(GO) test -count=1 $(BADGER_FORK)
+	$(GO) test -count=1 $(BADGER_FORK)/...
 	@$(MAKE) --no-print-directory fuzz FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)" FUZZTIME=$(FUZZ_SHORT)
 
 # rdflib (Debian's python3-rdflib) is the independent RDF parser the

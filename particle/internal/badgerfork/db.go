@@ -1114,7 +1114,9 @@ func buildL0Table(iter y.Iterator, dropPrefixes [][]byte, bopts table.Options) *
 	defer iter.Close()
 
 	b := table.NewTableBuilder(bopts)
+	var yield y.Yielder // a flush gives way to the writer (ctxgraph)
 	for iter.Rewind(); iter.Valid(); iter.Next() {
+		yield.Step()
 		if len(dropPrefixes) > 0 && hasAnyPrefixes(iter.Key(), dropPrefixes) {
 			continue
 		}

@@ -743,7 +743,9 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		var numKeys, numSkips uint64
 		var rangeCheck int
 		var tableKr keyRange
+		var yield y.Yielder // a compaction gives way to the writer (ctxgraph)
 		for ; it.Valid(); it.Next() {
+			yield.Step()
 			// See if we need to skip the prefix.
 			if len(cd.dropPrefixes) > 0 && hasAnyPrefixes(it.Key(), cd.dropPrefixes) {
 				numSkips++
