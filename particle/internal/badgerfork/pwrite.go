@@ -1,5 +1,7 @@
 package badger
 
+import "github.com/dgraph-io/badger/v4/y"
+
 // ctxgraph's change to Badger v4.9.6 (see CTXGRAPH.md): the value log
 // and the memtables' logs are written with pwrite, not by copying into
 // their memory maps.
@@ -130,7 +132,7 @@ func (lf *logFile) startWriteBack() error {
 	if err := lf.flushPend(); err != nil {
 		return err
 	}
-	return startWriteBack(lf.Fd)
+	return y.StartWriteBack(lf.Fd, 0, 0)
 }
 
 // Sync writes what is pending, then syncs the file.

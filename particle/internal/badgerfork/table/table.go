@@ -253,10 +253,16 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 		return nil, fmt.Errorf("file already exists: %s", fname)
 	}
 
-	written := bd.Copy(mf.Data)
+	// Written with pwrite, not through the map (ctxgraph: writeFile).
+	written, err := bd.writeFile(mf.Fd)
+	if err != nil {
+		_ = mf.Delete()
+		return nil, y.Wrapf(err, "while writing table %s", fname)
+	}
 	y.AssertTrue(written == len(mf.Data))
-	if err := z.Msync(mf.Data); err != nil {
-		return nil, y.Wrapf(err, "while calling msync on %s", fname)
+	if err := mf.Fd.Sync(); err != nil {
+		_ = mf.Delete()
+		return nil, y.Wrapf(err, "while syncing table %s", fname)
 	}
 	return OpenTable(mf, *builder.opts)
 }

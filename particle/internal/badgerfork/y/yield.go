@@ -23,13 +23,9 @@ const yieldEvery = 256
 var gosched = runtime.Gosched
 
 // Step counts one step of the loop and yields every yieldEvery.
-func (y *Yielder) Step() { y.StepN(1) }
-
-// StepN counts n steps (a step that costs as much as n of the others).
-func (y *Yielder) StepN(n uint32) {
-	y.n += n
-	if y.n >= yieldEvery {
-		y.n = 0
+func (y *Yielder) Step() {
+	y.n++
+	if y.n%yieldEvery == 0 {
 		gosched()
 	}
 }
