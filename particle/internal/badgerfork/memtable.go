@@ -302,15 +302,15 @@ func (lf *logFile) encodeEntry(buf *bytes.Buffer, e *Entry, offset uint32) (int,
 		userMeta:  e.UserMeta,
 	}
 
-	hash := crc32.New(y.CastagnoliCrcTable)
-	writer := io.MultiWriter(buf, hash)
-
 	// encode header.
 	var headerEnc [maxHeaderSize]byte
 	sz := h.Encode(headerEnc[:])
-	y.Check2(writer.Write(headerEnc[:sz]))
+	var sum uint32
 	// we'll encrypt only key and value.
 	if lf.encryptionEnabled() {
+		hash := crc32.New(y.CastagnoliCrcTable)
+		writer := io.MultiWriter(buf, hash)
+		y.Check2(writer.Write(headerEnc[:sz]))
 		// TODO: no need to allocate the bytes. we can calculate the encrypted buf one by one
 		// since we're using ctr mode of AES encryption. Ordering won't changed. Need some
 		// refactoring in XORBlock which will work like stream cipher.
@@ -321,14 +321,21 @@ func (lf *logFile) encodeEntry(buf *bytes.Buffer, e *Entry, offset uint32) (int,
 			writer, eBuf, lf.dataKey.Data, lf.generateIV(offset)); err != nil {
 			return 0, y.Wrapf(err, "Error while encoding entry for vlog.")
 		}
+		sum = hash.Sum32()
 	} else {
-		// Encryption is disabled so writing directly to the buffer.
-		y.Check2(writer.Write(e.Key))
-		y.Check2(writer.Write(e.Value))
+		// Encryption is disabled so writing directly to the buffer, and
+		// the checksum computed over the same bytes without a hash and
+		// a MultiWriter allocated per entry (ctxgraph, see CTXGRAPH.md).
+		y.Check2(buf.Write(headerEnc[:sz]))
+		y.Check2(buf.Write(e.Key))
+		y.Check2(buf.Write(e.Value))
+		sum = crc32.Update(0, y.CastagnoliCrcTable, headerEnc[:sz])
+		sum = crc32.Update(sum, y.CastagnoliCrcTable, e.Key)
+		sum = crc32.Update(sum, y.CastagnoliCrcTable, e.Value)
 	}
 	// write crc32 hash.
 	var crcBuf [crc32.Size]byte
-	binary.BigEndian.PutUint32(crcBuf[:], hash.Sum32())
+	binary.BigEndian.PutUint32(crcBuf[:], sum)
 	y.Check2(buf.Write(crcBuf[:]))
 	// return encoded length.
 	return len(headerEnc[:sz]) + len(e.Key) + len(e.Value) + len(crcBuf), nil

@@ -5,10 +5,14 @@ package badger
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4/y"
 )
 
 // syncedOptions are options for a small store that syncs every write
@@ -194,4 +198,34 @@ func copyStoreFiles(t *testing.T, dir string) string {
 		}
 	}
 	return out
+}
+
+// TestEncodeEntryChecksum: an entry's trailing checksum is the CRC
+// (Castagnoli) of its header, key and value, as Badger's readers check
+// it, now computed without a hash allocated per entry.
+func TestEncodeEntryChecksum(t *testing.T) {
+	lf := &logFile{}
+	for _, e := range []*Entry{
+		{Key: []byte("k"), Value: nil},
+		{Key: []byte("key-with-ts\x00\x00\x00\x00\x00\x00\x00\x01"), Value: bytes.Repeat([]byte("v"), 300), meta: bitValuePointer, UserMeta: 3, ExpiresAt: 99},
+	} {
+		var buf bytes.Buffer
+		n, err := lf.encodeEntry(&buf, e, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := buf.Bytes()
+		if n != len(out) {
+			t.Fatalf("encoded %d bytes, reported %d", len(out), n)
+		}
+		want := crc32.Checksum(out[:n-crc32.Size], y.CastagnoliCrcTable)
+		if got := binary.BigEndian.Uint32(out[n-crc32.Size:]); got != want {
+			t.Fatalf("checksum %08x, want %08x", got, want)
+		}
+		var h header
+		hlen := h.Decode(out)
+		if !bytes.Equal(out[hlen:hlen+len(e.Key)], e.Key) || !bytes.Equal(out[hlen+len(e.Key):n-crc32.Size], e.Value) {
+			t.Fatal("the key and value do not follow the header")
+		}
+	}
 }
