@@ -1,6 +1,10 @@
 package badger
 
-import "github.com/dgraph-io/badger/v4/y"
+import (
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4/y"
+)
 
 // ctxgraph's change to Badger v4.9.6 (see CTXGRAPH.md): the value log
 // and the memtables' logs are written with pwrite, not by copying into
@@ -41,6 +45,15 @@ func (lf *logFile) bufWrite(b []byte, off int64) {
 	defer lf.pendMu.Unlock()
 	if len(lf.pend) > 0 && lf.pendAt+int64(len(lf.pend)) != off {
 		// Not contiguous: never happens (the writes append), kept safe.
+		if lf.held {
+			// What is held cannot go out first: fail the write (at
+			// its flush) rather than write b where it does not go.
+			if lf.pendErr == nil {
+				lf.pendErr = fmt.Errorf("%s: a write at %d does not follow the held %d bytes at %d",
+					lf.path, off, len(lf.pend), lf.pendAt)
+			}
+			return
+		}
 		if err := lf.flushPendLocked(); err != nil {
 			lf.pendErr = err
 		}

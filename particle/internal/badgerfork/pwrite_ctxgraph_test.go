@@ -229,3 +229,30 @@ func TestEncodeEntryChecksum(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldLogRefusesAWriteOutOfOrder: a held log that is handed a write
+// that does not follow what it holds fails at its flush, and writes
+// neither, instead of writing the second where the first goes.
+func TestHeldLogRefusesAWriteOutOfOrder(t *testing.T) {
+	db, err := Open(syncedOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	wal := db.mt.wal
+	at := int64(wal.writeAt)
+	wal.holdPend(true)
+	wal.bufWrite([]byte("first"), at)
+	wal.bufWrite([]byte("elsewhere"), at+100)
+	wal.holdPend(false)
+	if err := wal.flushPend(); err == nil {
+		t.Fatal("a write out of order while held was not reported")
+	}
+	got := make([]byte, 5)
+	if _, err := wal.Fd.ReadAt(got, at); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "first" {
+		t.Fatalf("the held bytes did not go out after the error: %q", got)
+	}
+}
