@@ -35,10 +35,10 @@ type Options struct {
 	// sets DefaultValueThreshold. Ignored InMemory.
 	ValueThreshold int
 	// MemTableSize is the bytes of each of Badger's memtables: a full
-	// one is written out as a table in one go, a few hundred
-	// milliseconds of a core at Badger's default 64 MiB, during which
-	// everything else the daemon runs (JetStream's delivery to ingest
-	// above all) waits for a core; a transaction may hold 15% of it.
+	// one is written out as a table, a few hundred milliseconds of a
+	// core at Badger's default 64 MiB, which gives way to the goroutines
+	// waiting to run (the badgerfork's yields) but still slows
+	// JetStream's delivery to ingest; a transaction may hold 15% of it.
 	// DefaultOptions sets DefaultMemTableSize; 0 keeps Badger's default.
 	// Ignored InMemory.
 	MemTableSize int64

@@ -95,8 +95,9 @@ type Config struct {
 		// value-log GC); 0 keeps all in the tree.
 		ValueThreshold int `yaml:"value_threshold"`
 		// MemTableMiB is the size of each of Badger's memtables, MiB
-		// (particle.Options.MemTableSize): writing a full one out holds
-		// a core for its length, and ingest's delivery stalls meanwhile.
+		// (particle.Options.MemTableSize): a full one is written out as
+		// a table, a core's work that gives way to ingest but still
+		// slows it (BENCHMARKS.md, sixty-fourth round).
 		MemTableMiB int `yaml:"memtable_mib"`
 		// ValueLogFileMiB is the size at which Badger starts a new
 		// value-log file, MiB (particle.Options.ValueLogFileSize): a
