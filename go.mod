@@ -102,6 +102,7 @@ require (
 	google.golang.org/grpc v1.63.2 // indirect
 )
 
-// Badger v4.9.6 with its logs written with pwrite instead of through
-// their memory maps: particle/internal/badgerfork/CTXGRAPH.md.
+// Badger v4.9.6 with ctxgraph's changes to its write path (logs and
+// tables written with pwrite, the value log's sync overlapped, flushes
+// and compactions giving way): particle/internal/badgerfork/CTXGRAPH.md.
 replace github.com/dgraph-io/badger/v4 => ./particle/internal/badgerfork

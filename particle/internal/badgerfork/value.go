@@ -832,15 +832,6 @@ func (vlog *valueLog) write(reqs []*request) error {
 	curlf := vlog.filesMap[maxFid]
 	vlog.filesLock.RUnlock()
 
-	// With SyncWrites, the file is synced by syncWritten, after the
-	// writes' memtable inserts and before their memtable log's bytes
-	// are written (db.writeToLSM): write only starts its write-back.
-	defer func() {
-		if vlog.opt.SyncWrites {
-			vlog.unsynced = curlf
-		}
-	}()
-
 	write := func(buf *bytes.Buffer) error {
 		if buf.Len() == 0 {
 			return nil
@@ -940,8 +931,11 @@ func (vlog *valueLog) write(reqs []*request) error {
 		return err
 	}
 	// What this call encoded goes to the file before it returns, as
-	// the copy into the map did; with SyncWrites its write-back starts.
+	// the copy into the map did. With SyncWrites its write-back starts,
+	// and syncWritten syncs it after the writes' memtable inserts and
+	// before their memtable log's bytes are written (db.writeToLSM).
 	if vlog.opt.SyncWrites {
+		vlog.unsynced = curlf
 		return curlf.startWriteBack()
 	}
 	return curlf.flushPend()
