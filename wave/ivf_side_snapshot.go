@@ -294,6 +294,7 @@ func (l *SplitsLoad) Load(ctx context.Context, r io.Reader, agent, window bool) 
 			sd := s.install()
 			x.sides[s.by].Store(sd)
 			loading = append(loading, sd)
+			got.Entries += s.ids.len() + s.shared.ids.len()
 		}
 	}
 	x.mu.Unlock()
@@ -313,7 +314,8 @@ func (l *SplitsLoad) Load(ctx context.Context, r io.Reader, agent, window bool) 
 }
 
 // SplitsLoaded is what [SplitsLoad.Load] read: the splits it took from
-// the snapshot, their saved entries and those the index confirmed (a
+// the snapshot, their saved entries (counted as read, whatever changes
+// beside the load) and those the index confirmed (a
 // snapshot saved with the index's at a clean shutdown and loaded before
 // any change has every one confirmed).
 type SplitsLoaded struct{ Splits, Entries, Kept int }
@@ -378,7 +380,6 @@ func (x *IVF) confirmKeyList(sd *ivfSide, ks keySlot, changed map[uint64]struct{
 			}
 			id, nm := d.ids[i], &d.metas[i]
 			m, vec, ok := x.confirmed(id, changed)
-			got.Entries++
 			if key, keyed := sd.key(m); ok && keyed && key == ks.key && !nm.fixedDiffer(m) {
 				nm.setMutable(m)
 				d.vecs[i].Store(vec)
@@ -434,7 +435,6 @@ func (x *IVF) confirmSharedList(sd *ivfSide, d *listData, changed map[uint64]str
 		}
 		id, nm := d.ids[i], &d.metas[i]
 		m, vec, ok := x.confirmed(id, changed)
-		got.Entries++
 		if _, keyed := sd.key(m); ok && !keyed && !nm.fixedDiffer(m) {
 			nm.setMutable(m)
 			d.vecs[i].Store(vec)
