@@ -52,12 +52,16 @@ type Daemon struct {
 	cfg Config
 	log *slog.Logger
 
-	ns      *server.Server
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	store   *particle.Store
-	index   wave.Index
-	indexer *planner.Indexer
+	ns *server.Server
+	nc *nats.Conn          // in-process: the responders, dead letters, streams
+	js jetstream.JetStream // on nc
+	// ingestNC is the ingest consumers' own connection, over loopback
+	// TCP (ingestConnect), and ingestJS the JetStream context on it.
+	ingestNC *nats.Conn
+	ingestJS jetstream.JetStream
+	store    *particle.Store
+	index    wave.Index
+	indexer  *planner.Indexer
 	// priority is what ingest's decoding, applying and indexing give
 	// way to while planner calls run (nil: ingest.yield_to_planner 0).
 	priority *planner.Priority
@@ -419,6 +423,12 @@ func (d *Daemon) startNATS() error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
+	if d.ingestNC, err = d.ingestConnect(); err != nil {
+		return err
+	}
+	if d.ingestJS, err = jetstream.New(d.ingestNC); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, sc := range streamConfigs(d.cfg) {
@@ -477,7 +487,7 @@ func (d *Daemon) startConsumers(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cons, err := d.js.CreateOrUpdateConsumer(cctx, c.stream, cc)
+		cons, err := d.ingestJS.CreateOrUpdateConsumer(cctx, c.stream, cc)
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", c.durable, err)
 		}
@@ -586,16 +596,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		// Stop taking requests, answer those already sent to the
 		// daemon, then drain.
 		d.stopResponders()
-		if d.nc != nil {
-			closed := make(chan struct{})
-			d.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-			if err := d.nc.Drain(); err != nil {
-				d.nc.Close()
-			}
-			select {
-			case <-closed:
-			case <-time.After(10 * time.Second):
-				d.log.Error("nats drain timed out")
+		for _, nc := range []*nats.Conn{d.ingestNC, d.nc} {
+			if nc != nil {
+				d.drain(nc)
 			}
 		}
 		if d.splitsFile != nil { // a start that failed before serving

@@ -265,7 +265,7 @@ func (d *Daemon) httpStats(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) httpReady(w http.ResponseWriter, _ *http.Request) {
 	checks := map[string]bool{
 		"serving": d.ready.Load(),
-		"nats":    d.nc != nil && d.nc.IsConnected(),
+		"nats":    d.nc != nil && d.nc.IsConnected() && d.ingestNC != nil && d.ingestNC.IsConnected(),
 		"storage": d.storeOK.Load(),
 	}
 	status := http.StatusOK
