@@ -104,5 +104,7 @@ require (
 
 // Badger v4.9.6 with ctxgraph's changes to its write path (logs and
 // tables written with pwrite, the value log's sync overlapped, flushes
-// and compactions giving way): particle/internal/badgerfork/CTXGRAPH.md.
+// and compactions giving way, checksums and index buffers that do not
+// allocate more than they need, Txn.Reserve):
+// particle/internal/badgerfork/CTXGRAPH.md.
 replace github.com/dgraph-io/badger/v4 => ./particle/internal/badgerfork

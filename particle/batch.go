@@ -115,8 +115,14 @@ func (s *Store) newBatch() *Batch {
 	if m.nodes == nil {
 		m = newBatchMaps()
 	}
-	return &Batch{s: s, txn: s.db.NewTransaction(true), now: time.Now().UTC(), batchMaps: m, counts: c}
+	txn := s.db.NewTransaction(true)
+	txn.Reserve(s.txnKeys)
+	return &Batch{s: s, txn: txn, now: time.Now().UTC(), batchMaps: m, counts: c}
 }
+
+// maxReservedKeys caps the room a batch's transaction reserves for its
+// keys (Store.txnKeys): a batch of 2,048 paced steps sets about 26,000.
+const maxReservedKeys = 1 << 15
 
 // keepMaps keeps b's maps, emptied, for the next batch, once nothing
 // reads b any more (its Update is returning). The writer's lock is held.

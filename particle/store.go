@@ -141,8 +141,12 @@ type Store struct {
 	// spareMaps are the last batch's maps, emptied, for the next one
 	// (batchMaps); under writeMu.
 	spareMaps batchMaps
-	written   writtenCounter
-	updates   updateTimer
+	// txnKeys is how many keys the last batch set: the next one's
+	// transaction makes room for as many (badger.Txn.Reserve), as
+	// consecutive ingest batches are alike. Under writeMu.
+	txnKeys int
+	written writtenCounter
+	updates updateTimer
 
 	mu sync.RWMutex // guards v and counts
 	// readersWaiting counts the readers (Read) waiting for mu: publish
@@ -1031,6 +1035,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	if err := b.flush(); err != nil {
 		return Changes{}, err
 	}
+	s.txnKeys = int(min(b.written.Keys, maxReservedKeys))
 	if err := s.injectedFault(); err != nil {
 		return Changes{}, err
 	}

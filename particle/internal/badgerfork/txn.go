@@ -395,6 +395,18 @@ func (txn *Txn) modify(e *Entry) error {
 	return nil
 }
 
+// Reserve makes room in an update transaction that has no writes yet
+// for n of them, so that the map of its pending writes does not grow
+// and rehash as they come (a ctxgraph change: a writer whose
+// transactions each set about as many keys as the last reserves that
+// many). It does nothing to a read-only transaction, or once a write is
+// pending.
+func (txn *Txn) Reserve(n int) {
+	if txn.update && n > 0 && len(txn.pendingWrites) == 0 {
+		txn.pendingWrites = make(map[string]*Entry, n)
+	}
+}
+
 // Set adds a key-value pair to the database.
 // It will return ErrReadOnlyTxn if update flag was set to false when creating the transaction.
 //

@@ -587,7 +587,7 @@ func (b *Builder) compressData(data []byte) ([]byte, error) {
 }
 
 func (b *Builder) buildIndex(bloom []byte) ([]byte, uint32) {
-	builder := fbs.NewBuilder(3 << 20)
+	builder := fbs.NewBuilder(b.indexSizeHint(bloom))
 
 	boList, dataSize := b.writeBlockOffsets(builder)
 	// Write block offset vector the the idxBuilder.
@@ -620,6 +620,20 @@ func (b *Builder) buildIndex(bloom []byte) ([]byte, uint32) {
 	// Mutate the ondisk size to include the size of the index as well.
 	y.AssertTrue(index.MutateOnDiskSize(index.OnDiskSize() + uint32(len(buf))))
 	return buf, dataSize
+}
+
+// indexSizeHint is about the bytes of the table's index: its bloom
+// filter, each block's base key with its offset and length, and the
+// table's own fields. Badger began every index with a 3 MiB buffer, most
+// of it never used: a memtable's flush and each table of a compaction
+// allocated 3 MiB apiece (a ctxgraph change; the builder still grows if
+// the hint falls short).
+func (b *Builder) indexSizeHint(bloom []byte) int {
+	n := len(bloom) + 256
+	for _, bl := range b.blockList {
+		n += len(bl.baseKey) + 32
+	}
+	return n
 }
 
 // writeBlockOffsets writes all the blockOffets in b.offsets and returns the

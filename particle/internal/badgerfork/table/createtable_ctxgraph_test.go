@@ -51,3 +51,23 @@ func TestCreateTableReadsBack(t *testing.T) {
 		t.Fatalf("read %d keys, the table holds %d", n, tbl.KeyCount())
 	}
 }
+
+// TestIndexSizeHintHoldsTheIndex: a table's index fits the buffer its
+// builder starts with (indexSizeHint), which is not much larger, for a
+// table of one block and one of about a thousand.
+func TestIndexSizeHintHoldsTheIndex(t *testing.T) {
+	one := NewTableBuilder(Options{BlockSize: 4 << 10, TableSize: 1 << 20,
+		BloomFalsePositive: 0.01, Compression: options.None, ChkMode: options.OnTableAndBlockRead})
+	for i := range 10 {
+		one.Add(y.KeyWithTs([]byte(fmt.Sprintf("key-%d", i)), 1), y.ValueStruct{Value: []byte{1}}, 0)
+	}
+	for _, b := range []*Builder{one, memtableSized(4)} {
+		bd := b.Done()
+		f := y.NewFilter(b.keyHashes, y.BloomBitsPerKey(len(b.keyHashes), b.opts.BloomFalsePositive))
+		hint := b.indexSizeHint(f)
+		if len(b.blockList) == 0 || len(bd.index) > hint || hint > 2*len(bd.index)+1024 {
+			t.Errorf("%d blocks: index of %d bytes, hint %d", len(b.blockList), len(bd.index), hint)
+		}
+		b.Close()
+	}
+}
