@@ -74,8 +74,10 @@ func (c *loopCalls) addRunq(wait, lat time.Duration) {
 }
 
 // plannerLoop asks the daemon's planner the workload's 1-hop queries in
-// turn on one thread, one every mixedEvery, until stop is closed.
-func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (*loopCalls, error) {
+// turn on one thread, one every mixedEvery, until stop is closed. Its
+// first call is at once, after it closes started (if not nil): a phase
+// shorter than a tick still has a call beside it.
+func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}, started chan<- struct{}) (*loopCalls, error) {
 	reqs := r.requests(1)
 	ans := new(planner.Answer)
 	tick := time.NewTicker(mixedEvery)
@@ -83,13 +85,18 @@ func (r *runner) plannerLoop(ctx context.Context, stop <-chan struct{}) (*loopCa
 	calls := &loopCalls{}
 	tw := newThreadWaits()
 	defer tw.close()
+	if started != nil {
+		close(started)
+	}
 	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return calls, nil
-		case <-ctx.Done():
-			return calls, ctx.Err()
-		case <-tick.C:
+		if i > 0 {
+			select {
+			case <-stop:
+				return calls, nil
+			case <-ctx.Done():
+				return calls, ctx.Err()
+			case <-tick.C:
+			}
 		}
 		req := reqs[i%len(reqs)]
 		ans.Reset()
@@ -124,7 +131,7 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 	}
 	stopIdle := make(chan struct{})
 	time.AfterFunc(mixedIdle, func() { close(stopIdle) })
-	idle, err := r.plannerLoop(ctx, stopIdle)
+	idle, err := r.plannerLoop(ctx, stopIdle, nil)
 	if err != nil {
 		return err
 	}
@@ -135,11 +142,12 @@ func (r *runner) mixed(ctx context.Context, msgs []pubMsg, rate float64, stepsTh
 	stop := make(chan struct{})
 	var busy *loopCalls
 	var loopErr error // both read once done is closed
-	done := make(chan struct{})
+	done, started := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		busy, loopErr = r.plannerLoop(ctx, stop)
+		busy, loopErr = r.plannerLoop(ctx, stop, started)
 	}()
+	<-started // its first call beside the phase's first messages
 	t0 := time.Now()
 	sendErr := r.sendPaced(ctx, msgs, rate, stepsThrough)
 	took := time.Since(t0)
