@@ -189,12 +189,6 @@ func decodeNodeV2(b []byte, inPlace bool) (n *Node, apart int, err error) {
 	return n, apart, nil
 }
 
-// edgeBox allocates an edge and its assertion together.
-type edgeBox struct {
-	e Edge
-	a Assertion
-}
-
 // encodeEdgeV2 encodes e in format 2, or with apart in format 3.
 func encodeEdgeV2(e *Edge, slab *valueSlab, apart bool) ([]byte, error) {
 	// At most 16 bytes a time, 8 a float, 10 a varint or string length.
@@ -272,27 +266,41 @@ func encodeEdgeV2(e *Edge, slab *valueSlab, apart bool) ([]byte, error) {
 func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 	r := &rd{}
 	emb, apart := newReader(r, b, kindEdge, inPlace)
-	box := &edgeBox{}
-	e := &box.e
-	e.Embedding = emb
-	e.ID = r.str()
-	e.Namespace = r.str()
-	e.Source = r.str()
-	e.Target = r.str()
-	e.Type = internEdgeType(EdgeType(r.str()))
-	e.Scope.TimeRange.From = r.time()
-	e.Scope.TimeRange.To = r.time()
-	e.Scope.Location = r.str()
-	e.Scope.Audience = r.strs()
-	if n, isNil := r.count(5); !isNil {
-		e.Provenance = make([]Provenance, n)
-		steps := make([]int, n) // one allocation for every StepIndex
+	// The fields ahead of the provenance are read into head; once the
+	// provenance's length is read, the edge is allocated in a box that
+	// holds it and the assertion (boxFor): one object for a load to
+	// allocate and every collection to mark, where there were three
+	// (the edge with its assertion, the provenance, its step indices).
+	var head Edge
+	head.Embedding = emb
+	head.ID = r.str()
+	head.Namespace = r.str()
+	head.Source = r.str()
+	head.Target = r.str()
+	head.Type = internEdgeType(EdgeType(r.str()))
+	head.Scope.TimeRange.From = r.time()
+	head.Scope.TimeRange.To = r.time()
+	head.Scope.Location = r.str()
+	head.Scope.Audience = r.strs()
+	n, isNil := r.count(5)
+	e, a := boxFor(n)
+	prov := e.Provenance
+	*e = head
+	if !isNil {
+		e.Provenance = prov
+		var steps []int // the step indices past stepIndexes, if any
 		for i := range e.Provenance {
 			p := &e.Provenance[i]
 			p.EpisodeID = r.str()
 			if r.present() {
-				steps[i] = r.integer()
-				p.StepIndex = &steps[i]
+				step := r.integer()
+				if p.StepIndex = stepIndex(step); p.StepIndex == nil {
+					if steps == nil {
+						steps = make([]int, n)
+					}
+					steps[i] = step
+					p.StepIndex = &steps[i]
+				}
 			}
 			p.CMSSpanID = r.str()
 			p.Agent = r.str()
@@ -301,8 +309,8 @@ func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 	}
 	e.Evidence = r.integer()
 	if r.present() {
-		box.a = Assertion{Predicate: r.str(), Value: r.str()}
-		e.Assertion = &box.a
+		*a = Assertion{Predicate: r.str(), Value: r.str()}
+		e.Assertion = a
 	}
 	e.Confidence = r.f64()
 	e.Belief = r.belief()

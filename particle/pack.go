@@ -77,10 +77,14 @@ func packEdge(e *Edge, inBox bool) *Edge {
 	if !inBox {
 		e = boxEdge(e)
 	}
-	steps := 0
-	for _, p := range e.Provenance {
-		if p.StepIndex != nil {
-			steps++
+	steps := 0 // the step indices past stepIndexes, packed ahead of the strings
+	for i := range e.Provenance {
+		if p := &e.Provenance[i]; p.StepIndex != nil {
+			if at := stepIndex(*p.StepIndex); at != nil {
+				p.StepIndex = at
+			} else {
+				steps++
+			}
 		}
 	}
 	e.Scope.Audience = slices.Clone(e.Scope.Audience)
@@ -129,7 +133,7 @@ func packEdge(e *Edge, inBox bool) *Edge {
 		ints := unsafe.Slice((*int)(unsafe.Pointer(unsafe.SliceData(buf))), steps)
 		j := 0
 		for i := range e.Provenance {
-			if p := &e.Provenance[i]; p.StepIndex != nil {
+			if p := &e.Provenance[i]; p.StepIndex != nil && !inStepIndexes(p.StepIndex) {
 				ints[j] = *p.StepIndex
 				p.StepIndex = &ints[j]
 				j++
@@ -137,6 +141,35 @@ func packEdge(e *Edge, inBox bool) *Edge {
 		}
 	}
 	return e
+}
+
+// stepIndexes holds the step indices 0, 1, …: the StepIndex of a
+// committed or loaded provenance record points into it (stepIndex),
+// where each pointed at an int of its own, one more allocation per
+// loaded edge, or 8 bytes of its packed strings. It is not in Go's
+// heap, so a collection does not mark what points into it. Nothing
+// writes through a StepIndex.
+var stepIndexes = func() *[1 << 14]int {
+	var t [1 << 14]int
+	for i := range t {
+		t[i] = i
+	}
+	return &t
+}()
+
+// stepIndex returns the address of i in stepIndexes, or nil when it
+// holds no such index.
+func stepIndex(i int) *int {
+	if uint(i) < uint(len(stepIndexes)) {
+		return &stepIndexes[i]
+	}
+	return nil
+}
+
+// inStepIndexes reports whether p points into stepIndexes.
+func inStepIndexes(p *int) bool {
+	at := uintptr(unsafe.Pointer(p)) - uintptr(unsafe.Pointer(stepIndexes))
+	return at < unsafe.Sizeof(*stepIndexes)
 }
 
 // packedEdge is a committed edge, its assertion and its provenance (A:
@@ -147,21 +180,47 @@ type packedEdge[A any] struct {
 	p A
 }
 
-// boxed copies e, its assertion and its n provenance entries into one
-// packedEdge (A is [m]Provenance, m >= n: room for m-n more) and returns
-// the copy of e. With m = 0 the copy keeps e's provenance slice.
-func boxed[A any](e *Edge, n int) *Edge {
-	b := &packedEdge[A]{e: *e}
-	if e.Assertion != nil {
-		b.a = *e.Assertion
-		b.e.Assertion = &b.a
+// emptyBox returns a zero edge in a packedEdge[A] and its assertion's
+// place there (unset); its provenance is the first n of the box's
+// entries (A is [m]Provenance, m >= n), non-nil.
+func emptyBox[A any](n int) (*Edge, *Assertion) {
+	b := new(packedEdge[A])
+	m := int(unsafe.Sizeof(b.p) / unsafe.Sizeof(Provenance{}))
+	b.e.Provenance = unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), m)[:n]
+	return &b.e, &b.a
+}
+
+// boxFor returns a zero edge in a box with room for an assertion, whose
+// place it returns (unset), and with n zero provenance entries: in the
+// box up to MaxProvenance+1 (without room for more), else in an array
+// of their own. A decoded edge is read into it.
+func boxFor(n int) (*Edge, *Assertion) {
+	switch n {
+	case 0:
+		return emptyBox[[0]Provenance](0)
+	case 1:
+		return emptyBox[[1]Provenance](1)
+	case 2:
+		return emptyBox[[2]Provenance](2)
+	case 3:
+		return emptyBox[[3]Provenance](3)
+	case 4:
+		return emptyBox[[4]Provenance](4)
+	case 5:
+		return emptyBox[[5]Provenance](5)
+	case 6:
+		return emptyBox[[6]Provenance](6)
+	case 7:
+		return emptyBox[[7]Provenance](7)
+	case 8:
+		return emptyBox[[8]Provenance](8)
+	case MaxProvenance + 1:
+		return emptyBox[[MaxProvenance + 1]Provenance](MaxProvenance + 1)
+	default:
+		e, a := emptyBox[[0]Provenance](0)
+		e.Provenance = make([]Provenance, n)
+		return e, a
 	}
-	if m := int(unsafe.Sizeof(b.p) / unsafe.Sizeof(Provenance{})); m > 0 {
-		p := unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), m)[:n]
-		copy(p, e.Provenance)
-		b.e.Provenance = p
-	}
-	return &b.e
 }
 
 // newBoxedEdge returns a zero edge whose provenance is p, in a box with
@@ -169,9 +228,9 @@ func boxed[A any](e *Edge, n int) *Edge {
 // that its batch commits as it is (packEdge) if its assertion and
 // provenance are still the box's then (inOwnBox).
 func newBoxedEdge(p Provenance) (*Edge, *Assertion) {
-	b := &packedEdge[[1]Provenance]{p: [1]Provenance{p}}
-	b.e.Provenance = b.p[:]
-	return &b.e, &b.a
+	e, a := boxFor(1)
+	e.Provenance[0] = p
+	return e, a
 }
 
 // boxRoom is boxEdge with room for one more provenance entry than e
@@ -181,7 +240,7 @@ func newBoxedEdge(p Provenance) (*Edge, *Assertion) {
 func boxRoom(e *Edge) *Edge { return boxWith(e, 1) }
 
 // inOwnBox reports whether e's assertion and provenance (when it has
-// them) lie in e's own allocation, where a box (boxed) put
+// them) lie in e's own allocation, where a box (boxFor) put
 // them: a change that replaced either (a new assertion, a provenance
 // regrown past its room) leaves them elsewhere.
 func inOwnBox(e *Edge) bool {
@@ -204,37 +263,28 @@ func boxEdge(e *Edge) *Edge { return boxWith(e, 0) }
 // provenance entries. A nil provenance stays nil, an empty one empty.
 func boxWith(e *Edge, room int) *Edge {
 	n := len(e.Provenance)
+	var c *Edge
+	var a *Assertion
+	var p []Provenance
 	if e.Provenance == nil || n > MaxProvenance {
-		c := boxed[[0]Provenance](e, 0)
+		c, a = boxFor(0)
 		if n > 0 {
-			c.Provenance = append(make([]Provenance, 0, n+room), e.Provenance...)
+			p = append(make([]Provenance, 0, n+room), e.Provenance...)
+		} else {
+			p = e.Provenance
 		}
-		return c
+	} else {
+		c, a = boxFor(n + room)
+		p = c.Provenance[:n]
+		copy(p, e.Provenance)
 	}
-	switch n + room {
-	case 0:
-		c := boxed[[0]Provenance](e, 0)
-		c.Provenance = []Provenance{}
-		return c
-	case 1:
-		return boxed[[1]Provenance](e, n)
-	case 2:
-		return boxed[[2]Provenance](e, n)
-	case 3:
-		return boxed[[3]Provenance](e, n)
-	case 4:
-		return boxed[[4]Provenance](e, n)
-	case 5:
-		return boxed[[5]Provenance](e, n)
-	case 6:
-		return boxed[[6]Provenance](e, n)
-	case 7:
-		return boxed[[7]Provenance](e, n)
-	case 8:
-		return boxed[[8]Provenance](e, n)
-	default:
-		return boxed[[MaxProvenance + 1]Provenance](e, n)
+	*c = *e
+	c.Provenance = p
+	if e.Assertion != nil {
+		*a = *e.Assertion
+		c.Assertion = a
 	}
+	return c
 }
 
 // packNode packs n's strings, its props aside (a map keeps its own).

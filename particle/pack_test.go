@@ -85,6 +85,18 @@ func TestPackEveryField(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := c.fresh()
 			(&filler{t: t}).fill(reflect.ValueOf(rec).Elem(), c.name)
+			if e, ok := rec.(*Edge); ok {
+				// The first step index is one stepIndexes holds, the
+				// others are past it.
+				e.Provenance = append(e.Provenance, e.Provenance[len(e.Provenance)-1])
+				for i := range e.Provenance {
+					step := len(stepIndexes) + i
+					if i == 0 {
+						step = 7
+					}
+					e.Provenance[i].StepIndex = &step
+				}
+			}
 			b, err := c.encode(rec)
 			if err != nil {
 				t.Fatal(err)
@@ -117,9 +129,20 @@ func TestPackEveryField(t *testing.T) {
 					t.Fatal("the packed edge, its assertion and its provenance are not one allocation")
 				}
 				p := r.Provenance
-				if p[0].StepIndex == shared.(*Edge).Provenance[0].StepIndex ||
-					uintptr(unsafe.Pointer(p[1].StepIndex)) != uintptr(unsafe.Pointer(p[0].StepIndex))+unsafe.Sizeof(0) {
-					t.Fatal("the step indices are not copied into one array")
+				if len(p) < 3 {
+					t.Fatalf("%d provenance records, want at least 3", len(p))
+				}
+				// A step index stepIndexes holds points there; the others
+				// are copied into one array ...
+				if p[0].StepIndex != &stepIndexes[7] {
+					t.Fatal("the step index 7 does not point into stepIndexes")
+				}
+				last := len(p) - 1
+				for i := 1; i < len(p); i++ {
+					if inStepIndexes(p[i].StepIndex) || p[i].StepIndex == shared.(*Edge).Provenance[i].StepIndex ||
+						i > 1 && uintptr(unsafe.Pointer(p[i].StepIndex)) != uintptr(unsafe.Pointer(p[i-1].StepIndex))+unsafe.Sizeof(0) {
+						t.Fatal("the step indices past stepIndexes are not copied into one array")
+					}
 				}
 				// ... which lies right ahead of the strings, in their
 				// buffer.
@@ -129,7 +152,7 @@ func TestPackEveryField(t *testing.T) {
 						first = min(first, uintptr(unsafe.Pointer(d)))
 					}
 				}
-				if end := uintptr(unsafe.Pointer(p[1].StepIndex)) + unsafe.Sizeof(0); end != first {
+				if end := uintptr(unsafe.Pointer(p[last].StepIndex)) + unsafe.Sizeof(0); end != first {
 					t.Fatalf("the step indices end at %#x, the strings start at %#x: not one buffer", end, first)
 				}
 			}
@@ -436,4 +459,59 @@ func TestNewEdgeIsCommittedAsItIs(t *testing.T) {
 			checkPacked(t, "edge "+got.ID, got)
 		}
 	})
+}
+
+// TestDecodedEdgeIsOneBox decodes edges as a load does (strings in
+// place): each is one allocation with its assertion and provenance, its
+// step indices in stepIndexes, and a step index past it in one array of
+// its own; the values are those encoded.
+func TestDecodedEdgeIsOneBox(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		steps  []int
+		allocs float64
+	}{
+		{"steps held", []int{0, 17, len(stepIndexes) - 1}, 1},
+		{"a step past them", []int{3, len(stepIndexes)}, 2},
+		{"no provenance", nil, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, e, _ := ingestValues()
+			e.Embedding, e.Policy.DenyRoles = nil, nil // no array of their own
+			e.Provenance = e.Provenance[:len(c.steps)]
+			for i := range c.steps {
+				e.Provenance[i].StepIndex = &c.steps[i]
+			}
+			if c.steps == nil {
+				e.Provenance = nil
+			}
+			b, err := encodeEdge(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeEdgeAt(b, nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, e) {
+				t.Fatalf("decoded\n %+v\nwant %+v", got, e)
+			}
+			base := uintptr(unsafe.Pointer(got))
+			var box packedEdge[[1]Provenance]
+			if uintptr(unsafe.Pointer(got.Assertion))-base != unsafe.Offsetof(box.a) {
+				t.Fatal("the assertion is not in the edge's box")
+			}
+			if len(got.Provenance) > 0 && uintptr(unsafe.Pointer(&got.Provenance[0]))-base != unsafe.Offsetof(box.p) {
+				t.Fatal("the provenance is not in the edge's box")
+			}
+			for i, p := range got.Provenance {
+				if held := c.steps[i] < len(stepIndexes); inStepIndexes(p.StepIndex) != held {
+					t.Fatalf("step index %d: in stepIndexes %v, want %v", c.steps[i], !held, held)
+				}
+			}
+			if n := testing.AllocsPerRun(100, func() { _, _ = decodeEdgeAt(b, nil, true) }); n != c.allocs {
+				t.Fatalf("a decode allocates %v times, want %v", n, c.allocs)
+			}
+		})
+	}
 }

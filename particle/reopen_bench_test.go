@@ -236,8 +236,8 @@ func BenchmarkReopen(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				var heap uint64
-				cpu := 0.0
+				var heap, objects uint64
+				cpu, gc := 0.0, time.Duration(0)
 				runtime.GC()
 				b.ResetTimer()
 				for range b.N {
@@ -251,10 +251,14 @@ func BenchmarkReopen(b *testing.B) {
 					if got := s.Counts().Edges[EdgeAssertion]; got < int64(edges)*9/10 {
 						b.Fatalf("reopened with %d edges, want about %d", got, edges)
 					}
+					// A full collection of the loaded heap: what every
+					// collection of a daemon after its start marks.
+					gc0 := time.Now()
 					runtime.GC()
+					gc += time.Since(gc0)
 					var ms runtime.MemStats
 					runtime.ReadMemStats(&ms)
-					heap = ms.HeapAlloc
+					heap, objects = ms.HeapAlloc, ms.HeapObjects
 					if err := s.Close(); err != nil { // writes the next snapshot
 						b.Fatal(err)
 					}
@@ -265,6 +269,8 @@ func BenchmarkReopen(b *testing.B) {
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "reopen_s")
 				b.ReportMetric(cpu/float64(b.N), "reopen_cpu_s")
 				b.ReportMetric(float64(heap)/float64(edges), "heap_B/edge")
+				b.ReportMetric(float64(objects)/float64(edges), "heap_objects/edge")
+				b.ReportMetric(gc.Seconds()*1e3/float64(b.N), "full_gc_ms")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
