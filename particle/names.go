@@ -62,6 +62,28 @@ func edgeIdentity(ns, src string, t EdgeType, pred, dst string) string {
 	return keyString(appendEdgeIdentity(k, ns, src, t, pred, dst))
 }
 
+// keySlab builds map keys one after another in shared buffers of
+// keySlabSize bytes: a loaded view's identity keys (indexLoaded), one
+// object for the collector to mark per buffer where there was one a key
+// (a million at 1M edges, each a cache miss of every collection). A key
+// outlives its map entry until its buffer's last key does.
+type keySlab struct{ buf []byte }
+
+const keySlabSize = 1 << 20
+
+// edgeIdentity is edgeIdentity(ns, src, t, pred, dst), built in s.
+func (s *keySlab) edgeIdentity(ns, src string, t EdgeType, pred, dst string) string {
+	if n := len(ns) + len(src) + len(t) + len(pred) + len(dst) + 4; cap(s.buf)-len(s.buf) < n {
+		s.buf = make([]byte, 0, max(keySlabSize, n))
+	}
+	// A canonical predicate longer than the one given (a rare case
+	// change in Unicode) grows the buffer by a copy: the keys before
+	// stay in the one they were built in, unchanged.
+	at := len(s.buf)
+	s.buf = appendEdgeIdentity(s.buf, ns, src, t, pred, dst)
+	return keyString(s.buf[at:])
+}
+
 // idAndIdentity returns a new edge's id and its identity key ik as two
 // strings of one allocation: the id lives as long as anything names the
 // edge, and the identity as long as the edge, beside it; one object for

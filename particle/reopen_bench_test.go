@@ -251,8 +251,11 @@ func BenchmarkReopen(b *testing.B) {
 					if got := s.Counts().Edges[EdgeAssertion]; got < int64(edges)*9/10 {
 						b.Fatalf("reopened with %d edges, want about %d", got, edges)
 					}
-					// A full collection of the loaded heap: what every
+					// The maps a daemon builds after it serves, then a
+					// full collection of the loaded heap: what every
 					// collection of a daemon after its start marks.
+					s.IndexLoaded()
+					s.WaitLinked()
 					gc0 := time.Now()
 					runtime.GC()
 					gc += time.Since(gc0)

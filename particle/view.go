@@ -118,10 +118,11 @@ func (v *view) indexLoaded() {
 			}
 		})
 		wg.Go(func() {
+			var keys keySlab
 			for _, chunk := range v.loaded {
 				for _, e := range chunk {
 					if e != nil {
-						v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+						v.identity[keys.edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
 					}
 				}
 			}
