@@ -690,7 +690,7 @@ func (c *checker) edgeChunk(k, v []byte) {
 		return
 	}
 	ep := string(body)
-	ids, err := appendEdgeChunk(nil, v)
+	ids, err := appendEdgeChunk(nil, v, false)
 	switch {
 	case err != nil:
 		c.r.Add("decode", "edge chunk %d of episode %q: %v", n, ep, err)

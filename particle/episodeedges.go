@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -65,8 +66,10 @@ func encodeEdgeChunk(ids []string) []byte {
 	return b
 }
 
-// appendEdgeChunk appends the ids chunk b holds to dst.
-func appendEdgeChunk(dst []string, b []byte) ([]string, error) {
+// appendEdgeChunk appends the ids chunk b holds to dst. inPlace, they
+// alias b, which must then never change and outlive them (the view
+// snapshot's mapping); else they are copies.
+func appendEdgeChunk(dst []string, b []byte, inPlace bool) ([]string, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return dst, fmt.Errorf("%w: edge chunk count", ErrCorrupt)
@@ -78,7 +81,11 @@ func appendEdgeChunk(dst []string, b []byte) ([]string, error) {
 		if k <= 0 || l > uint64(len(b)-k) {
 			return dst, fmt.Errorf("%w: edge chunk id", ErrCorrupt)
 		}
-		dst = append(dst, string(b[k:k+int(l)]))
+		if id := b[k : k+int(l)]; inPlace && l > 0 {
+			dst = append(dst, unsafe.String(&id[0], l))
+		} else {
+			dst = append(dst, string(id))
+		}
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {
@@ -89,10 +96,10 @@ func appendEdgeChunk(dst []string, b []byte) ([]string, error) {
 
 // appendStoredChunk appends the ids of the stored chunk whose value
 // reads value, which must hold episodeEdgeChunk of them, to ids.
-func appendStoredChunk(ids []string, value chunkValue) ([]string, error) {
+func appendStoredChunk(ids []string, value chunkValue, inPlace bool) ([]string, error) {
 	err := value(func(v []byte) (err error) {
 		n := len(ids)
-		ids, err = appendEdgeChunk(ids, v)
+		ids, err = appendEdgeChunk(ids, v, inPlace)
 		if err == nil && len(ids)-n != episodeEdgeChunk {
 			err = fmt.Errorf("%w: edge chunk of %d ids", ErrCorrupt, len(ids)-n)
 		}
@@ -144,12 +151,13 @@ func parseEpisodeEdgesKey(k []byte) (episode []byte, c int, ok bool) {
 // decoded from its record: Edges holds the rest) in chunk order, then
 // puts them in front of its list.
 type edgeChunkJoin struct {
-	e   *Episode
-	ids []string
+	e       *Episode
+	ids     []string
+	inPlace bool // the ids alias the chunks' bytes (appendEdgeChunk)
 }
 
-func newEdgeChunkJoin(e *Episode) *edgeChunkJoin {
-	return &edgeChunkJoin{e: e, ids: make([]string, 0, min(e.sealed*episodeEdgeChunk, maxPresizeIDs)+len(e.Edges))}
+func newEdgeChunkJoin(e *Episode, inPlace bool) *edgeChunkJoin {
+	return &edgeChunkJoin{e: e, ids: make([]string, 0, min(e.sealed*episodeEdgeChunk, maxPresizeIDs)+len(e.Edges)), inPlace: inPlace}
 }
 
 // add takes stored chunk c; one past the record's count is left alone
@@ -162,7 +170,7 @@ func (j *edgeChunkJoin) add(c int, value chunkValue) error {
 		return fmt.Errorf("%w: episode %s: edge chunk %d missing", ErrCorrupt, j.e.ID, want)
 	}
 	var err error
-	if j.ids, err = appendStoredChunk(j.ids, value); err != nil {
+	if j.ids, err = appendStoredChunk(j.ids, value, j.inPlace); err != nil {
 		return fmt.Errorf("episode %s: %w", j.e.ID, err)
 	}
 	return nil
@@ -184,7 +192,7 @@ func joinEdgeChunks(txn *badger.Txn, e *Episode) error {
 	if e.sealed == 0 {
 		return nil
 	}
-	j := newEdgeChunkJoin(e)
+	j := newEdgeChunkJoin(e, false)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: episodeEdgesPrefix(e.Namespace, e.ID)})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
@@ -204,7 +212,7 @@ type chunkValue func(fn func([]byte) error) error
 // joinLoadedEdgeChunks joins their chunks to the loaded episodes that
 // have any, in one pass over Badger's chunk table (joinChunkTable).
 func joinLoadedEdgeChunks(txn *badger.Txn, v *view) error {
-	return joinChunkTable(v, func(yield func(k []byte, value chunkValue) error) error {
+	return joinChunkTable(v, false, func(yield func(k []byte, value chunkValue) error) error {
 		return eachEdgeChunk(txn, yield)
 	})
 }
@@ -228,7 +236,12 @@ func eachEdgeChunk(txn *badger.Txn, yield func(k []byte, value chunkValue) error
 // store of many short chunked episodes opens without a look-up per
 // episode. A chunk past its episode's count or of no episode is left
 // alone (Check reports it); a missing one fails the load.
-func joinChunkTable(v *view, each func(yield func(k []byte, value chunkValue) error) error) error {
+//
+// inPlace, the ids alias the chunks' bytes, which must never change and
+// outlive them (the view snapshot's mapping, which the loaded records'
+// strings alias too): one allocation fewer per edge of every episode,
+// each one more object for every collection to mark.
+func joinChunkTable(v *view, inPlace bool, each func(yield func(k []byte, value chunkValue) error) error) error {
 	var cur *edgeChunkJoin // of the episode of curKey, if it has chunks
 	var curKey []byte
 	err := each(func(k []byte, value chunkValue) error {
@@ -244,7 +257,7 @@ func joinChunkTable(v *view, each func(yield func(k []byte, value chunkValue) er
 			}
 			curKey, cur = append(curKey[:0], ep...), nil
 			if e := v.episodes[string(ep)]; e != nil && e.sealed > 0 {
-				cur = newEdgeChunkJoin(e)
+				cur = newEdgeChunkJoin(e, inPlace)
 			}
 		}
 		if cur != nil {

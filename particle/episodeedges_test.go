@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -214,12 +215,22 @@ func TestMissingEdgeChunkIsFound(t *testing.T) {
 // and padded values, and the record's chunk count on a bad value.
 func TestEdgeChunkCodecRefusesDamage(t *testing.T) {
 	b := encodeEdgeChunk([]string{"a", "bc", ""})
-	got, err := appendEdgeChunk(nil, b)
+	got, err := appendEdgeChunk(nil, b, false)
 	if err != nil || !slices.Equal(got, []string{"a", "bc", ""}) {
 		t.Fatalf("round trip: %q, %v", got, err)
 	}
+	// In place (a view snapshot's chunks), the ids alias the chunk's
+	// bytes; else they are copies.
+	in := func(id string) bool {
+		at := uintptr(unsafe.Pointer(unsafe.StringData(id))) - uintptr(unsafe.Pointer(&b[0]))
+		return at < uintptr(len(b))
+	}
+	aliased, err := appendEdgeChunk(nil, b, true)
+	if err != nil || !slices.Equal(aliased, got) || !in(aliased[0]) || !in(aliased[1]) || in(got[0]) || in(got[1]) {
+		t.Fatalf("in place: %q, %v; aliasing %v %v, copies aliasing %v %v", aliased, err, in(aliased[0]), in(aliased[1]), in(got[0]), in(got[1]))
+	}
 	for _, bad := range [][]byte{b[:len(b)-1], append(slices.Clone(b), 0), {0xff}, {5, 1, 'a'}} {
-		if _, err := appendEdgeChunk(nil, bad); !errors.Is(err, ErrCorrupt) {
+		if _, err := appendEdgeChunk(nil, bad, false); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%x: %v, want ErrCorrupt", bad, err)
 		}
 	}

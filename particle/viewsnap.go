@@ -504,7 +504,7 @@ func writeEdgeChunkTable(txn *badger.Txn, w io.Writer) (n uint64, crc uint32, er
 // joinSnapshotEdgeChunks joins the episodes' edge chunks of a snapshot's
 // lists to the loaded episodes of v (joinChunkTable).
 func joinSnapshotEdgeChunks(lists []byte, v *view) error {
-	return joinChunkTable(v, func(yield func(k []byte, value chunkValue) error) error {
+	return joinChunkTable(v, true, func(yield func(k []byte, value chunkValue) error) error {
 		for at := 0; at < len(lists); {
 			k, n := snapBytes(lists[at:])
 			if n <= 0 {
