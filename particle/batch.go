@@ -338,7 +338,7 @@ func (b *Batch) putEdge(e *Edge, ik []byte) error {
 			return err
 		}
 		if ik == nil {
-			ik = appendEdgeIdentity(b.key[:0], e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+			ik = appendIdentityOf(b.key[:0], e)
 			b.key = ik
 		}
 		var key string

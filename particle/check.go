@@ -359,7 +359,7 @@ func (c *checker) edge(e *Edge, k []byte, apart int) {
 	}
 	// Its identity entry in the view: present, and naming it or an edge
 	// Badger holds (which crossCheck sees once every edge is read).
-	c.key = appendEdgeIdentity(c.key[:0], e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+	c.key = appendIdentityOf(c.key[:0], e)
 	if named, ok := c.v.identity[string(c.key)]; !ok {
 		c.r.Add("view-identity", "edge %s: the view has no identity entry for it", e.ID)
 	} else if named != e.ID {
@@ -592,7 +592,7 @@ func (c *checker) checkView() {
 		switch _, stored := c.edges[id]; {
 		case !stored:
 			r.Add("view-identity", "identity %q names edge %s, not in Badger", ik, id)
-		case e == nil || edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target) != ik:
+		case e == nil || identityOf(e) != ik:
 			r.Add("view-identity", "identity %q names edge %s, whose identity is another", ik, id)
 		}
 	}

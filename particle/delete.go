@@ -73,7 +73,7 @@ func (b *Batch) flushDeletes() {
 		// The legacy entries an earlier version may have written.
 		del(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID))
 		del(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID))
-		del(identityDBKey(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)))
+		del(identityDBKey(identityOf(e)))
 	}
 	for _, n := range b.deletedNodes {
 		k := nodeKey(n.Namespace, n.ID)
@@ -117,7 +117,7 @@ func (v *view) removeEdge(id string) bool {
 	v.apart.set(e.Seq, false)
 	v.edgeSeq = unsetSeq(v.edgeSeq, e.Seq, e)
 	v.unsetFacts(e.Seq)
-	ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+	ik := identityOf(e)
 	if v.identity[ik] == id {
 		delete(v.identity, ik)
 	}

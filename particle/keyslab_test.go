@@ -1,32 +1,73 @@
 package particle
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unsafe"
 )
 
-// TestKeySlabBuildsTheSameKeys builds identity keys in a slab: each is
-// the key edgeIdentity builds, consecutive keys share one buffer, and a
-// key whose canonical predicate outgrows the room left (a lower case
-// longer in UTF-8, "Ⱥ" to "ⱥ") leaves the keys before it as they were.
-func TestKeySlabBuildsTheSameKeys(t *testing.T) {
-	type in struct {
-		src, pred, dst string
-		t              EdgeType
+// identityEdge is an edge whose identity is (src, t, pred@location, dst)
+// in the default namespace.
+func identityEdge(src string, t EdgeType, pred, location, dst string) *Edge {
+	e := &Edge{Namespace: DefaultNamespace, Source: src, Type: t, Target: dst, Scope: Scope{Location: location}}
+	if t == EdgeAssertion {
+		e.Assertion = &Assertion{Predicate: pred}
 	}
-	ins := []in{
-		{"a", "on", "b", EdgeAssertion},
-		{"node-2", "Next  To", "node-3", EdgeAssertion},
-		{"x", "", "y", EdgeMembership},
+	return e
+}
+
+// TestIdentityOfIsEdgeIdentity checks that identityOf, which writes the
+// fact key in place, builds the key edgeIdentity builds of the fact key
+// made first, on predicates and locations that need making canonical:
+// upper case, runs of (Unicode) spaces, invalid UTF-8, a case change
+// that lengthens them; and on random strings of such parts.
+func TestIdentityOfIsEdgeIdentity(t *testing.T) {
+	parts := []string{"", "a", "Next  To", " on ", "\u00a0x\u2003y ", "ȺȺȺ", "\xff", "İ", "ß", "@", "ǅ", "\t", "Ω", "z"}
+	check := func(pred, location string, et EdgeType) {
+		t.Helper()
+		e := identityEdge("src-1", et, pred, location, "dst-2")
+		want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+		if got := identityOf(e); got != want {
+			t.Fatalf("identityOf(%q @ %q, %s) = %q, want %q", pred, location, et, got, want)
+		}
+	}
+	for _, p := range parts {
+		for _, l := range parts {
+			check(p, l, EdgeAssertion)
+			check(p, l, EdgeMembership)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	random := func() string {
+		var b strings.Builder
+		for range r.IntN(5) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		return b.String()
+	}
+	for range 5000 {
+		check(random(), random(), EdgeAssertion)
+	}
+}
+
+// TestKeySlabBuildsTheSameKeys builds identity keys in a slab: each is
+// identityOf's, consecutive keys share one buffer, and a key whose
+// canonical predicate outgrows the room left (a lower case longer in
+// UTF-8, "Ⱥ" to "ⱥ") leaves the keys before it as they were.
+func TestKeySlabBuildsTheSameKeys(t *testing.T) {
+	edges := []*Edge{
+		identityEdge("a", EdgeAssertion, "on", "", "b"),
+		identityEdge("node-2", EdgeAssertion, "Next  To", "Lab 3", "node-3"),
+		identityEdge("x", EdgeMembership, "", "", "y"),
 	}
 	var s keySlab
 	var got []string
-	for _, c := range ins {
-		got = append(got, s.edgeIdentity(DefaultNamespace, c.src, c.t, c.pred, c.dst))
+	for _, e := range edges {
+		got = append(got, s.identityOf(e))
 	}
-	for i, c := range ins {
-		if want := edgeIdentity(DefaultNamespace, c.src, c.t, c.pred, c.dst); got[i] != want {
+	for i, e := range edges {
+		if want := identityOf(e); got[i] != want {
 			t.Fatalf("key %d: %q, want %q", i, got[i], want)
 		}
 	}
@@ -36,25 +77,28 @@ func TestKeySlabBuildsTheSameKeys(t *testing.T) {
 		}
 	}
 
-	// Fill the buffer to a few bytes short of its end, then build a key
-	// whose predicate grows when made canonical.
-	before := strings.Clone(got[len(got)-1])
-	left := cap(s.buf) - len(s.buf)
+	// Fill the buffer to the room the next key is sized for, then build
+	// that key: its predicate grows when made canonical.
 	const upper, lower = "ȺȺȺ", "ⱥⱥⱥ"
 	if Canonical(upper) != lower {
 		t.Fatalf("Canonical(%q) = %q, want %q", upper, Canonical(upper), lower)
 	}
-	room := len(DefaultNamespace) + len("s") + len(EdgeAssertion) + len(upper) + len("d") + 4 // what the slab sizes it by
-	pad := strings.Repeat("p", left-len(DefaultNamespace)-len("a")-len("b")-len(EdgeAssertion)-4-room)
-	filler := s.edgeIdentity(DefaultNamespace, "a", EdgeAssertion, pad, "b")
+	grows := identityEdge("s", EdgeAssertion, upper, "", "d")
+	room := identitySize(grows)
+	if len(identityOf(grows)) <= room {
+		t.Fatalf("%q is not longer than the %d bytes it is sized for", identityOf(grows), room)
+	}
+	before := strings.Clone(got[len(got)-1])
+	pad := identityEdge("a", EdgeAssertion, "", "", "b")
+	pad.Assertion.Predicate = strings.Repeat("p", cap(s.buf)-len(s.buf)-len(identityOf(pad))-room)
+	filler := s.identityOf(pad)
 	if cap(s.buf)-len(s.buf) != room {
 		t.Fatalf("%d bytes left, want %d", cap(s.buf)-len(s.buf), room)
 	}
-	grown := s.edgeIdentity(DefaultNamespace, "s", EdgeAssertion, upper, "d")
-	if want := edgeIdentity(DefaultNamespace, "s", EdgeAssertion, upper, "d"); grown != want {
-		t.Fatalf("grown key %q, want %q", grown, want)
+	if grown := s.identityOf(grows); grown != identityOf(grows) {
+		t.Fatalf("grown key %q, want %q", grown, identityOf(grows))
 	}
-	if got[len(got)-1] != before || filler != edgeIdentity(DefaultNamespace, "a", EdgeAssertion, pad, "b") {
+	if got[len(got)-1] != before || filler != identityOf(pad) {
 		t.Fatal("a key changed after a later one grew the buffer")
 	}
 }

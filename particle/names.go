@@ -71,17 +71,44 @@ type keySlab struct{ buf []byte }
 
 const keySlabSize = 1 << 20
 
-// edgeIdentity is edgeIdentity(ns, src, t, pred, dst), built in s.
-func (s *keySlab) edgeIdentity(ns, src string, t EdgeType, pred, dst string) string {
-	if n := len(ns) + len(src) + len(t) + len(pred) + len(dst) + 4; cap(s.buf)-len(s.buf) < n {
+// identityOf is identityOf(e), built in s.
+func (s *keySlab) identityOf(e *Edge) string {
+	if n := identitySize(e); cap(s.buf)-len(s.buf) < n {
 		s.buf = make([]byte, 0, max(keySlabSize, n))
 	}
 	// A canonical predicate longer than the one given (a rare case
 	// change in Unicode) grows the buffer by a copy: the keys before
 	// stay in the one they were built in, unchanged.
 	at := len(s.buf)
-	s.buf = appendEdgeIdentity(s.buf, ns, src, t, pred, dst)
+	s.buf = appendIdentityOf(s.buf, e)
 	return keyString(s.buf[at:])
+}
+
+// identityOf is e's identity key: edgeIdentity(e.Namespace, e.Source,
+// e.Type, identityPredicate(e), e.Target).
+func identityOf(e *Edge) string {
+	return keyString(appendIdentityOf(make([]byte, 0, identitySize(e)), e))
+}
+
+// appendIdentityOf appends identityOf(e), its fact key written in place
+// as appendObservedIdentity writes it (Canonical of a fact key is the
+// key itself), not made as a string of its own first.
+func appendIdentityOf(k []byte, e *Edge) []byte {
+	k = appendIdentityHead(k, e.Namespace, e.Source, e.Type)
+	if e.Type == EdgeAssertion && e.Assertion != nil {
+		k = appendFactKey(k, e.Assertion.Predicate, e.Scope.Location)
+	}
+	return appendIdentityTail(k, e.Target)
+}
+
+// identitySize is the length of identityOf(e) unless making its fact
+// key canonical lengthens it.
+func identitySize(e *Edge) int {
+	n := len(e.Namespace) + len(e.Source) + len(e.Type) + len(e.Target) + 4
+	if e.Type == EdgeAssertion && e.Assertion != nil {
+		n += len(e.Assertion.Predicate) + 1 + len(e.Scope.Location)
+	}
+	return n
 }
 
 // idAndIdentity returns a new edge's id and its identity key ik as two

@@ -122,7 +122,7 @@ func (v *view) indexLoaded() {
 			for _, chunk := range v.loaded {
 				for _, e := range chunk {
 					if e != nil {
-						v.identity[keys.edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)] = e.ID
+						v.identity[keys.identityOf(e)] = e.ID
 					}
 				}
 			}
@@ -194,7 +194,7 @@ func (v *view) putEdgeFacts(e *Edge, ik string) (EdgeFacts, bool) {
 	created := v.putEdgeLinked(e, &f)
 	if created {
 		if ik == "" {
-			ik = edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+			ik = identityOf(e)
 		}
 		v.identity[ik] = e.ID
 	}
