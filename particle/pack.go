@@ -149,13 +149,17 @@ func packEdge(e *Edge, inBox bool) *Edge {
 // loaded edge, or 8 bytes of its packed strings. It is not in Go's
 // heap, so a collection does not mark what points into it. Nothing
 // writes through a StepIndex.
-var stepIndexes = func() *[1 << 14]int {
-	var t [1 << 14]int
-	for i := range t {
-		t[i] = i
+var stepIndexes = &stepIndexTable
+
+// stepIndexTable is a package variable, in the program's data rather
+// than Go's heap (a composite made in a function would be on the heap).
+var stepIndexTable [1 << 14]int
+
+func init() {
+	for i := range stepIndexTable {
+		stepIndexTable[i] = i
 	}
-	return &t
-}()
+}
 
 // stepIndex returns the address of i in stepIndexes, or nil when it
 // holds no such index.

@@ -515,3 +515,32 @@ func TestDecodedEdgeIsOneBox(t *testing.T) {
 		})
 	}
 }
+
+// TestStepIndexesOutsideTheHeap checks the step index table: it holds
+// each index at its own place, and it is in the program's data, not Go's
+// heap, where every pointer into it would be one more for a collection
+// to mark. No API says where the heap is, so the table's address is
+// compared with another package variable's and a fresh allocation's:
+// the program's data and the heap's arenas lie far apart.
+func TestStepIndexesOutsideTheHeap(t *testing.T) {
+	for i, want := range []int{0, 1, 7, len(stepIndexes) - 1} {
+		if p := stepIndex(want); p == nil || *p != want || !inStepIndexes(p) {
+			t.Fatalf("case %d: stepIndex(%d) = %v", i, want, p)
+		}
+	}
+	if stepIndex(len(stepIndexes)) != nil || stepIndex(-1) != nil {
+		t.Fatal("stepIndex gives an index the table does not hold")
+	}
+	heap := new([1 << 14]int)
+	dist := func(a, b unsafe.Pointer) uintptr {
+		if uintptr(a) > uintptr(b) {
+			return uintptr(a) - uintptr(b)
+		}
+		return uintptr(b) - uintptr(a)
+	}
+	table, global := unsafe.Pointer(stepIndexes), unsafe.Pointer(&chunkFacts)
+	if dist(table, global) > 64<<20 || dist(table, unsafe.Pointer(heap)) < dist(table, global) {
+		t.Fatalf("the table at %p lies nearer the heap (%p) than the program's data (%p)", table, heap, global)
+	}
+	runtime.KeepAlive(heap)
+}
