@@ -189,8 +189,11 @@ type packedEdge[A any] struct {
 // entries (A is [m]Provenance, m >= n), non-nil.
 func emptyBox[A any](n int) (*Edge, *Assertion) {
 	b := new(packedEdge[A])
-	m := int(unsafe.Sizeof(b.p) / unsafe.Sizeof(Provenance{}))
-	b.e.Provenance = unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), m)[:n]
+	if m := int(unsafe.Sizeof(b.p) / unsafe.Sizeof(Provenance{})); m > 0 {
+		b.e.Provenance = unsafe.Slice((*Provenance)(unsafe.Pointer(&b.p)), m)[:n]
+	} else {
+		b.e.Provenance = []Provenance{} // (no entry to point at: a zero-size array)
+	}
 	return &b.e, &b.a
 }
 
