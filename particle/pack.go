@@ -153,13 +153,15 @@ var stepIndexes = &stepIndexTable
 
 // stepIndexTable is a package variable, in the program's data rather
 // than Go's heap (a composite made in a function would be on the heap).
-var stepIndexTable [1 << 14]int
-
-func init() {
-	for i := range stepIndexTable {
-		stepIndexTable[i] = i
+// It is filled by its initializer, not an init function, so that a
+// package variable whose initializer decodes an edge (through
+// stepIndex) is initialized after it.
+var stepIndexTable = func() (t [1 << 14]int) {
+	for i := range t {
+		t[i] = i
 	}
-}
+	return t
+}()
 
 // stepIndex returns the address of i in stepIndexes, or nil when it
 // holds no such index.
