@@ -95,7 +95,7 @@ func identityOf(e *Edge) string {
 // key itself), not made as a string of its own first.
 func appendIdentityOf(k []byte, e *Edge) []byte {
 	k = appendIdentityHead(k, e.Namespace, e.Source, e.Type)
-	if e.Type == EdgeAssertion && e.Assertion != nil {
+	if hasFactKey(e) {
 		k = appendFactKey(k, e.Assertion.Predicate, e.Scope.Location)
 	}
 	return appendIdentityTail(k, e.Target)
@@ -105,7 +105,7 @@ func appendIdentityOf(k []byte, e *Edge) []byte {
 // key canonical lengthens it.
 func identitySize(e *Edge) int {
 	n := len(e.Namespace) + len(e.Source) + len(e.Type) + len(e.Target) + 4
-	if e.Type == EdgeAssertion && e.Assertion != nil {
+	if hasFactKey(e) {
 		n += len(e.Assertion.Predicate) + 1 + len(e.Scope.Location)
 	}
 	return n

@@ -149,14 +149,13 @@ func packEdge(e *Edge, inBox bool) *Edge {
 // loaded edge, or 8 bytes of its packed strings. It is not in Go's
 // heap, so a collection does not mark what points into it. Nothing
 // writes through a StepIndex.
-var stepIndexes = &stepIndexTable
-
-// stepIndexTable is a package variable, in the program's data rather
-// than Go's heap (a composite made in a function would be on the heap).
-// It is filled by its initializer, not an init function, so that a
-// package variable whose initializer decodes an edge (through
-// stepIndex) is initialized after it.
-var stepIndexTable = func() (t [1 << 14]int) {
+//
+// A package variable is in the program's data rather than Go's heap (a
+// composite made in a function would be on the heap). It is filled by
+// its initializer, not an init function, so that a package variable
+// whose initializer decodes an edge (through stepIndex) is initialized
+// after it.
+var stepIndexes = func() (t [1 << 14]int) {
 	for i := range t {
 		t[i] = i
 	}
@@ -174,8 +173,8 @@ func stepIndex(i int) *int {
 
 // inStepIndexes reports whether p points into stepIndexes.
 func inStepIndexes(p *int) bool {
-	at := uintptr(unsafe.Pointer(p)) - uintptr(unsafe.Pointer(stepIndexes))
-	return at < unsafe.Sizeof(*stepIndexes)
+	at := uintptr(unsafe.Pointer(p)) - uintptr(unsafe.Pointer(&stepIndexes))
+	return at < unsafe.Sizeof(stepIndexes)
 }
 
 // packedEdge is a committed edge, its assertion and its provenance (A:

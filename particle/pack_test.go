@@ -538,7 +538,7 @@ func TestStepIndexesOutsideTheHeap(t *testing.T) {
 		}
 		return uintptr(b) - uintptr(a)
 	}
-	table, global := unsafe.Pointer(stepIndexes), unsafe.Pointer(&chunkFacts)
+	table, global := unsafe.Pointer(&stepIndexes), unsafe.Pointer(&chunkFacts)
 	if dist(table, global) > 64<<20 || dist(table, unsafe.Pointer(heap)) < dist(table, global) {
 		t.Fatalf("the table at %p lies nearer the heap (%p) than the program's data (%p)", table, heap, global)
 	}

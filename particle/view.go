@@ -549,8 +549,12 @@ func (v *view) edgeIDs(list []adjEdge, ids []string) []string {
 // A fact (assertion) is unique per (namespace, scope location, subject,
 // predicate, object): the location is part of its predicate key.
 func identityPredicate(e *Edge) string {
-	if e.Type == EdgeAssertion && e.Assertion != nil {
+	if hasFactKey(e) {
 		return factKey(e.Assertion.Predicate, e.Scope.Location)
 	}
 	return ""
 }
+
+// hasFactKey reports whether e's identity holds a fact key (its
+// predicate and scope location): an assertion's does.
+func hasFactKey(e *Edge) bool { return e.Type == EdgeAssertion && e.Assertion != nil }
