@@ -264,7 +264,15 @@ func encodeEdgeV2(e *Edge, slab *valueSlab, apart bool) ([]byte, error) {
 // decodeEdgeV2 decodes a format-2 or format-3 edge; apart is the count of
 // the embedding's floats stored apart (newReader).
 func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
+	return decodeEdgeAs(b, inPlace, nil)
+}
+
+// decodeEdgeAs is decodeEdgeV2 decoding into st when st is not nil: the
+// edge returned is st's, and its lists and provenance lie in st's
+// buffers, until st.pack copies it out or the next decode replaces it.
+func decodeEdgeAs(b []byte, inPlace bool, st *edgeStage) (_ *Edge, apart int, _ error) {
 	r := &rd{}
+	st.begin()
 	emb, apart := newReader(r, b, kindEdge, inPlace)
 	// The fields ahead of the provenance are read into head; once the
 	// provenance's length is read, the edge is allocated in a box that
@@ -281,9 +289,9 @@ func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 	head.Scope.TimeRange.From = r.time()
 	head.Scope.TimeRange.To = r.time()
 	head.Scope.Location = r.str()
-	head.Scope.Audience = r.strs()
+	head.Scope.Audience = st.list(r)
 	n, isNil := r.count(5)
-	e, a := boxFor(n)
+	e, a := st.box(n)
 	prov := e.Provenance
 	*e = head
 	if !isNil {
@@ -295,11 +303,7 @@ func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 			if r.present() {
 				step := r.integer()
 				if p.StepIndex = stepIndex(step); p.StepIndex == nil {
-					if steps == nil {
-						steps = make([]int, n)
-					}
-					steps[i] = step
-					p.StepIndex = &steps[i]
+					p.StepIndex = st.stepOf(step, i, n, &steps)
 				}
 			}
 			p.CMSSpanID = r.str()
@@ -318,13 +322,12 @@ func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 	e.Salience.DecayFn = r.str()
 	e.Salience.HalfLifeS = r.f64()
 	e.Salience.LastUpdated = r.time()
-	e.Policy.AllowRoles = r.strs()
-	e.Policy.DenyRoles = r.strs()
+	e.Policy.AllowRoles = st.list(r)
+	e.Policy.DenyRoles = st.list(r)
 	e.Policy.Sensitivity = Sensitivity(r.str())
 	e.Policy.Subject = r.str()
 	if r.present() {
-		v := r.boolean()
-		e.Policy.Portable = &v
+		e.Policy.Portable = st.flag(r.boolean())
 	}
 	e.Policy.Origin = r.str()
 	e.ValidFrom = r.time()
@@ -332,7 +335,7 @@ func decodeEdgeV2(b []byte, inPlace bool) (_ *Edge, apart int, _ error) {
 	e.Status = Status(r.str())
 	e.SupersededBy = r.str()
 	e.EndedAt = r.time()
-	e.Contradicts = r.strs()
+	e.Contradicts = st.list(r)
 	e.CreatedAt = r.time()
 	e.UpdatedAt = r.time()
 	e.Seq = r.uvar()

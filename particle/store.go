@@ -619,6 +619,10 @@ type loadChunk struct {
 	// embeddings are stored apart (view.apart).
 	apart []uint64
 	snap  snapChunk // the values, copied for the view snapshot (scanner.sink)
+	// mem is the view snapshot's mapping, whose records a mapped chunk
+	// decodes (readChunk); stage is where its edges are decoded.
+	mem   []byte
+	stage *edgeStage
 }
 
 // chunkFacts recycles the loaded chunks' facts, which the put copies
@@ -942,10 +946,7 @@ func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, m
 		var e *Edge
 		var err error
 		if mapped {
-			var apart int
-			if e, apart, err = decodeEdgeV2(b, true); err == nil {
-				e.Embedding, err = mappedVector(b, apart, emb)
-			}
+			e, err = c.decodeMappedEdge(b, emb)
 		} else {
 			e, err = decodeEdgeAt(b, vec, false)
 		}
@@ -973,6 +974,30 @@ func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, m
 		c.episodes = append(c.episodes, e)
 		return nil
 	}
+}
+
+// decodeMappedEdge decodes the edge of view snapshot record b, whose
+// embedding is emb, into memory the collector does not scan
+// (edgeStage.pack), or into a box where it cannot.
+func (c *loadChunk) decodeMappedEdge(b []byte, emb []float32) (*Edge, error) {
+	if c.stage == nil {
+		c.stage = newEdgeStage(c.mem)
+	}
+	e, apart, err := decodeEdgeAs(b, true, c.stage)
+	if err == nil {
+		e.Embedding, err = mappedVector(b, apart, emb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if packed, ok := c.stage.pack(); ok {
+		return packed, nil
+	}
+	e, _, err = decodeEdgeV2(b, true)
+	if err == nil {
+		e.Embedding, err = mappedVector(b, apart, emb)
+	}
+	return e, err
 }
 
 // mappedVector is the embedding of view snapshot record b: emb, which

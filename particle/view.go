@@ -155,7 +155,30 @@ func (v *view) intern(ns string) string {
 		return s
 	}
 	v.namespaces[ns] = ns
+	pinNamespace(ns)
 	return ns
+}
+
+// pinned holds every namespace string a view interned, for the life of
+// the process: a loaded edge lies in memory the collector does not scan
+// (edgeStage.pack), and its namespace, interned, may be a string of the
+// heap that nothing else would keep once its view is gone while a
+// reader still holds the edge. A process holds few namespaces.
+var pinned struct {
+	sync.Mutex
+	strs map[*byte]string
+}
+
+func pinNamespace(ns string) {
+	if ns == "" {
+		return
+	}
+	pinned.Lock()
+	defer pinned.Unlock()
+	if pinned.strs == nil {
+		pinned.strs = map[*byte]string{}
+	}
+	pinned.strs[unsafe.StringData(ns)] = ns
 }
 
 // internNS points *ns at the interned copy. It writes only when the

@@ -739,6 +739,7 @@ func readChunk(mem []byte, e chunkEntry, p prefix, c *loadChunk, legacy func()) 
 		return errors.New("embeddings' checksum mismatch")
 	}
 	c.presize(p, int(e.values))
+	c.mem = mem
 	return walkChunk(mem, e, func(tag uint64, b []byte, x []float32) error {
 		if tag == 0 {
 			return c.add(p, b, nil, legacy, nil, false, false)

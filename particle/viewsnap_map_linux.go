@@ -9,6 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// mappedOffHeap is true here: mapSnapshot's memory is outside Go's heap
+// (edgeStage.pack relies on it).
+const mappedOffHeap = true
+
 // mapSnapshot maps size bytes of f into memory for the life of the
 // process (the embeddings and strings loaded from the view snapshot
 // point into it): private, so that a write to it (the store makes one

@@ -7,6 +7,10 @@ import (
 	"os"
 )
 
+// mappedOffHeap is false here: mapSnapshot reads the snapshot into the
+// heap, so a loaded edge's strings need the collector to keep them.
+const mappedOffHeap = false
+
 // mapSnapshot reads size bytes of f into the heap (elsewhere than
 // Linux, where it maps them).
 func mapSnapshot(f *os.File, size int) (mem []byte, unmap func(), err error) {
