@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"testing"
 	"time"
@@ -217,6 +218,9 @@ func benchStore(b *testing.B, edges int) string {
 }
 
 // BenchmarkReopen opens a store of 200k or 1M edges and loads its view.
+// Besides the time it reports the loaded heap: its bytes and objects an
+// edge, the bytes of it a collection scans (scanned_B/edge) and a full
+// collection's time.
 func BenchmarkReopen(b *testing.B) {
 	for _, edges := range []int{200_000, 1_000_000} {
 		for _, from := range []string{"badger", "snapshot"} {
@@ -236,7 +240,7 @@ func BenchmarkReopen(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				var heap, objects uint64
+				var heap, objects, scanned uint64
 				cpu, gc := 0.0, time.Duration(0)
 				runtime.GC()
 				b.ResetTimer()
@@ -262,6 +266,9 @@ func BenchmarkReopen(b *testing.B) {
 					var ms runtime.MemStats
 					runtime.ReadMemStats(&ms)
 					heap, objects = ms.HeapAlloc, ms.HeapObjects
+					scan := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+					metrics.Read(scan)
+					scanned = scan[0].Value.Uint64()
 					if err := s.Close(); err != nil { // writes the next snapshot
 						b.Fatal(err)
 					}
@@ -273,6 +280,7 @@ func BenchmarkReopen(b *testing.B) {
 				b.ReportMetric(cpu/float64(b.N), "reopen_cpu_s")
 				b.ReportMetric(float64(heap)/float64(edges), "heap_B/edge")
 				b.ReportMetric(float64(objects)/float64(edges), "heap_objects/edge")
+				b.ReportMetric(float64(scanned)/float64(edges), "scanned_B/edge")
 				b.ReportMetric(gc.Seconds()*1e3/float64(b.N), "full_gc_ms")
 				b.ReportMetric(0, "ns/op")
 			})

@@ -34,9 +34,23 @@ type edgeStage struct {
 	strs     []string // Audience, AllowRoles, DenyRoles and Contradicts, in turn
 	steps    []int    // step indices past stepIndexes
 	portable bool
-	// lo and hi bound the memory the edge's strings and embedding must
-	// lie in for pack to take it: the snapshot's mapping.
-	lo, hi uintptr
+	// The memory the edge's strings and embedding must lie in for pack
+	// to take it: the snapshot's mapping.
+	mappedMem
+}
+
+// mappedMem bounds a view snapshot's mapping (zero: none, or one in the
+// heap, where nothing is packed).
+type mappedMem struct{ lo, hi uintptr }
+
+// mappedMemOf bounds mem, a view snapshot's mapping or one of
+// anonMemory's (tests), where it is outside Go's heap (mappedOffHeap).
+func mappedMemOf(mem []byte) mappedMem {
+	if !mappedOffHeap || len(mem) == 0 {
+		return mappedMem{}
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	return mappedMem{lo, lo + uintptr(len(mem))}
 }
 
 // newEdgeStage returns a stage for the edges of mem, a view snapshot's
@@ -44,12 +58,8 @@ type edgeStage struct {
 // read into the heap instead (mappedOffHeap false), it packs nothing.
 func newEdgeStage(mem []byte) *edgeStage {
 	// (Non-nil buffers: an empty list read into one stays non-nil.)
-	st := &edgeStage{prov: make([]Provenance, 0, MaxProvenance+1), strs: make([]string, 0, 16), steps: make([]int, 0, 8)}
-	if mappedOffHeap && len(mem) > 0 {
-		st.lo = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
-		st.hi = st.lo + uintptr(len(mem))
-	}
-	return st
+	return &edgeStage{prov: make([]Provenance, 0, MaxProvenance+1), strs: make([]string, 0, 16), steps: make([]int, 0, 8),
+		mappedMem: mappedMemOf(mem)}
 }
 
 // box resets st for an edge of n provenance records and returns its
@@ -167,20 +177,8 @@ func (st *edgeStage) pack() (*Edge, bool) {
 			copy(out.Provenance, e.Provenance)
 		}
 	}
-	at := l.strs
-	for _, s := range []*[]string{&out.Scope.Audience, &out.Policy.AllowRoles, &out.Policy.DenyRoles, &out.Contradicts} {
-		if len(*s) == 0 {
-			if *s != nil {
-				*s = []string{}
-			}
-			continue
-		}
-		dst := unsafe.Slice((*string)(unsafe.Add(base, at)), len(*s))
-		copy(dst, *s)
-		*s = dst
-		at += uintptr(len(dst)) * unsafe.Sizeof("")
-	}
-	at = l.steps
+	moveLists(base, l.strs, &out.Scope.Audience, &out.Policy.AllowRoles, &out.Policy.DenyRoles, &out.Contradicts)
+	at := l.steps
 	for i := range out.Provenance {
 		if p := &out.Provenance[i]; p.StepIndex != nil && !inStepIndexes(p.StepIndex) {
 			q := (*int)(unsafe.Add(base, at))
@@ -238,13 +236,68 @@ func (st *edgeStage) offHeap(e *Edge) bool {
 	return true
 }
 
-// mapped reports whether s is empty or lies in st's mapping.
-func (st *edgeStage) mapped(s string) bool {
-	return len(s) == 0 || st.inMapping(unsafe.Pointer(unsafe.StringData(s)))
+// mapped reports whether s is empty or lies in the mapping.
+func (m mappedMem) mapped(s string) bool {
+	return len(s) == 0 || m.inMapping(unsafe.Pointer(unsafe.StringData(s)))
 }
 
-func (st *edgeStage) inMapping(p unsafe.Pointer) bool {
-	return uintptr(p) >= st.lo && uintptr(p) < st.hi
+func (m mappedMem) inMapping(p unsafe.Pointer) bool {
+	return uintptr(p) >= m.lo && uintptr(p) < m.hi
+}
+
+// allMapped reports whether every string of ss lies in the mapping.
+func (m mappedMem) allMapped(ss []string) bool {
+	for _, s := range ss {
+		if !m.mapped(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// packNode returns loaded node n copied with its lists into one
+// allocation the collector does not scan, as pack does an edge, or n as
+// it is when a field would point into the heap outside that allocation
+// (a node with props, whose map is the heap's; a zoned time; a string
+// or an embedding outside the mapping). A node's lists of episodes and
+// spans grow with the fleet's history: their strings' headers were most
+// of a loaded node's scanned bytes. Their arrays are exactly as long as
+// the lists, so that a writer's clone that grows one copies it first.
+func (m mappedMem) packNode(n *Node) *Node {
+	a := &n.Attributes
+	if m.lo == 0 || a.Props != nil || zoned(n.CreatedAt) || zoned(n.UpdatedAt) || zoned(n.Belief.UpdatedAt) ||
+		len(n.Embedding) > 0 && !m.inMapping(unsafe.Pointer(unsafe.SliceData(n.Embedding))) ||
+		!m.mapped(n.ID) || !m.mapped(n.Namespace) || !m.mapped(string(n.Type)) || !m.mapped(n.Name) ||
+		!m.allMapped(n.Aliases) || !m.allMapped(a.Tags) || !m.allMapped(a.CMSSpanIDs) || !m.allMapped(a.RLDSEpisodeIDs) {
+		return n
+	}
+	lists := len(n.Aliases) + len(a.Tags) + len(a.CMSSpanIDs) + len(a.RLDSEpisodeIDs)
+	size := unsafe.Sizeof(Node{}) + uintptr(lists)*unsafe.Sizeof("")
+	words := make([]uint64, (size+7)/8) // pointer-free: never scanned
+	base := unsafe.Pointer(unsafe.SliceData(words))
+	out := (*Node)(base)
+	*out = *n
+	oa := &out.Attributes
+	moveLists(base, unsafe.Sizeof(Node{}), &out.Aliases, &oa.Tags, &oa.CMSSpanIDs, &oa.RLDSEpisodeIDs)
+	return out
+}
+
+// moveLists copies each list into the allocation at base, one after the
+// other from offset at on, and points the list at its copy; an empty
+// list that is not nil becomes one outside the heap.
+func moveLists(base unsafe.Pointer, at uintptr, lists ...*[]string) {
+	for _, l := range lists {
+		if len(*l) == 0 {
+			if *l != nil {
+				*l = []string{}
+			}
+			continue
+		}
+		dst := unsafe.Slice((*string)(unsafe.Add(base, at)), len(*l))
+		copy(dst, *l)
+		*l = dst
+		at += uintptr(len(dst)) * unsafe.Sizeof("")
+	}
 }
 
 // zoned reports whether t carries a location other than UTC, which

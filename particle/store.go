@@ -932,6 +932,7 @@ func (c *loadChunk) add(p prefix, b, vec []byte, legacy func(), emb []float32, m
 			var apart int
 			if n, apart, err = decodeNodeV2(b, true); err == nil {
 				n.Embedding, err = mappedVector(b, apart, emb)
+				n = mappedMemOf(c.mem).packNode(n)
 			}
 		} else {
 			n, err = decodeNodeAt(b, vec, false)
