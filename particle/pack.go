@@ -73,7 +73,10 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 // With inBox, e is a box already (cloneEdge's or newBoxedEdge's, its
 // assertion and provenance still in it: inOwnBox) that only the caller
 // holds: it is packed where it is, without another copy.
-func packEdge(e *Edge, inBox bool) *Edge {
+//
+// It returns the buffer that holds the packed strings too (nil when it
+// has none), which keepEdge needs.
+func packEdge(e *Edge, inBox bool) (*Edge, []byte) {
 	if !inBox {
 		e = boxEdge(e)
 	}
@@ -121,8 +124,10 @@ func packEdge(e *Edge, inBox bool) *Edge {
 		each(&e.Salience.DecayFn)
 		eachString(e.Policy.AllowRoles, each)
 		eachString(e.Policy.DenyRoles, each)
+		each((*string)(&e.Policy.Sensitivity))
 		each(&e.Policy.Subject)
 		each(&e.Policy.Origin)
+		each((*string)(&e.Status))
 		each(&e.SupersededBy)
 		eachString(e.Contradicts, each)
 	})
@@ -140,7 +145,7 @@ func packEdge(e *Edge, inBox bool) *Edge {
 			}
 		}
 	}
-	return e
+	return e, buf
 }
 
 // stepIndexes holds the step indices 0, 1, …: the StepIndex of a

@@ -205,25 +205,31 @@ func (st *edgeStage) offHeap(e *Edge) bool {
 	if len(e.Embedding) > 0 && !st.inMapping(unsafe.Pointer(unsafe.SliceData(e.Embedding))) {
 		return false
 	}
-	for _, s := range [...]string{e.ID, e.Namespace, e.Source, e.Target, e.Scope.Location, e.Salience.DecayFn,
+	return st.mapped(e.ID) && st.mapped(e.Namespace) && st.holdsFields(e)
+}
+
+// holdsFields reports whether every string of e but its id, namespace
+// and type lies in m (or is empty), and no time of e carries a zone:
+// what a packed edge (edgeStage.pack) and a kept one (keepEdge) need of
+// the fields they do not copy.
+func (m mappedMem) holdsFields(e *Edge) bool {
+	for _, s := range [...]string{e.Source, e.Target, e.Scope.Location, e.Salience.DecayFn,
 		string(e.Policy.Sensitivity), e.Policy.Subject, e.Policy.Origin, string(e.Status), e.SupersededBy} {
-		if !st.mapped(s) {
+		if !m.mapped(s) {
 			return false
 		}
 	}
-	if e.Assertion != nil && !(st.mapped(e.Assertion.Predicate) && st.mapped(e.Assertion.Value)) {
+	if e.Assertion != nil && !(m.mapped(e.Assertion.Predicate) && m.mapped(e.Assertion.Value)) {
 		return false
 	}
 	for _, l := range [...][]string{e.Scope.Audience, e.Policy.AllowRoles, e.Policy.DenyRoles, e.Contradicts} {
-		for _, s := range l {
-			if !st.mapped(s) {
-				return false
-			}
+		if !m.allMapped(l) {
+			return false
 		}
 	}
 	for i := range e.Provenance {
 		p := &e.Provenance[i]
-		if !st.mapped(p.EpisodeID) || !st.mapped(p.CMSSpanID) || !st.mapped(p.Agent) || zoned(p.ObservedAt) {
+		if !m.mapped(p.EpisodeID) || !m.mapped(p.CMSSpanID) || !m.mapped(p.Agent) || zoned(p.ObservedAt) {
 			return false
 		}
 	}

@@ -201,6 +201,35 @@ func skipUnlessOffHeap(t *testing.T) {
 	}
 }
 
+// reuseFreedMemory collects, then allocates garbage that reuses what
+// the collection freed, filled with a pattern, and collects again: memory
+// the collector wrongly freed then reads as the pattern. Keep what it
+// returns alive until the reads are done.
+func reuseFreedMemory() [][]byte {
+	runtime.GC()
+	junk := make([][]byte, 0, 1<<12)
+	for i := range cap(junk) {
+		junk = append(junk, make([]byte, 64+i%2048))
+		for j := range junk[i] {
+			junk[i][j] = 0xa5
+		}
+	}
+	runtime.GC()
+	return junk
+}
+
+// checkScannedGrowth fails unless the heap a collection scans grew from
+// before by at most most bytes an edge of edges.
+func checkScannedGrowth(t *testing.T, before uint64, edges, most int64, what string) {
+	t.Helper()
+	perEdge := (int64(scannableHeap()) - int64(before)) / edges
+	if perEdge > most {
+		t.Errorf("the scanned heap grew by %d bytes an edge %s, want at most %d", perEdge, what, most)
+		return
+	}
+	t.Logf("the scanned heap grew by %d bytes an edge %s", perEdge, what)
+}
+
 // scannableHeap is the heap the collector scans, after a collection.
 func scannableHeap() uint64 {
 	runtime.GC()
@@ -235,21 +264,8 @@ func TestLoadedEdgesAreNotScanned(t *testing.T) {
 	defer s.Close()
 	s.v.awaitLinks()
 	s.v.indexLoaded()
-	grew := int64(scannableHeap()) - int64(before)
-	if perEdge := grew / edges; perEdge > 320 {
-		t.Errorf("the scanned heap grew by %d bytes an edge loaded, want at most 320", perEdge)
-	} else {
-		t.Logf("the scanned heap grew by %d bytes an edge loaded", perEdge)
-	}
-	// Garbage that reuses whatever the collections freed.
-	junk := make([][]byte, 0, 1<<12)
-	for i := range cap(junk) {
-		junk = append(junk, make([]byte, 64+i%1024))
-		for j := range junk[i] {
-			junk[i][j] = 0xa5
-		}
-	}
-	runtime.GC()
+	checkScannedGrowth(t, before, edges, 320, "loaded")
+	junk := reuseFreedMemory()
 	got := 0
 	s.Read(func(r Reader) {
 		r.Edges(func(e *Edge) bool {
