@@ -540,7 +540,7 @@ func (b *Batch) flush() error {
 		b.set(k, enc)
 		b.storeVector(k, e.Embedding, view.storedEdgeVector(e.Seq, e.ID))
 		_, boxed := b.boxes[e]
-		b.edges[id] = keepEdge(packEdge(e, boxed && inOwnBox(e))) // publish hands the view the packed copy
+		b.edges[id] = commitEdge(e, boxed && inOwnBox(e)) // publish hands the view the kept (or packed) copy
 	}
 	for k, e := range b.episodes {
 		if err := b.putEpisode(e, view.episodes[k]); err != nil {

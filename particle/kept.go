@@ -5,29 +5,30 @@ import (
 )
 
 // A committed edge is kept where a collection reads one cache line of it
-// instead of all of them. A box (boxFor) has pointer words in each of its
-// ten to twenty cache lines, and while a fleet streams in, the view's
-// edges are most of the heap every mark phase scans: a longer phase
-// slows the commit chain for longer (the visibility tail lies inside
-// the mark phases). Once packed (packEdge), an edge points at its own
-// assertion, provenance and lists, at its packed strings, at its id and
-// embedding (shared with its other versions) and at constants. So
-// keepEdge copies it, with its assertion, provenance and lists, into
-// the body of a keptBox, a region whose words the collector does not
-// read, and points the box's few pointer words (keep) at what it holds
-// outside itself: the collector marks those through keep, and everything
+// instead of all of them, in one allocation with everything it holds. A
+// box (boxFor) has pointer words in each of its ten to twenty cache
+// lines, and while a fleet streams in, the view's edges are most of the
+// heap every mark phase scans. A committed edge needs, outside itself,
+// only its id and embedding (shared with its other versions, and the
+// vector index's indexer compares the embedding by address) and, when it
+// is not one of EdgeTypes, its type. So a commit copies the batch's edge
+// into the body of a keptBox, a region whose words the collector does
+// not read, with its assertion, provenance, lists, step indices past
+// stepIndexes and strings, and points the box's few pointer words (keep)
+// at the rest: the collector marks those through keep, and everything
 // else the edge points at lies in the box, which any pointer to the edge
 // keeps alive. Edges are immutable once published (view); the only
 // pointer written into one after is its interned namespace, kept for
 // good (pinNamespace).
 
 // keptWords is how many pointers a kept box holds for the collector:
-// the edge's id, packed strings, embedding and type.
-const keptWords = 4
+// the edge's id, embedding and type.
+const keptWords = 3
 
 // keptBox is a committed edge's allocation: keep, which the collector
 // scans, and body (B, an array of uint64), which it does not, holding
-// the edge laid out as a box (packedEdge) and then its lists.
+// the edge laid out as a box (packedEdge), then its lists, step indices
+// and flag (layoutOf), then its strings.
 type keptBox[B any] struct {
 	keep [keptWords]unsafe.Pointer
 	body B
@@ -35,73 +36,104 @@ type keptBox[B any] struct {
 
 // newKeptBox returns an allocation whose body holds at least size bytes
 // (zeroed), its keep words and its body, or nil if none is that large.
-// The bodies' sizes fill Go's size classes from 768 to 3,072 bytes with
-// the allocation's 8-byte header.
+// Each box fills one of Go's size classes from 768 to 3,072 bytes
+// exactly, with the allocation's 8-byte header (boxWords): the
+// collector reads an allocation as an array of its type, and a type
+// shorter than its slot would have it read the slot's tail as a second
+// element's keep words.
 func newKeptBox(size uintptr) (keep *[keptWords]unsafe.Pointer, body unsafe.Pointer) {
-	words := (size + 7) / 8
-	switch {
-	case words <= 91:
-		return keptBody[[91]uint64]()
-	case words <= 107:
-		return keptBody[[107]uint64]()
-	case words <= 123:
-		return keptBody[[123]uint64]()
-	case words <= 139:
-		return keptBody[[139]uint64]()
-	case words <= 155:
-		return keptBody[[155]uint64]()
-	case words <= 171:
-		return keptBody[[171]uint64]()
-	case words <= 187:
-		return keptBody[[187]uint64]()
-	case words <= 219:
-		return keptBody[[219]uint64]()
-	case words <= 251:
-		return keptBody[[251]uint64]()
-	case words <= 283:
-		return keptBody[[283]uint64]()
-	case words <= 331:
-		return keptBody[[331]uint64]()
-	case words <= 379:
-		return keptBody[[379]uint64]()
+	switch words := (size + 7) / 8; {
+	case words <= 768/8-boxWords:
+		return keptBody[[768/8 - boxWords]uint64]()
+	case words <= 896/8-boxWords:
+		return keptBody[[896/8 - boxWords]uint64]()
+	case words <= 1024/8-boxWords:
+		return keptBody[[1024/8 - boxWords]uint64]()
+	case words <= 1152/8-boxWords:
+		return keptBody[[1152/8 - boxWords]uint64]()
+	case words <= 1280/8-boxWords:
+		return keptBody[[1280/8 - boxWords]uint64]()
+	case words <= 1408/8-boxWords:
+		return keptBody[[1408/8 - boxWords]uint64]()
+	case words <= 1536/8-boxWords:
+		return keptBody[[1536/8 - boxWords]uint64]()
+	case words <= 1792/8-boxWords:
+		return keptBody[[1792/8 - boxWords]uint64]()
+	case words <= 2048/8-boxWords:
+		return keptBody[[2048/8 - boxWords]uint64]()
+	case words <= 2304/8-boxWords:
+		return keptBody[[2304/8 - boxWords]uint64]()
+	case words <= 2688/8-boxWords:
+		return keptBody[[2688/8 - boxWords]uint64]()
+	case words <= 3072/8-boxWords:
+		return keptBody[[3072/8 - boxWords]uint64]()
 	}
 	return nil, nil
 }
+
+// boxWords is what a size class of class/8 words holds beside a kept
+// box's body: the allocation's header (mallocHeader) and the keep words.
+const boxWords = mallocHeader/8 + keptWords
+
+// mallocHeader is the header Go's allocator puts before an object with
+// pointers larger than 512 bytes (its type).
+const mallocHeader = 8
 
 func keptBody[B any]() (*[keptWords]unsafe.Pointer, unsafe.Pointer) {
 	k := new(keptBox[B])
 	return &k.keep, unsafe.Pointer(&k.body)
 }
 
-// keepEdge returns packed edge e (packEdge), whose strings but its id,
-// type and namespace lie in strs, copied into a kept box, or e itself
-// when it cannot be: a field would point at the heap outside the box
-// and what keep holds (a time in a zone, a string outside strs), or it
-// is too large for any box.
-func keepEdge(e *Edge, strs []byte) *Edge {
-	if !keepable(e, strs) {
-		return e
+// commitEdge returns the view's version of e, a batch's edge: kept
+// (keepEdge) or, where it cannot be, packed (packEdge; with inBox, e is
+// the batch's own box, packed where it lies).
+func commitEdge(e *Edge, inBox bool) *Edge {
+	if k := keepEdge(e); k != nil {
+		return k
 	}
-	steps := 0 // (in strs: see packEdge)
+	p, _ := packEdge(e, inBox)
+	return p
+}
+
+// keepEdge returns a copy of e in a kept box, or nil when a time of it
+// carries a zone (a location of the heap's) or it is too large for any
+// box. e is left as it is.
+func keepEdge(e *Edge) *Edge {
+	if zonedEdge(e) {
+		return nil
+	}
+	steps := 0 // step indices past stepIndexes, in the box
+	for i := range e.Provenance {
+		if p := e.Provenance[i].StepIndex; p != nil && stepIndex(*p) == nil {
+			steps++
+		}
+	}
+	packNS := e.Namespace != DefaultNamespace
+	strs := uintptr(0)
+	eachPackedString(e, packNS, func(s *string) { strs += uintptr(len(*s)) })
 	l := layoutOf(e, steps)
-	keep, base := newKeptBox(l.size)
+	keep, base := newKeptBox(l.size + strs)
 	if keep == nil {
-		return e
+		return nil
 	}
+	typ := internEdgeType(e.Type)
 	keep[0] = unsafe.Pointer(unsafe.StringData(e.ID))
-	keep[1] = unsafe.Pointer(unsafe.SliceData(strs))
-	keep[2] = unsafe.Pointer(unsafe.SliceData(e.Embedding))
-	if !isEdgeTypeConstant(e.Type) {
-		keep[3] = unsafe.Pointer(unsafe.StringData(string(e.Type)))
+	keep[1] = unsafe.Pointer(unsafe.SliceData(e.Embedding))
+	if !isEdgeTypeConstant(typ) {
+		keep[2] = unsafe.Pointer(unsafe.StringData(string(typ)))
 	}
-	// The body is not typed for the collector: its words are copied as
+	// The body is not typed for the collector: its words are written as
 	// they are, without write barriers, which it needs for none of them.
 	out := (*Edge)(base)
 	rawCopy(base, unsafe.Pointer(e), unsafe.Sizeof(Edge{}))
+	rawSetString(unsafe.Pointer(&out.Type), unsafe.Pointer(unsafe.StringData(string(typ))), len(typ))
+	if !packNS {
+		rawSetString(unsafe.Pointer(&out.Namespace), unsafe.Pointer(unsafe.StringData(DefaultNamespace)), len(DefaultNamespace))
+	}
 	if e.Assertion != nil {
-		a := (*Assertion)(unsafe.Add(base, unsafe.Offsetof(packedEdge[[1]Provenance]{}.a)))
-		rawCopy(unsafe.Pointer(a), unsafe.Pointer(e.Assertion), unsafe.Sizeof(Assertion{}))
-		rawSetPointer(unsafe.Pointer(&out.Assertion), unsafe.Pointer(a))
+		a := unsafe.Add(base, unsafe.Offsetof(packedEdge[[1]Provenance]{}.a))
+		rawCopy(a, unsafe.Pointer(e.Assertion), unsafe.Sizeof(Assertion{}))
+		rawSetPointer(unsafe.Pointer(&out.Assertion), a)
 	}
 	if n := len(e.Provenance); n > 0 {
 		p := unsafe.Add(base, l.prov)
@@ -110,7 +142,21 @@ func keepEdge(e *Edge, strs []byte) *Edge {
 	} else if e.Provenance != nil {
 		rawSetSlice(unsafe.Pointer(&out.Provenance), unsafe.Pointer(unsafe.SliceData([]Provenance{})), 0)
 	}
-	at := l.strs
+	at := l.steps
+	for i := range out.Provenance {
+		p := &out.Provenance[i]
+		if p.StepIndex == nil {
+			continue
+		}
+		q := unsafe.Pointer(stepIndex(*p.StepIndex))
+		if q == nil {
+			q = unsafe.Add(base, at)
+			*(*int)(q) = *p.StepIndex
+			at += unsafe.Sizeof(0)
+		}
+		rawSetPointer(unsafe.Pointer(&p.StepIndex), q)
+	}
+	at = l.strs
 	for _, s := range [...]*[]string{&out.Scope.Audience, &out.Policy.AllowRoles, &out.Policy.DenyRoles, &out.Contradicts} {
 		n := len(*s)
 		if n == 0 {
@@ -129,28 +175,20 @@ func keepEdge(e *Edge, strs []byte) *Edge {
 		*(*bool)(q) = *e.Policy.Portable
 		rawSetPointer(unsafe.Pointer(&out.Policy.Portable), q)
 	}
-	return out
-}
-
-// keepable reports whether keepEdge can keep e: no time of it carries a
-// zone, and every string but its id and type lies in strs (its
-// namespace may be the default one, a constant), as do its step indices
-// past stepIndexes.
-func keepable(e *Edge, strs []byte) bool {
-	if len(strs) == 0 {
-		return false
-	}
-	lo := uintptr(unsafe.Pointer(unsafe.SliceData(strs)))
-	in := mappedMem{lo, lo + uintptr(len(strs))}
-	if !in.mapped(e.Namespace) && unsafe.StringData(e.Namespace) != unsafe.StringData(DefaultNamespace) {
-		return false
-	}
-	for i := range e.Provenance {
-		if p := e.Provenance[i].StepIndex; p != nil && !inStepIndexes(p) && !in.inMapping(unsafe.Pointer(p)) {
-			return false
+	// The strings last, after everything that holds them is in the box.
+	at = l.size
+	eachPackedString(out, packNS, func(s *string) {
+		n := len(*s)
+		if n == 0 {
+			rawSetString(unsafe.Pointer(s), nil, 0)
+			return
 		}
-	}
-	return in.holdsFields(e)
+		dst := unsafe.Add(base, at)
+		rawCopy(dst, unsafe.Pointer(unsafe.StringData(*s)), uintptr(n))
+		rawSetString(unsafe.Pointer(s), dst, n)
+		at += uintptr(n)
+	})
+	return out
 }
 
 // rawCopy copies n bytes from src to dst without write barriers: dst is
@@ -162,6 +200,13 @@ func rawCopy(dst, src unsafe.Pointer, n uintptr) {
 // rawSetPointer writes p at dst, a pointer word the collector does not
 // scan, without a write barrier.
 func rawSetPointer(dst, p unsafe.Pointer) { *(*uintptr)(dst) = uintptr(p) }
+
+// rawSetString points the string header at dst, in memory the
+// collector does not scan, at n bytes from p, without a write barrier.
+func rawSetString(dst, p unsafe.Pointer, n int) {
+	w := (*[2]uintptr)(dst)
+	w[0], w[1] = uintptr(p), uintptr(n)
+}
 
 // rawSetSlice points the slice header at dst, in memory the collector
 // does not scan, at n elements from p, without a write barrier.

@@ -75,7 +75,7 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 // holds: it is packed where it is, without another copy.
 //
 // It returns the buffer that holds the packed strings too (nil when it
-// has none), which keepEdge needs.
+// has none).
 func packEdge(e *Edge, inBox bool) (*Edge, []byte) {
 	if !inBox {
 		e = boxEdge(e)
@@ -103,34 +103,7 @@ func packEdge(e *Edge, inBox bool) (*Edge, []byte) {
 	if !packNS {
 		e.Namespace = DefaultNamespace
 	}
-	buf := packStrings(steps*int(unsafe.Sizeof(0)), func(each func(*string)) {
-		if packNS {
-			each(&e.Namespace)
-		}
-		each(&e.Source)
-		each(&e.Target)
-		if e.Assertion != nil {
-			each(&e.Assertion.Predicate)
-			each(&e.Assertion.Value)
-		}
-		for i := range e.Provenance {
-			p := &e.Provenance[i]
-			each(&p.EpisodeID)
-			each(&p.CMSSpanID)
-			each(&p.Agent)
-		}
-		each(&e.Scope.Location)
-		eachString(e.Scope.Audience, each)
-		each(&e.Salience.DecayFn)
-		eachString(e.Policy.AllowRoles, each)
-		eachString(e.Policy.DenyRoles, each)
-		each((*string)(&e.Policy.Sensitivity))
-		each(&e.Policy.Subject)
-		each(&e.Policy.Origin)
-		each((*string)(&e.Status))
-		each(&e.SupersededBy)
-		eachString(e.Contradicts, each)
-	})
+	buf := packStrings(steps*int(unsafe.Sizeof(0)), func(each func(*string)) { eachPackedString(e, packNS, each) })
 	if steps > 0 {
 		// The step indices lie ahead of the strings, in the same
 		// allocation: no pointers in either, so the collector marks it
@@ -298,6 +271,39 @@ func boxWith(e *Edge, room int) *Edge {
 		c.Assertion = a
 	}
 	return c
+}
+
+// eachPackedString calls each with every string of e that a packed
+// edge holds in its own memory: all but its id, its type (a constant
+// when known) and, unless packNS, its namespace (the default one, a
+// constant).
+func eachPackedString(e *Edge, packNS bool, each func(*string)) {
+	if packNS {
+		each(&e.Namespace)
+	}
+	each(&e.Source)
+	each(&e.Target)
+	if e.Assertion != nil {
+		each(&e.Assertion.Predicate)
+		each(&e.Assertion.Value)
+	}
+	for i := range e.Provenance {
+		p := &e.Provenance[i]
+		each(&p.EpisodeID)
+		each(&p.CMSSpanID)
+		each(&p.Agent)
+	}
+	each(&e.Scope.Location)
+	eachString(e.Scope.Audience, each)
+	each(&e.Salience.DecayFn)
+	eachString(e.Policy.AllowRoles, each)
+	eachString(e.Policy.DenyRoles, each)
+	each((*string)(&e.Policy.Sensitivity))
+	each(&e.Policy.Subject)
+	each(&e.Policy.Origin)
+	each((*string)(&e.Status))
+	each(&e.SupersededBy)
+	eachString(e.Contradicts, each)
 }
 
 // packNode packs n's strings, its props aside (a map keeps its own).

@@ -229,17 +229,28 @@ func (m mappedMem) holdsFields(e *Edge) bool {
 	}
 	for i := range e.Provenance {
 		p := &e.Provenance[i]
-		if !m.mapped(p.EpisodeID) || !m.mapped(p.CMSSpanID) || !m.mapped(p.Agent) || zoned(p.ObservedAt) {
+		if !m.mapped(p.EpisodeID) || !m.mapped(p.CMSSpanID) || !m.mapped(p.Agent) {
 			return false
+		}
+	}
+	return !zonedEdge(e)
+}
+
+// zonedEdge reports whether a time of e carries a location other than
+// UTC, which points into the heap.
+func zonedEdge(e *Edge) bool {
+	for i := range e.Provenance {
+		if zoned(e.Provenance[i].ObservedAt) {
+			return true
 		}
 	}
 	for _, t := range [...]time.Time{e.Scope.TimeRange.From, e.Scope.TimeRange.To, e.Belief.UpdatedAt, e.Salience.LastUpdated,
 		e.ValidFrom, e.ValidTo, e.EndedAt, e.CreatedAt, e.UpdatedAt} {
 		if zoned(t) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // mapped reports whether s is empty or lies in the mapping.
