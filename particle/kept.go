@@ -91,8 +91,7 @@ func commitEdge(e *Edge, inBox bool) *Edge {
 	if k := keepEdge(e); k != nil {
 		return k
 	}
-	p, _ := packEdge(e, inBox)
-	return p
+	return packEdge(e, inBox)
 }
 
 // keepEdge returns a copy of e in a kept box, or nil when a time of it

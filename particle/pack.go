@@ -73,10 +73,7 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 // With inBox, e is a box already (cloneEdge's or newBoxedEdge's, its
 // assertion and provenance still in it: inOwnBox) that only the caller
 // holds: it is packed where it is, without another copy.
-//
-// It returns the buffer that holds the packed strings too (nil when it
-// has none).
-func packEdge(e *Edge, inBox bool) (*Edge, []byte) {
+func packEdge(e *Edge, inBox bool) *Edge {
 	if !inBox {
 		e = boxEdge(e)
 	}
@@ -118,7 +115,7 @@ func packEdge(e *Edge, inBox bool) (*Edge, []byte) {
 			}
 		}
 	}
-	return e, buf
+	return e
 }
 
 // stepIndexes holds the step indices 0, 1, …: the StepIndex of a

@@ -115,7 +115,7 @@ func TestPackEveryField(t *testing.T) {
 				s := *r
 				shared = &s
 				before := dataOf(shared)
-				r, _ = packEdge(r, false)
+				r = packEdge(r, false)
 				rec = r
 				if !reflect.DeepEqual(dataOf(shared), before) {
 					t.Fatal("packing wrote into arrays another version of the edge shares")
@@ -321,7 +321,7 @@ func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
 	if ns := Namespace("", ""); at(ns) != at(DefaultNamespace) {
 		t.Errorf("Namespace of no tenant and no project at %p: not the constant at %p", at(ns), at(DefaultNamespace))
 	}
-	p, _ := packEdge(e, false)
+	p := packEdge(e, false)
 	if p.Type != EdgeAssertion || at(string(p.Type)) != at(string(EdgeAssertion)) {
 		t.Errorf("type %q at %p: not the constant at %p", p.Type, at(string(p.Type)), at(string(EdgeAssertion)))
 	}
@@ -329,7 +329,7 @@ func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
 		t.Errorf("namespace %q at %p: not the constant at %p", p.Namespace, at(p.Namespace), at(DefaultNamespace))
 	}
 	other := &Edge{ID: "e2", Namespace: fresh("acme/arm"), Source: "a", Target: "b", Type: EdgeCausal}
-	q, _ := packEdge(other, false)
+	q := packEdge(other, false)
 	if q.Namespace != "acme/arm" || at(q.Namespace) == at(other.Namespace) {
 		t.Errorf("namespace %q at %p: not copied out of the decoded string at %p", q.Namespace, at(q.Namespace), at(other.Namespace))
 	}
