@@ -63,10 +63,6 @@ type batchMaps struct {
 	preds       map[string]*Predicate
 	predAliases map[string]string
 	redirects   map[string]string
-	// boxes holds the edges made for this batch in a box (Edge's copies,
-	// Observe's new edges): flush commits such an edge as it is, without
-	// a second copy, if its assertion and provenance are still the box's.
-	boxes map[*Edge]struct{}
 }
 
 func newBatchMaps() batchMaps {
@@ -76,7 +72,6 @@ func newBatchMaps() batchMaps {
 		newNodes: map[string]bool{}, newEdges: map[string]string{},
 		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
-		boxes: map[*Edge]struct{}{},
 	}
 }
 
@@ -92,7 +87,7 @@ func (m *batchMaps) clear() bool {
 	n := emptied(m.nodes) + emptied(m.edges) + emptied(m.episodes) + emptied(m.aliases) +
 		emptied(m.identity) + emptied(m.applied) + emptied(m.newNodes) + emptied(m.newEdges) +
 		emptied(m.deletedNodes) + emptied(m.deletedEdges) + emptied(m.preds) + emptied(m.predAliases) +
-		emptied(m.redirects) + emptied(m.boxes)
+		emptied(m.redirects)
 	return n <= keptMapEntries
 }
 
@@ -306,14 +301,7 @@ func (b *Batch) Edge(id string) *Edge {
 	}
 	c := cloneEdge(e)
 	b.edges[id] = c
-	b.ownBox(c)
 	return c
-}
-
-// ownBox records that e, in a box made for this batch alone (cloneEdge,
-// newBoxedEdge), may be committed as it is.
-func (b *Batch) ownBox(e *Edge) {
-	b.boxes[e] = struct{}{}
 }
 
 // PutEdge stages e. A new edge (no ID) gets an id and a compact seq, and
@@ -539,8 +527,7 @@ func (b *Batch) flush() error {
 		k := edgeKey(e.Namespace, e.ID)
 		b.set(k, enc)
 		b.storeVector(k, e.Embedding, view.storedEdgeVector(e.Seq, e.ID))
-		_, boxed := b.boxes[e]
-		b.edges[id] = commitEdge(e, boxed && inOwnBox(e)) // publish hands the view the kept (or packed) copy
+		b.edges[id] = commitEdge(e) // publish hands the view the kept (or packed) copy
 	}
 	for k, e := range b.episodes {
 		if err := b.putEpisode(e, view.episodes[k]); err != nil {
@@ -696,8 +683,8 @@ func cloneNode(n *Node) *Node {
 // provenance in one box (boxRoom), the provenance with room for one more
 // sighting: a clone is taken to be reinforced, and Observe appends a
 // sighting (then drops the oldest past MaxProvenance) in place instead of
-// regrowing a full window. A batch commits the box as the view's new
-// version (packEdge), which was a second copy.
+// regrowing a full window. A batch commits a copy of it as the view's
+// new version (commitEdge).
 func cloneEdge(e *Edge) *Edge {
 	c := boxRoom(e)
 	c.Scope.Audience = slices.Clone(e.Scope.Audience)

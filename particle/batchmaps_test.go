@@ -29,8 +29,8 @@ func TestBatchMapsKeptEmptyBetweenBatches(t *testing.T) {
 	}
 	if _, err := s.Update(ctx, func(b *Batch) error {
 		second = reflect.ValueOf(b.nodes).Pointer()
-		if len(b.nodes) != 0 || len(b.newNodes) != 0 || len(b.boxes) != 0 {
-			t.Errorf("the next batch starts with %d nodes, %d new, %d boxes", len(b.nodes), len(b.newNodes), len(b.boxes))
+		if len(b.nodes) != 0 || len(b.newNodes) != 0 {
+			t.Errorf("the next batch starts with %d nodes, %d new", len(b.nodes), len(b.newNodes))
 		}
 		if n := b.Node("lost"); n != nil {
 			t.Errorf("the failed batch's node is found: %+v", n)

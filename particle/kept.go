@@ -85,13 +85,12 @@ func keptBody[B any]() (*[keptWords]unsafe.Pointer, unsafe.Pointer) {
 }
 
 // commitEdge returns the view's version of e, a batch's edge: kept
-// (keepEdge) or, where it cannot be, packed (packEdge; with inBox, e is
-// the batch's own box, packed where it lies).
-func commitEdge(e *Edge, inBox bool) *Edge {
+// (keepEdge) or, where it cannot be, packed (packEdge).
+func commitEdge(e *Edge) *Edge {
 	if k := keepEdge(e); k != nil {
 		return k
 	}
-	return packEdge(e, inBox)
+	return packEdge(e)
 }
 
 // keepEdge returns a copy of e in a kept box, or nil when a time of it
@@ -101,17 +100,11 @@ func keepEdge(e *Edge) *Edge {
 	if zonedEdge(e) {
 		return nil
 	}
-	steps := 0 // step indices past stepIndexes, in the box
-	for i := range e.Provenance {
-		if p := e.Provenance[i].StepIndex; p != nil && stepIndex(*p) == nil {
-			steps++
-		}
-	}
 	packNS := e.Namespace != DefaultNamespace
-	strs := uintptr(0)
-	eachPackedString(e, packNS, func(s *string) { strs += uintptr(len(*s)) })
-	l := layoutOf(e, steps)
-	keep, base := newKeptBox(l.size + strs)
+	var p packer
+	eachPackedString(e, packNS, p.size)
+	l := layoutOf(e, stepsPastTable(e))
+	keep, base := newKeptBox(l.size + uintptr(p.n))
 	if keep == nil {
 		return nil
 	}
@@ -121,95 +114,15 @@ func keepEdge(e *Edge) *Edge {
 	if !isEdgeTypeConstant(typ) {
 		keep[2] = unsafe.Pointer(unsafe.StringData(string(typ)))
 	}
-	// The body is not typed for the collector: its words are written as
-	// they are, without write barriers, which it needs for none of them.
-	out := (*Edge)(base)
-	rawCopy(base, unsafe.Pointer(e), unsafe.Sizeof(Edge{}))
-	rawSetString(unsafe.Pointer(&out.Type), unsafe.Pointer(unsafe.StringData(string(typ))), len(typ))
+	out := placeEdge(base, e, l)
+	out.Type = typ
 	if !packNS {
-		rawSetString(unsafe.Pointer(&out.Namespace), unsafe.Pointer(unsafe.StringData(DefaultNamespace)), len(DefaultNamespace))
-	}
-	if e.Assertion != nil {
-		a := unsafe.Add(base, unsafe.Offsetof(packedEdge[[1]Provenance]{}.a))
-		rawCopy(a, unsafe.Pointer(e.Assertion), unsafe.Sizeof(Assertion{}))
-		rawSetPointer(unsafe.Pointer(&out.Assertion), a)
-	}
-	if n := len(e.Provenance); n > 0 {
-		p := unsafe.Add(base, l.prov)
-		rawCopy(p, unsafe.Pointer(unsafe.SliceData(e.Provenance)), uintptr(n)*unsafe.Sizeof(Provenance{}))
-		rawSetSlice(unsafe.Pointer(&out.Provenance), p, n)
-	} else if e.Provenance != nil {
-		rawSetSlice(unsafe.Pointer(&out.Provenance), unsafe.Pointer(unsafe.SliceData([]Provenance{})), 0)
-	}
-	at := l.steps
-	for i := range out.Provenance {
-		p := &out.Provenance[i]
-		if p.StepIndex == nil {
-			continue
-		}
-		q := unsafe.Pointer(stepIndex(*p.StepIndex))
-		if q == nil {
-			q = unsafe.Add(base, at)
-			*(*int)(q) = *p.StepIndex
-			at += unsafe.Sizeof(0)
-		}
-		rawSetPointer(unsafe.Pointer(&p.StepIndex), q)
-	}
-	at = l.strs
-	for _, s := range [...]*[]string{&out.Scope.Audience, &out.Policy.AllowRoles, &out.Policy.DenyRoles, &out.Contradicts} {
-		n := len(*s)
-		if n == 0 {
-			if *s != nil {
-				rawSetSlice(unsafe.Pointer(s), unsafe.Pointer(unsafe.SliceData([]string{})), 0)
-			}
-			continue
-		}
-		dst := unsafe.Add(base, at)
-		rawCopy(dst, unsafe.Pointer(unsafe.SliceData(*s)), uintptr(n)*unsafe.Sizeof(""))
-		rawSetSlice(unsafe.Pointer(s), dst, n)
-		at += uintptr(n) * unsafe.Sizeof("")
-	}
-	if e.Policy.Portable != nil {
-		q := unsafe.Add(base, l.flag)
-		*(*bool)(q) = *e.Policy.Portable
-		rawSetPointer(unsafe.Pointer(&out.Policy.Portable), q)
+		out.Namespace = DefaultNamespace
 	}
 	// The strings last, after everything that holds them is in the box.
-	at = l.size
-	eachPackedString(out, packNS, func(s *string) {
-		n := len(*s)
-		if n == 0 {
-			rawSetString(unsafe.Pointer(s), nil, 0)
-			return
-		}
-		dst := unsafe.Add(base, at)
-		rawCopy(dst, unsafe.Pointer(unsafe.StringData(*s)), uintptr(n))
-		rawSetString(unsafe.Pointer(s), dst, n)
-		at += uintptr(n)
-	})
+	if p.n > 0 {
+		p.buf = unsafe.Slice((*byte)(unsafe.Add(base, l.size)), p.n)[:0]
+		eachPackedString(out, packNS, p.pack)
+	}
 	return out
-}
-
-// rawCopy copies n bytes from src to dst without write barriers: dst is
-// memory the collector does not scan.
-func rawCopy(dst, src unsafe.Pointer, n uintptr) {
-	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
-}
-
-// rawSetPointer writes p at dst, a pointer word the collector does not
-// scan, without a write barrier.
-func rawSetPointer(dst, p unsafe.Pointer) { *(*uintptr)(dst) = uintptr(p) }
-
-// rawSetString points the string header at dst, in memory the
-// collector does not scan, at n bytes from p, without a write barrier.
-func rawSetString(dst, p unsafe.Pointer, n int) {
-	w := (*[2]uintptr)(dst)
-	w[0], w[1] = uintptr(p), uintptr(n)
-}
-
-// rawSetSlice points the slice header at dst, in memory the collector
-// does not scan, at n elements from p, without a write barrier.
-func rawSetSlice(dst, p unsafe.Pointer, n int) {
-	w := (*[3]uintptr)(dst)
-	w[0], w[1], w[2] = uintptr(p), uintptr(n), uintptr(n)
 }

@@ -90,7 +90,7 @@ func TestEdgeWithZonedTimeIsNotKept(t *testing.T) {
 		if keepEdge(e) != nil {
 			t.Errorf("%s: kept", name)
 		}
-		if c := commitEdge(e, false); c == nil || !inOwnBox(c) || c.CreatedAt != e.CreatedAt {
+		if c := commitEdge(e); c == nil || !inOwnBox(c) || c.CreatedAt != e.CreatedAt {
 			t.Errorf("%s: not committed in a box", name)
 		}
 	}

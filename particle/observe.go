@@ -102,8 +102,8 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 		}
 		return e, false, b.PutEdge(e)
 	}
-	// The edge, its sighting and its assertion in one box, which the
-	// batch commits as it is (packEdge).
+	// The edge, its sighting and its assertion in one box, of which the
+	// batch commits a copy (commitEdge).
 	e, box := newBoxedEdge(o.Provenance)
 	*e = Edge{
 		Namespace: ns, Source: o.Source, Target: o.Target, Type: o.Type,
@@ -137,7 +137,6 @@ func (b *Batch) Observe(o Observation) (*Edge, bool, error) {
 	if err := b.putEdge(e, b.key); err != nil {
 		return nil, false, err
 	}
-	b.ownBox(e)
 	if reg != nil {
 		if err := b.settle(e, reg); err != nil {
 			return nil, false, err

@@ -68,15 +68,10 @@ func packStrings(head int, visit func(each func(*string))) []byte {
 // edge: a copy of e sharing one allocation with its assertion and its
 // provenance (boxEdge). The other slices that hold strings are copied
 // first: a batch's edge may share arrays with the version readers see,
-// or with other edges of its step.
-//
-// With inBox, e is a box already (cloneEdge's or newBoxedEdge's, its
-// assertion and provenance still in it: inOwnBox) that only the caller
-// holds: it is packed where it is, without another copy.
-func packEdge(e *Edge, inBox bool) *Edge {
-	if !inBox {
-		e = boxEdge(e)
-	}
+// or with other edges of its step. A commit packs an edge it cannot keep
+// (commitEdge).
+func packEdge(e *Edge) *Edge {
+	e = boxEdge(e)
 	steps := 0 // the step indices past stepIndexes, packed ahead of the strings
 	for i := range e.Provenance {
 		if p := &e.Provenance[i]; p.StepIndex != nil {
@@ -207,9 +202,8 @@ func boxFor(n int) (*Edge, *Assertion) {
 }
 
 // newBoxedEdge returns a zero edge whose provenance is p, in a box with
-// room for an assertion, and that assertion's place (unset): a new edge
-// that its batch commits as it is (packEdge) if its assertion and
-// provenance are still the box's then (inOwnBox).
+// room for an assertion, and that assertion's place (unset): a new edge,
+// built in one allocation until its batch commits a copy (commitEdge).
 func newBoxedEdge(p Provenance) (*Edge, *Assertion) {
 	e, a := boxFor(1)
 	e.Provenance[0] = p
@@ -217,23 +211,8 @@ func newBoxedEdge(p Provenance) (*Edge, *Assertion) {
 }
 
 // boxRoom is boxEdge with room for one more provenance entry than e
-// holds: a batch's copy of a committed edge (cloneEdge), which it
-// commits as it is (packEdge) if the assertion and provenance are still
-// the box's (inOwnBox) when it does.
+// holds: a batch's copy of a committed edge (cloneEdge).
 func boxRoom(e *Edge) *Edge { return boxWith(e, 1) }
-
-// inOwnBox reports whether e's assertion and provenance (when it has
-// them) lie in e's own allocation, where a box (boxFor) put
-// them: a change that replaced either (a new assertion, a provenance
-// regrown past its room) leaves them elsewhere.
-func inOwnBox(e *Edge) bool {
-	var box packedEdge[[1]Provenance] // every box's assertion and provenance lie at these offsets
-	base := unsafe.Pointer(e)
-	if e.Assertion != nil && unsafe.Pointer(e.Assertion) != unsafe.Add(base, unsafe.Offsetof(box.a)) {
-		return false
-	}
-	return cap(e.Provenance) == 0 || unsafe.Pointer(unsafe.SliceData(e.Provenance)) == unsafe.Add(base, unsafe.Offsetof(box.p))
-}
 
 // boxEdge returns a copy of e that shares one allocation with its
 // assertion and its provenance: a committed edge is one object for the

@@ -115,7 +115,7 @@ func TestPackEveryField(t *testing.T) {
 				s := *r
 				shared = &s
 				before := dataOf(shared)
-				r = packEdge(r, false)
+				r = packEdge(r)
 				rec = r
 				if !reflect.DeepEqual(dataOf(shared), before) {
 					t.Fatal("packing wrote into arrays another version of the edge shares")
@@ -321,7 +321,7 @@ func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
 	if ns := Namespace("", ""); at(ns) != at(DefaultNamespace) {
 		t.Errorf("Namespace of no tenant and no project at %p: not the constant at %p", at(ns), at(DefaultNamespace))
 	}
-	p := packEdge(e, false)
+	p := packEdge(e)
 	if p.Type != EdgeAssertion || at(string(p.Type)) != at(string(EdgeAssertion)) {
 		t.Errorf("type %q at %p: not the constant at %p", p.Type, at(string(p.Type)), at(string(EdgeAssertion)))
 	}
@@ -329,7 +329,7 @@ func TestPackedEdgeKeepsNoStringOfItsMessage(t *testing.T) {
 		t.Errorf("namespace %q at %p: not the constant at %p", p.Namespace, at(p.Namespace), at(DefaultNamespace))
 	}
 	other := &Edge{ID: "e2", Namespace: fresh("acme/arm"), Source: "a", Target: "b", Type: EdgeCausal}
-	q := packEdge(other, false)
+	q := packEdge(other)
 	if q.Namespace != "acme/arm" || at(q.Namespace) == at(other.Namespace) {
 		t.Errorf("namespace %q at %p: not copied out of the decoded string at %p", q.Namespace, at(q.Namespace), at(other.Namespace))
 	}
@@ -544,4 +544,17 @@ func TestStepIndexesOutsideTheHeap(t *testing.T) {
 		t.Fatalf("the table at %p lies nearer the heap (%p) than the program's data (%p)", table, heap, global)
 	}
 	runtime.KeepAlive(heap)
+}
+
+// inOwnBox reports whether e's assertion and provenance (when it has
+// them) lie in e's own allocation, where a box (boxFor) put
+// them: a change that replaced either (a new assertion, a provenance
+// regrown past its room) leaves them elsewhere.
+func inOwnBox(e *Edge) bool {
+	var box packedEdge[[1]Provenance] // every box's assertion and provenance lie at these offsets
+	base := unsafe.Pointer(e)
+	if e.Assertion != nil && unsafe.Pointer(e.Assertion) != unsafe.Add(base, unsafe.Offsetof(box.a)) {
+		return false
+	}
+	return cap(e.Provenance) == 0 || unsafe.Pointer(unsafe.SliceData(e.Provenance)) == unsafe.Add(base, unsafe.Offsetof(box.p))
 }

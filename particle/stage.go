@@ -122,8 +122,8 @@ func (st *edgeStage) flag(v bool) *bool {
 }
 
 // packedLayout places an edge's parts in its allocation, after a
-// packedEdge's edge and assertion, as a box (boxFor) places them, so
-// that inOwnBox holds of a packed edge as of a box.
+// packedEdge's edge and assertion, as a box (boxFor) places them: its
+// assertion and provenance lie where they lie in a box.
 type packedLayout struct {
 	prov, strs, steps, flag, size uintptr
 }
@@ -154,15 +154,28 @@ func (st *edgeStage) pack() (*Edge, bool) {
 	if !st.offHeap(e) {
 		return nil, false
 	}
-	steps := 0
+	l := layoutOf(e, stepsPastTable(e))
+	words := make([]uint64, (l.size+7)/8) // pointer-free: never scanned
+	return placeEdge(unsafe.Pointer(unsafe.SliceData(words)), e, l), true
+}
+
+// stepsPastTable counts e's step indices that stepIndexes does not hold.
+func stepsPastTable(e *Edge) int {
+	n := 0
 	for i := range e.Provenance {
-		if p := e.Provenance[i].StepIndex; p != nil && !inStepIndexes(p) {
-			steps++
+		if p := e.Provenance[i].StepIndex; p != nil && stepIndex(*p) == nil {
+			n++
 		}
 	}
-	l := layoutOf(e, steps)
-	words := make([]uint64, (l.size+7)/8) // pointer-free: never scanned
-	base := unsafe.Pointer(unsafe.SliceData(words))
+	return n
+}
+
+// placeEdge copies e into the block at base laid out by l (layoutOf,
+// with e's stepsPastTable): the edge, its assertion, provenance, lists,
+// step indices and flag, the copy pointing at its own (a step index at
+// stepIndexes where it holds one). Its strings and embedding are left
+// where they are. It returns the copy.
+func placeEdge(base unsafe.Pointer, e *Edge, l packedLayout) *Edge {
 	box := (*packedEdge[[0]Provenance])(base)
 	box.e = *e
 	out := &box.e
@@ -180,19 +193,25 @@ func (st *edgeStage) pack() (*Edge, bool) {
 	moveLists(base, l.strs, &out.Scope.Audience, &out.Policy.AllowRoles, &out.Policy.DenyRoles, &out.Contradicts)
 	at := l.steps
 	for i := range out.Provenance {
-		if p := &out.Provenance[i]; p.StepIndex != nil && !inStepIndexes(p.StepIndex) {
-			q := (*int)(unsafe.Add(base, at))
-			*q = *p.StepIndex
-			p.StepIndex = q
-			at += unsafe.Sizeof(0)
+		p := &out.Provenance[i]
+		if p.StepIndex == nil {
+			continue
 		}
+		if q := stepIndex(*p.StepIndex); q != nil {
+			p.StepIndex = q
+			continue
+		}
+		q := (*int)(unsafe.Add(base, at))
+		*q = *p.StepIndex
+		p.StepIndex = q
+		at += unsafe.Sizeof(0)
 	}
 	if e.Policy.Portable != nil {
 		q := (*bool)(unsafe.Add(base, l.flag))
 		*q = *e.Policy.Portable
 		out.Policy.Portable = q
 	}
-	return out, true
+	return out
 }
 
 // offHeap reports whether e's strings and embedding lie in st's mapping

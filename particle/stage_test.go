@@ -22,21 +22,31 @@ func stagedEdge(t *testing.T) (want *Edge, rec []byte) {
 	small, large := 7, len(stepIndexes)+3
 	e.Provenance[0].StepIndex, e.Provenance[1].StepIndex = &small, &large
 	e.Embedding = nil
-	b, err := encodeEdgeV2(e, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, free := anonMemory(len(b))
-	if mem == nil {
-		t.Fatal("no memory outside the heap")
-	}
-	t.Cleanup(free)
-	copy(mem, b)
-	want, _, err = decodeEdgeV2(mem, false)
+	mem := mappedRecord(t)(encodeEdgeV2(e, nil, false))
+	want, _, err := decodeEdgeV2(mem, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return want, mem
+}
+
+// mappedRecord returns a function that copies an encoded record (or
+// fails the test with the encoder's error) into memory outside Go's
+// heap, as a view snapshot's mapping holds it, freed when the test ends.
+func mappedRecord(t *testing.T) func(b []byte, err error) []byte {
+	return func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, free := anonMemory(len(b))
+		if mem == nil {
+			t.Fatal("no memory outside the heap")
+		}
+		t.Cleanup(free)
+		copy(mem, b)
+		return mem
+	}
 }
 
 // pointersOf calls fn with every pointer v holds, directly or in what it
@@ -141,13 +151,7 @@ func TestStagedEdgeOfNoListsPacked(t *testing.T) {
 		{ID: "e2", Namespace: "n", Source: "a", Target: "b", Type: "custom", Provenance: []Provenance{},
 			Scope: Scope{Audience: []string{}}, Contradicts: []string{}, Policy: Policy{AllowRoles: []string{}}},
 	} {
-		b, err := encodeEdgeV2(e, nil, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem, free := anonMemory(len(b))
-		defer free()
-		copy(mem, b)
+		mem := mappedRecord(t)(encodeEdgeV2(e, nil, false))
 		want, _, err := decodeEdgeV2(mem, false)
 		if err != nil {
 			t.Fatal(err)
@@ -305,13 +309,7 @@ func TestLoadedNodePointsOnlyAtItselfAndTheMapping(t *testing.T) {
 	n := &Node{}
 	(&filler{t: t}).fill(reflect.ValueOf(n).Elem(), "node")
 	n.Attributes.Props, n.Embedding = nil, nil
-	b, err := encodeNodeV2(n, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, free := anonMemory(len(b))
-	defer free()
-	copy(mem, b)
+	mem := mappedRecord(t)(encodeNodeV2(n, nil, false))
 	m := mappedMemOf(mem)
 	decode := func() *Node {
 		got, _, err := decodeNodeV2(mem, true)
