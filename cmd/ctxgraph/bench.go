@@ -76,6 +76,7 @@ func benchRunCmd() *cobra.Command {
 		logLevel string
 
 		memLimitGiB, maxRSSGiB float64
+		restart                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run --preset micro|small|medium|large",
@@ -95,6 +96,13 @@ func benchRunCmd() *cobra.Command {
 			}
 			o.Log, o.Out = log, cmd.ErrOrStderr()
 			o.MemoryLimit, o.MaxRSS = int64(memLimitGiB*(1<<30)), int64(maxRSSGiB*(1<<30))
+			if restart {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("--restart-process: %w", err)
+				}
+				o.Serve = []string{exe, "serve"}
+			}
 			rep, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -138,6 +146,7 @@ func benchRunCmd() *cobra.Command {
 	f.Float64Var(&memLimitGiB, "memory-limit-gib", 0, "Go memory limit of the run, GiB (the daemon runs in-process; 0: none)")
 	f.Float64Var(&maxRSSGiB, "max-rss-gib", 0, "stop the run once its resident memory passes this many GiB (0: never)")
 	f.StringVar(&logLevel, "log-level", "error", "daemon log level")
+	f.BoolVar(&restart, "restart-process", true, "after the reopen phase, stop the daemon and time a `ctxgraph serve` of its data directory, a process of its own as a restart is, until its first planner answer over NATS (reopen.process_s)")
 	return cmd
 }
 

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ctxgraph/ctxgraph/cmd/internal/bench"
+	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 )
 
 // writeRun writes a bench run's JSON as bench run --json does.
@@ -54,5 +58,53 @@ func TestBenchCompare(t *testing.T) {
 		if _, _, err := runCLI(t, append([]string{"bench", "compare"}, args...)...); err == nil {
 			t.Errorf("bench compare %q succeeded", args)
 		}
+	}
+}
+
+// TestBenchRunRestartsInAProcess runs bench run with its restart in a
+// process of its own: this test binary, started as `ctxgraph serve`
+// (cliEnv), on the run's data directory. The run reports when it served
+// and answered, and it left the store whole and unlocked: a daemon
+// started on it afterwards holds the edges the run counted.
+func TestBenchRunRestartsInAProcess(t *testing.T) {
+	t.Setenv(cliEnv, "1") // for the started process; this one reads it only at its start
+	dir := t.TempDir()
+	data, js := filepath.Join(dir, "data"), filepath.Join(dir, "run.json")
+	_, errb, err := runCLI(t, "bench", "run", "--preset", "micro", "--dir", filepath.Join(dir, "workload"), "--data", data,
+		"--phases", "reopen", "--threads", "1", "--json", js)
+	if err != nil {
+		t.Fatalf("bench run: %v\n%s", err, errb)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Figures map[string]float64 `json:"figures"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Figures
+	serving, answered, rss := f["reopen.process_serving_s"], f["reopen.process_s"], f["reopen.process_rss_bytes"]
+	if !(serving > 0 && answered >= serving && rss > 0) {
+		t.Fatalf("restart figures: serving %v s, answered %v s, RSS %v bytes; want 0 < serving <= answered, RSS > 0\n%s", serving, answered, rss, errb)
+	}
+	if !strings.Contains(errb, "restarted in a process of its own") {
+		t.Errorf("no progress line for the restart:\n%s", errb)
+	}
+	cfg := daemon.DefaultConfig()
+	cfg.Data, cfg.NATS.Addr, cfg.HTTP.Addr = data, "127.0.0.1:0", "127.0.0.1:0"
+	d, err := daemon.Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("a daemon on the run's data after the restarted process stopped: %v", err)
+	}
+	defer d.Shutdown(context.Background())
+	var edges int64
+	for _, n := range d.Store().Counts().Edges {
+		edges += n
+	}
+	if got, want := edges, int64(f["graph.edges"]); got != want || want == 0 {
+		t.Fatalf("the store holds %d edges after the restart, the run counted %d", got, want)
 	}
 }

@@ -100,6 +100,13 @@ type RunOptions struct {
 	// MaxRSS, when positive, ends the run with an error once the
 	// process's resident memory passes it (before the machine runs out).
 	MaxRSS int64
+	// Serve, when set, is the command line of a daemon (the ctxgraph
+	// binary and its serve subcommand): after the reopen phase, the run
+	// stops its daemon and starts Serve on the same data directory and
+	// configuration, a process of its own as a restart is, and times it
+	// until its first planner answer over NATS (reopen.process_s;
+	// processreopen.go).
+	Serve []string
 	// Out receives progress lines and the final table (nil: discard).
 	Out io.Writer
 	// Log receives the daemon's logs (nil: discard).
@@ -258,6 +265,11 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 			}
 		}
 	}
+	if slices.Contains(o.Phases, "reopen") {
+		if err := r.reopenProcess(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if cpu, steps := r.fig["ingest.cpu_s"], r.fig["graph.steps"]; steps > 0 {
 		r.fig["ingest.cpu_us_per_step"] = cpu * 1e6 / steps
 	}
@@ -397,9 +409,9 @@ func (r *runner) stop() {
 	}
 	if r.d != nil {
 		r.shutdown(context.Background())
-		if r.o.Data == "" {
-			_ = os.RemoveAll(r.cfg.Data)
-		}
+	}
+	if r.o.Data == "" && r.cfg.Data != "" {
+		_ = os.RemoveAll(r.cfg.Data)
 	}
 }
 
