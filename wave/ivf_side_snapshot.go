@@ -133,10 +133,9 @@ type readSplit struct {
 	shared *IVF        // the catch-alls' index, with no vectors
 }
 
-// readSplits reads a splits snapshot of dim-dimensional vectors from r,
-// exactly its bytes. A damaged or truncated one gives an error wrapping
-// [ErrCorrupt].
-func readSplits(r io.Reader, dim int) ([]*readSplit, error) {
+// readSplitsHeader reads a splits snapshot's header for an index of dim
+// dimensions: the kinds of split it holds, in order, each once.
+func readSplitsHeader(r io.Reader, dim int) ([]splitBy, error) {
 	d := &decoder{r: r}
 	if _, err := d.header(splitsMagic, splitsVersion, "splits version"); err != nil {
 		return nil, err
@@ -152,18 +151,46 @@ func readSplits(r io.Reader, dim int) ([]*readSplit, error) {
 	if int(fdim) != dim {
 		return nil, fmt.Errorf("wave: splits snapshot of %d dimensions, index of %d", fdim, dim)
 	}
-	var out []*readSplit
+	out := make([]splitBy, 0, len(bys))
 	var seen [splitKinds]bool
 	for _, by := range bys {
 		if by >= uint8(splitKinds) || seen[by] {
 			return nil, corrupt("split kind %d", by)
 		}
 		seen[by] = true
+		out = append(out, splitBy(by))
+	}
+	return out, nil
+}
+
+// SplitsSaved reads only the header of a splits snapshot
+// ([IVF.WriteSplitsTo]) of an index of dim dimensions, and reports
+// whether it holds the split by agent and the split by time. A split
+// not ready when the snapshot was written is not in it.
+func SplitsSaved(r io.Reader, dim int) (byAgentSaved, byTimeSaved bool, err error) {
+	bys, err := readSplitsHeader(r, dim)
+	for _, by := range bys {
+		byAgentSaved = byAgentSaved || by == byAgent
+		byTimeSaved = byTimeSaved || by == byTime
+	}
+	return byAgentSaved, byTimeSaved, err
+}
+
+// readSplits reads a splits snapshot of dim-dimensional vectors from r,
+// exactly its bytes. A damaged or truncated one gives an error wrapping
+// [ErrCorrupt].
+func readSplits(r io.Reader, dim int) ([]*readSplit, error) {
+	bys, err := readSplitsHeader(r, dim)
+	if err != nil {
+		return nil, err
+	}
+	var out []*readSplit
+	for _, by := range bys {
 		rs, err := readKeys(r, dim)
 		if err != nil {
 			return nil, err
 		}
-		rs.by = splitBy(by)
+		rs.by = by
 		if rs.shared, err = ReadIVF(r); err != nil {
 			return nil, err
 		}

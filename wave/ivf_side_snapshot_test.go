@@ -318,3 +318,36 @@ func TestSplitsLoadExcludesWhatChangedBefore(t *testing.T) {
 		t.Errorf("without Exclude: kept %d of %d entries, want all (the stale ones too)", got.Kept, 2*n)
 	}
 }
+
+// TestSplitsSavedReadsTheHeader: SplitsSaved names the splits a
+// snapshot holds (both, one, none) from its header alone, and refuses
+// another dimension and a damaged header.
+func TestSplitsSavedReadsTheHeader(t *testing.T) {
+	x, _, _, _, _, splits := splitsFixture(t, 2000)
+	if a, b, err := SplitsSaved(bytes.NewReader(splits), x.dim); err != nil || !a || !b {
+		t.Fatalf("both splits: agent %v, time %v, %v", a, b, err)
+	}
+	one, _ := buildIVFWith(t, clustered(5, 200, 32, 4), IVFOptions{Seed: 1}, splitMeta, func(x *IVF) { x.SplitByTime() })
+	var sb bytes.Buffer
+	if _, err := one.WriteSplitsTo(&sb); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, err := SplitsSaved(bytes.NewReader(sb.Bytes()), one.dim); err != nil || a || !b {
+		t.Fatalf("the split by time alone: agent %v, time %v, %v", a, b, err)
+	}
+	sb.Reset()
+	if _, err := NewIVF(32, IVFOptions{}).WriteSplitsTo(&sb); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, err := SplitsSaved(bytes.NewReader(sb.Bytes()), 32); err != nil || a || b {
+		t.Fatalf("no split: agent %v, time %v, %v", a, b, err)
+	}
+	if _, _, err := SplitsSaved(bytes.NewReader(splits), x.dim+1); err == nil {
+		t.Fatal("a snapshot of another dimension accepted")
+	}
+	bad := slices.Clone(splits)
+	bad[len(splitsMagic)+3] ^= 0xff // the dimension, under the header's checksum
+	if _, _, err := SplitsSaved(bytes.NewReader(bad), x.dim); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a damaged header: %v, want ErrCorrupt", err)
+	}
+}

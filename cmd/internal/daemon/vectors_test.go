@@ -212,20 +212,7 @@ func TestVectorIndexSplits(t *testing.T) {
 	asked := func(c *controller) string {
 		return answerShape(c.ask(sameAgent)) + "\n--- windowed\n" + answerShape(c.ask(windowed))
 	}
-	split := func(d *Daemon) {
-		t.Helper()
-		x, ok := d.index.(*wave.IVF)
-		if !ok {
-			t.Fatalf("index %T, want *wave.IVF", d.index)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for !x.SplitReady() || !x.TimeSplitReady() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the IVF's splits are not ready 30 s after the start: by agent %v, by time %v", x.SplitReady(), x.TimeSplitReady())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	split := func(d *Daemon) { t.Helper(); awaitSplits(t, d) }
 	d := startDaemon(t, cfg)
 	c := connect(t, d)
 	c.publishAll(readMessages(t, "episodes.jsonl"))
@@ -288,6 +275,127 @@ func TestVectorIndexSplits(t *testing.T) {
 	}
 	if got := asked(connect(t, d3)); got != fresh {
 		t.Errorf("answers without the splits differ:\n%s\nwant\n%s", got, fresh)
+	}
+}
+
+// awaitSplits waits for both of the daemon's IVF splits to be ready.
+func awaitSplits(t *testing.T, d *Daemon) {
+	t.Helper()
+	x, ok := d.index.(*wave.IVF)
+	if !ok {
+		t.Fatalf("index %T, want *wave.IVF", d.index)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !x.SplitReady() || !x.TimeSplitReady() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the IVF's splits are not ready 30 s after the start: by agent %v, by time %v", x.SplitReady(), x.TimeSplitReady())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRestartKeepsTheVectorSnapshot: a daemon stopped with nothing
+// written since its start keeps the vector snapshot and the splits
+// beside it as they are, however soon it stops (a snapshot written
+// again then held only the splits ready by then: none while they were
+// still being read, and the next start filled them from the index); a
+// splits snapshot lacking a split is written again once the split is
+// ready, and a write to the graph makes the shutdown write both.
+func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	msgs := readMessages(t, "episodes.jsonl")
+	c.publishAll(msgs[:len(msgs)-4])
+	c.waitApplied()
+	awaitSplits(t, d)
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	index, splits := d.vectorSnapshot(), d.splitsSnapshot()
+	stat := func() (os.FileInfo, os.FileInfo) {
+		t.Helper()
+		a, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.Stat(splits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+	saved := func() (agent, byTime bool) {
+		t.Helper()
+		f, err := os.Open(splits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		agent, byTime, err = wave.SplitsSaved(f, cfg.Embed.Dimensions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return agent, byTime
+	}
+	if a, b := saved(); !a || !b {
+		t.Fatalf("the first shutdown saved splits by agent %v, by time %v; want both", a, b)
+	}
+
+	i0, s0 := stat()
+	d2 := startDaemon(t, cfg) // stopped at once: its splits may still be loading
+	if err := d2.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if i1, s1 := stat(); !os.SameFile(i0, i1) || !os.SameFile(s0, s1) {
+		t.Fatal("a restart with nothing written rewrote the vector snapshot or its splits")
+	}
+	d3 := startDaemon(t, cfg)
+	awaitSplits(t, d3)
+	deadline := time.Now().Add(30 * time.Second)
+	for !d3.SplitsFromSnapshot() {
+		if time.Now().After(deadline) {
+			t.Fatal("after a quick restart the splits were not read from their snapshot")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d3.Shutdown(context.Background())
+
+	// Splits saved without a split (as a shutdown before this change
+	// left them): filled at the next start, then written once ready.
+	x := d3.index.(*wave.IVF)
+	if err := writeSnapshot(splits, func(w io.Writer) error {
+		_, err := wave.NewIVF(x.Dim(), wave.IVFOptions{}).WriteSplitsTo(w)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := saved(); a || b {
+		t.Fatalf("an index without splits saved splits by agent %v, by time %v", a, b)
+	}
+	d4 := startDaemon(t, cfg)
+	awaitSplits(t, d4)
+	if d4.SplitsFromSnapshot() {
+		t.Fatal("splits read from a snapshot holding none")
+	}
+	d4.Shutdown(context.Background())
+	if a, b := saved(); !a || !b {
+		t.Fatalf("splits filled at the start, saved at the shutdown by agent %v, by time %v; want both", a, b)
+	}
+
+	// A write since the start: both written again.
+	i0, s0 = stat()
+	d5 := startDaemon(t, cfg)
+	c = connect(t, d5)
+	c.publishAll(msgs[len(msgs)-4:])
+	c.waitApplied()
+	awaitSplits(t, d5)
+	if err := d5.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if i1, s1 := stat(); os.SameFile(i0, i1) || os.SameFile(s0, s1) {
+		t.Fatal("the shutdown after a write kept the vector snapshot or its splits")
 	}
 }
 
