@@ -42,7 +42,8 @@ var servingLine = regexp.MustCompile(`msg="ctxgraph serving" nats=(\S+)`)
 // on its data directory and configuration, timing the start until the
 // process serves (reopen.process_serving_s) and until its first planner
 // answer over NATS (reopen.process_s); it records the process's resident
-// memory then (reopen.process_rss_bytes) and stops it with SIGINT, as an
+// memory then (reopen.process_rss_bytes; the bench's own beside it,
+// reopen.process_bench_rss_bytes) and stops it with SIGINT, as an
 // operator does.
 func (r *runner) reopenProcess(ctx context.Context) error {
 	if len(r.o.Serve) == 0 || r.d == nil {
@@ -53,6 +54,7 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 	}
 	runtime.GC()
 	debug.FreeOSMemory() // the bench's memory is not the new process's
+	r.fig["reopen.process_bench_rss_bytes"] = float64(rss())
 	cfg, err := r.writeServeConfig()
 	if err != nil {
 		return err
@@ -121,8 +123,8 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 		}
 		return fmt.Errorf("the restarted process's shutdown: %v: %s", err, tail)
 	}
-	r.say("restarted in a process of its own (%s serve): serving after %.2fs, its first planner answer over NATS after %.2fs; RSS then %.0f MB",
-		filepath.Base(r.o.Serve[0]), r.fig["reopen.process_serving_s"], r.fig["reopen.process_s"], r.fig["reopen.process_rss_bytes"]/1e6)
+	r.say("restarted in a process of its own (%s serve): serving after %.2fs, its first planner answer over NATS after %.2fs; RSS then %.0f MB (the bench's own %.0f MB)",
+		filepath.Base(r.o.Serve[0]), r.fig["reopen.process_serving_s"], r.fig["reopen.process_s"], r.fig["reopen.process_rss_bytes"]/1e6, r.fig["reopen.process_bench_rss_bytes"]/1e6)
 	return nil
 }
 
