@@ -146,7 +146,7 @@ func benchRunCmd() *cobra.Command {
 	f.Float64Var(&memLimitGiB, "memory-limit-gib", 0, "Go memory limit of the run, GiB (the daemon runs in-process; 0: none)")
 	f.Float64Var(&maxRSSGiB, "max-rss-gib", 0, "stop the run once its resident memory passes this many GiB (0: never)")
 	f.StringVar(&logLevel, "log-level", "error", "daemon log level")
-	f.BoolVar(&restart, "restart-process", true, "after the reopen phase, stop the daemon and time a `ctxgraph serve` of its data directory, a process of its own as a restart is, until its first planner answer over NATS (reopen.process_s)")
+	f.BoolVar(&restart, "restart-process", true, "after the reopen phase, stop the daemon and time a \"ctxgraph serve\" of its data directory, a process of its own as a restart is, until its first planner answer over NATS (reopen.process_s)")
 	return cmd
 }
 

@@ -712,3 +712,19 @@ func TestRunStepsPerMessage(t *testing.T) {
 		t.Error("a run of more steps a message than a message may carry was not refused")
 	}
 }
+
+// TestRunRestartThatDoesNotServe: a restarted process that exits
+// without serving fails the run, with what it logged last (here the
+// configuration file it was given).
+func TestRunRestartThatDoesNotServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon")
+	}
+	var out bytes.Buffer
+	_, err := Run(context.Background(), RunOptions{Preset: "micro", Seed: 1, Dir: t.TempDir(), Threads: []int{1},
+		Phases: []string{"reopen"}, Out: &out,
+		Serve: []string{"sh", "-c", `echo "no such store: $2" >&2; exit 3`, "serve"}})
+	if err == nil || !strings.Contains(err.Error(), "exited before serving") || !strings.Contains(err.Error(), ".yaml") {
+		t.Fatalf("a restart that exits at once: %v\n%s", err, out.String())
+	}
+}

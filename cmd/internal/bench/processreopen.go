@@ -73,19 +73,27 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 	}
 	served := make(chan string, 1)
 	tail := &lastLines{n: 20}
+	logsRead := make(chan struct{})
 	go func() {
+		defer close(logsRead)
 		sc := bufio.NewScanner(logs)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			tail.add(sc.Text())
 			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				served <- m[1]
+				select {
+				case served <- m[1]:
+				default:
+				}
 			}
 		}
 		_, _ = io.Copy(io.Discard, logs)
 	}()
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		<-logsRead // Wait closes the pipe: only once it is read to its end
+		exited <- cmd.Wait()
+	}()
 	stop := func() error {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
