@@ -589,6 +589,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			errs = append(errs, d.httpSrv.Shutdown(sctx))
 			cancel()
 		}
+		d.awaitSplitsLoad(splitsLoadWait) // before the cancel stops it
 		if d.cancel != nil {
 			d.cancel()
 		}

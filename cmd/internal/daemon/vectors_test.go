@@ -399,6 +399,55 @@ func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
 	}
 }
 
+// TestShutdownWaitsForTheSplitsRead: a daemon stopped while its splits
+// are still being read from their snapshot, with a write since its
+// start, lets the read finish and saves the splits whole beside the
+// index (stopped, the read had left none to save, and the next start
+// filled them from the index).
+func TestShutdownWaitsForTheSplitsRead(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	msgs := readMessages(t, "episodes.jsonl")
+	c.publishAll(msgs[:len(msgs)-4])
+	c.waitApplied()
+	awaitSplits(t, d)
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	release, held := make(chan struct{}), make(chan struct{})
+	beforeSplitsLoad = func(ctx context.Context) {
+		close(held)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	t.Cleanup(func() { beforeSplitsLoad = nil })
+	d2 := startDaemon(t, cfg)
+	<-held
+	c = connect(t, d2)
+	c.publishAll(msgs[len(msgs)-4:])
+	c.waitApplied()
+	stopped := make(chan error, 1)
+	go func() { stopped <- d2.Shutdown(context.Background()) }()
+	time.Sleep(100 * time.Millisecond) // the shutdown under way
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(d2.splitsSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	agent, byTime, err := wave.SplitsSaved(f, cfg.Embed.Dimensions)
+	if err != nil || !agent || !byTime {
+		t.Fatalf("splits saved by a shutdown during their read: by agent %v, by time %v (%v); want both", agent, byTime, err)
+	}
+}
+
 // catchUpAndFill catches idx, a vector snapshot saved at at, up with the
 // daemon's graph and fills it as a start does; it fails t unless the
 // catch-up dropped written and deleted vectors and the filled index
