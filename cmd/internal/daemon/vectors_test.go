@@ -302,17 +302,8 @@ func awaitSplits(t *testing.T, d *Daemon) {
 // splits snapshot lacking a split is written again once the split is
 // ready, and a write to the graph makes the shutdown write both.
 func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	d := startDaemon(t, cfg)
-	c := connect(t, d)
-	msgs := readMessages(t, "episodes.jsonl")
-	c.publishAll(msgs[:len(msgs)-4])
-	c.waitApplied()
-	awaitSplits(t, d)
-	if err := d.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t.TempDir())
+	d, msgs := savedWithSplits(t, cfg)
 	index, splits := d.vectorSnapshot(), d.splitsSnapshot()
 	stat := func() (os.FileInfo, os.FileInfo) {
 		t.Helper()
@@ -326,22 +317,7 @@ func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
 		}
 		return a, b
 	}
-	saved := func() (agent, byTime bool) {
-		t.Helper()
-		f, err := os.Open(splits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		agent, byTime, err = wave.SplitsSaved(f, cfg.Embed.Dimensions)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return agent, byTime
-	}
-	if a, b := saved(); !a || !b {
-		t.Fatalf("the first shutdown saved splits by agent %v, by time %v; want both", a, b)
-	}
+	saved := func() (agent, byTime bool) { t.Helper(); return splitsSaved(t, d) }
 
 	i0, s0 := stat()
 	d2 := startDaemon(t, cfg) // stopped at once: its splits may still be loading
@@ -387,7 +363,7 @@ func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
 	// A write since the start: both written again.
 	i0, s0 = stat()
 	d5 := startDaemon(t, cfg)
-	c = connect(t, d5)
+	c := connect(t, d5)
 	c.publishAll(msgs[len(msgs)-4:])
 	c.waitApplied()
 	awaitSplits(t, d5)
@@ -406,16 +382,7 @@ func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
 // filled them from the index).
 func TestShutdownWaitsForTheSplitsRead(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	d := startDaemon(t, cfg)
-	c := connect(t, d)
-	msgs := readMessages(t, "episodes.jsonl")
-	c.publishAll(msgs[:len(msgs)-4])
-	c.waitApplied()
-	awaitSplits(t, d)
-	if err := d.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-
+	_, msgs := savedWithSplits(t, cfg)
 	release, held := make(chan struct{}), make(chan struct{})
 	beforeSplitsLoad = func(ctx context.Context) {
 		close(held)
@@ -427,7 +394,7 @@ func TestShutdownWaitsForTheSplitsRead(t *testing.T) {
 	t.Cleanup(func() { beforeSplitsLoad = nil })
 	d2 := startDaemon(t, cfg)
 	<-held
-	c = connect(t, d2)
+	c := connect(t, d2)
 	c.publishAll(msgs[len(msgs)-4:])
 	c.waitApplied()
 	stopped := make(chan error, 1)
@@ -437,15 +404,46 @@ func TestShutdownWaitsForTheSplitsRead(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(d2.splitsSnapshot())
+	if agent, byTime := splitsSaved(t, d2); !agent || !byTime {
+		t.Fatalf("splits saved by a shutdown during their read: by agent %v, by time %v; want both", agent, byTime)
+	}
+}
+
+// savedWithSplits runs a daemon on cfg that takes the test episodes but
+// their last four messages (returned, all of them) and stops once its
+// splits are ready: its data then holds the vector snapshot and both
+// splits beside it.
+func savedWithSplits(t *testing.T, cfg Config) (*Daemon, []*rlds.Message) {
+	t.Helper()
+	d := startDaemon(t, cfg)
+	c := connect(t, d)
+	msgs := readMessages(t, "episodes.jsonl")
+	c.publishAll(msgs[:len(msgs)-4])
+	c.waitApplied()
+	awaitSplits(t, d)
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if agent, byTime := splitsSaved(t, d); !agent || !byTime {
+		t.Fatalf("a shutdown with the splits ready saved them by agent %v, by time %v; want both", agent, byTime)
+	}
+	return d, msgs
+}
+
+// splitsSaved reads which splits the splits snapshot beside d's vector
+// snapshot holds.
+func splitsSaved(t *testing.T, d *Daemon) (agent, byTime bool) {
+	t.Helper()
+	f, err := os.Open(d.splitsSnapshot())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	agent, byTime, err := wave.SplitsSaved(f, cfg.Embed.Dimensions)
-	if err != nil || !agent || !byTime {
-		t.Fatalf("splits saved by a shutdown during their read: by agent %v, by time %v (%v); want both", agent, byTime, err)
+	agent, byTime, err = wave.SplitsSaved(f, d.cfg.Embed.Dimensions)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return agent, byTime
 }
 
 // catchUpAndFill catches idx, a vector snapshot saved at at, up with the
