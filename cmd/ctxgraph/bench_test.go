@@ -90,6 +90,9 @@ func TestBenchRunRestartsInAProcess(t *testing.T) {
 	if !(serving > 0 && answered >= serving && rss > 0) {
 		t.Fatalf("restart figures: serving %v s, answered %v s, RSS %v bytes; want 0 < serving <= answered, RSS > 0\n%s", serving, answered, rss, errb)
 	}
+	if f["reopen.process.start.view_s"] <= 0 || f["reopen.process.start.view_s"] > serving {
+		t.Errorf("the restarted process's view loaded in %v s of its %v s start", f["reopen.process.start.view_s"], serving)
+	}
 	if !strings.Contains(errb, "restarted in a process of its own") {
 		t.Errorf("no progress line for the restart:\n%s", errb)
 	}

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,13 +37,18 @@ import (
 // answer.
 const processStartLimit = 5 * time.Minute
 
-// servingLine is the daemon's log line once it serves, with its NATS URL.
-var servingLine = regexp.MustCompile(`msg="ctxgraph serving" nats=(\S+)`)
+// servingLine is the daemon's log line once it serves, with its NATS URL
+// and HTTP address.
+var servingLine = regexp.MustCompile(`msg="ctxgraph serving" nats=(\S+) http=(\S+)`)
+
+// startPhaseLine is a /metrics line of a start's phase.
+var startPhaseLine = regexp.MustCompile(`(?m)^ctxgraph_start_phase_seconds\{phase="(\w+)"\} (\S+)$`)
 
 // reopenProcess stops the in-process daemon and starts RunOptions.Serve
 // on its data directory and configuration, timing the start until the
 // process serves (reopen.process_serving_s) and until its first planner
-// answer over NATS (reopen.process_s); it records the process's resident
+// answer over NATS (reopen.process_s), with where its start's time went
+// (reopen.process.start.PHASE_s); it records the process's resident
 // memory then (reopen.process_rss_bytes; the bench's own beside it,
 // reopen.process_bench_rss_bytes) and stops it with SIGINT, as an
 // operator does.
@@ -71,7 +78,7 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("restart in a process: %w", err)
 	}
-	served := make(chan string, 1)
+	served := make(chan []string, 1)
 	tail := &lastLines{n: 20}
 	logsRead := make(chan struct{})
 	go func() {
@@ -82,7 +89,7 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 			tail.add(sc.Text())
 			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
 				select {
-				case served <- m[1]:
+				case served <- m[1:]:
 				default:
 				}
 			}
@@ -105,9 +112,9 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 		}
 	}
 
-	var url string
+	var addrs []string // NATS URL, HTTP address
 	select {
-	case url = <-served:
+	case addrs = <-served:
 	case err := <-exited:
 		return fmt.Errorf("the restarted process exited before serving (%v): %s", err, tail)
 	case <-time.After(processStartLimit):
@@ -118,12 +125,16 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 		return ctx.Err()
 	}
 	r.fig["reopen.process_serving_s"] = time.Since(t).Seconds()
-	if err := r.firstAnswerOver(ctx, url, t.Add(processStartLimit)); err != nil {
+	if err := r.firstAnswerOver(ctx, addrs[0], t.Add(processStartLimit)); err != nil {
 		_ = stop()
 		return err
 	}
 	r.fig["reopen.process_s"] = time.Since(t).Seconds()
 	r.fig["reopen.process_rss_bytes"] = float64(procKB(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid), "VmRSS"))
+	if err := r.processStartPhases(ctx, addrs[1]); err != nil {
+		_ = stop()
+		return err
+	}
 	if err := stop(); err != nil {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
@@ -133,6 +144,38 @@ func (r *runner) reopenProcess(ctx context.Context) error {
 	}
 	r.say("restarted in a process of its own (%s serve): serving after %.2fs, its first planner answer over NATS after %.2fs; RSS then %.0f MB (the bench's own %.0f MB)",
 		filepath.Base(r.o.Serve[0]), r.fig["reopen.process_serving_s"], r.fig["reopen.process_s"], r.fig["reopen.process_rss_bytes"]/1e6, r.fig["reopen.process_bench_rss_bytes"]/1e6)
+	return nil
+}
+
+// processStartPhases reads where the restarted process's start went
+// from its /metrics at addr (ctxgraph_start_phase_seconds), as
+// reopen.process.start.PHASE_s beside the in-process reopen's
+// reopen.start.PHASE_s.
+func (r *runner) processStartPhases(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the restarted process's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("the restarted process's metrics: %w", err)
+	}
+	phases := startPhaseLine.FindAllSubmatch(b, -1)
+	if len(phases) == 0 {
+		return fmt.Errorf("the restarted process's metrics hold no start phase")
+	}
+	for _, m := range phases {
+		v, err := strconv.ParseFloat(string(m[2]), 64)
+		if err != nil {
+			return fmt.Errorf("the restarted process's start phase %s: %w", m[1], err)
+		}
+		r.fig["reopen.process.start."+string(m[1])+"_s"] = v
+	}
 	return nil
 }
 

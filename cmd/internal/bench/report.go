@@ -222,6 +222,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"… the start, s: Badger's open, the sequence lease, the view's load; beside them the vector and keyword indexes read; then the vector index made ready; beside it the adjacency; serving",
 			n("reopen.start.badger_s", 2) + ", " + n("reopen.start.lease_s", 2) + ", " + n("reopen.start.view_s", 2) + "; " + n("reopen.start.vectors_s", 2) + "; " +
 				n("reopen.start.index_s", 2) + "; " + n("reopen.start.links_s", 2) + "; " + n("reopen.start.serve_s", 2), "—", "", ""},
+		row{"… the restarted process's start, s: the same phases",
+			n("reopen.process.start.badger_s", 2) + ", " + n("reopen.process.start.lease_s", 2) + ", " + n("reopen.process.start.view_s", 2) + "; " + n("reopen.process.start.vectors_s", 2) + "; " +
+				n("reopen.process.start.index_s", 2) + "; " + n("reopen.process.start.links_s", 2) + "; " + n("reopen.process.start.serve_s", 2), "—", "", ""},
 		row{"… the vector index's splits ready (same-agent and narrow windowed searches served by them) after the start, s; read from their snapshot (else filled from the index)",
 			n("reopen.splits_ready_s", 2) + "; " + yesNo(f, "reopen.splits_from_snapshot"), "—", "", ""},
 		row{"heap after the load / after the reopen: live, of which holding pointers (what every collection scans); objects, millions; a full collection, s",
