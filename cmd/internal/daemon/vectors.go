@@ -172,17 +172,18 @@ var beforeSplitsLoad func(ctx context.Context)
 const splitsLoadWait = 30 * time.Second
 
 // awaitSplitsLoad waits, up to limit, for a read of the vector index's
-// splits from their snapshot that is under way, when something has been
-// committed since the index was loaded. Stopped, the read leaves the
-// splits unready, the shutdown saves the index without them, and the
-// next start fills them from the index (20-28 s of CPU at a million
-// items) where the read took about 3 s. With nothing committed the
-// snapshot stays as it is (vectorSnapshotHolds), and nothing waits.
+// splits from their snapshot that is under way, when the shutdown will
+// write the snapshot again (something committed since the index was
+// loaded, or its files gone). Stopped, the read leaves the splits
+// unready, the shutdown saves the index without them, and the next
+// start fills them from the index (20-28 s of CPU at a million items)
+// where the read took about 3 s. When the snapshot stays as it is
+// (vectorSnapshotHolds), nothing waits.
 func (d *Daemon) awaitSplitsLoad(limit time.Duration) {
-	if !d.SplitsLoading() || d.vectorsAt == nil {
+	if !d.SplitsLoading() {
 		return
 	}
-	if gen, err := d.store.Generation(); err != nil || gen == *d.vectorsAt {
+	if gen, err := d.store.Generation(); err != nil || d.vectorSnapshotHolds(gen) {
 		return
 	}
 	t := time.Now()
@@ -322,6 +323,11 @@ func (d *Daemon) saveVectorIndex(ctx context.Context) error {
 func (d *Daemon) vectorSnapshotHolds(gen particle.Generation) bool {
 	if d.vectorsAt == nil || *d.vectorsAt != gen {
 		return false
+	}
+	for _, p := range []string{d.vectorSnapshot(), vectorStampBeside(d.vectorSnapshot())} {
+		if _, err := os.Stat(p); err != nil {
+			return false // gone since the start: written again
+		}
 	}
 	x, ok := d.index.(*wave.IVF)
 	if !ok {

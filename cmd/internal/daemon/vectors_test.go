@@ -327,6 +327,17 @@ func TestRestartKeepsTheVectorSnapshot(t *testing.T) {
 	if i1, s1 := stat(); !os.SameFile(i0, i1) || !os.SameFile(s0, s1) {
 		t.Fatal("a restart with nothing written rewrote the vector snapshot or its splits")
 	}
+	// The index's snapshot removed while a daemon runs: written again.
+	d2 = startDaemon(t, cfg)
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(index); err != nil {
+		t.Fatalf("the vector snapshot, removed while the daemon ran, not written at its stop: %v", err)
+	}
 	d3 := startDaemon(t, cfg)
 	awaitSplits(t, d3)
 	deadline := time.Now().Add(30 * time.Second)
