@@ -228,9 +228,10 @@ func (st *edgeStage) offHeap(e *Edge) bool {
 }
 
 // holdsFields reports whether every string of e but its id, namespace
-// and type lies in m (or is empty), and no time of e carries a zone:
-// what a packed edge (edgeStage.pack) and a kept one (keepEdge) need of
-// the fields they do not copy.
+// and type lies in m (or is empty), and no time of e carries a zone
+// (zonedEdge): what a packed edge (edgeStage.pack) needs of the fields
+// it does not copy. A kept edge (keepEdge) copies its strings, and asks
+// only zonedEdge.
 func (m mappedMem) holdsFields(e *Edge) bool {
 	for _, s := range [...]string{e.Source, e.Target, e.Scope.Location, e.Salience.DecayFn,
 		string(e.Policy.Sensitivity), e.Policy.Subject, e.Policy.Origin, string(e.Status), e.SupersededBy} {

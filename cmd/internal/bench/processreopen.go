@@ -20,8 +20,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"gopkg.in/yaml.v3"
-
-	"github.com/ctxgraph/ctxgraph/planner"
 )
 
 // The restart in a process of its own (RunOptions.Serve). The reopen
@@ -214,13 +212,14 @@ func (r *runner) firstAnswerOver(ctx context.Context, url string, deadline time.
 	subj := r.prefix + ".planner.context"
 	for {
 		m, err := nc.RequestWithContext(ctx, subj, body)
-		if err == nil && m.Header.Get("Status") == "" {
-			var a planner.Answer
-			if err = json.Unmarshal(m.Data, &a); err == nil {
+		switch {
+		case err != nil:
+		case m.Header.Get("Status") != "":
+			err = fmt.Errorf("status %s: %s", m.Header.Get("Status"), m.Data)
+		default:
+			if err = checkAnswer(m.Data, "json"); err == nil {
 				return nil
 			}
-		} else if err == nil {
-			err = fmt.Errorf("status %s: %s", m.Header.Get("Status"), m.Data)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

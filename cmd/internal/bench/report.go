@@ -108,6 +108,11 @@ func (rep *Report) WriteTable(w io.Writer) {
 	heap := func(p string) string {
 		return mb(f, p+"heap_live_bytes") + ", " + mb(f, p+"heap_scan_bytes") + "; " + millions(f, p+"heap_objects") + "; " + n(p+"full_collection_s", 2)
 	}
+	// A start's phases under prefix (reopen.start., reopen.process.start.).
+	startPhases := func(prefix string) string {
+		p := func(name string) string { return n(prefix+name+"_s", 2) }
+		return p("badger") + ", " + p("lease") + ", " + p("view") + "; " + p("vectors") + "; " + p("index") + "; " + p("links") + "; " + p("serve")
+	}
 	trio := func(prefix, unit string) string {
 		return n(prefix+"p50_"+unit, 0) + " / " + n(prefix+"p95_"+unit, 0) + " / " + n(prefix+"p99_"+unit, 0)
 	}
@@ -220,11 +225,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"… planner in-process after it, 1 hop, 1 thread, p50 / p99 µs; each query's faster of two passes, p99 µs",
 			pair("reopen.planner.in_process.p50_us", "reopen.planner.in_process.p99_us", 0) + "; " + n("reopen.planner.in_process.best_of_2.p99_us", 0), "", "p99 ≤ 1,000", ""},
 		row{"… the start, s: Badger's open, the sequence lease, the view's load; beside them the vector and keyword indexes read; then the vector index made ready; beside it the adjacency; serving",
-			n("reopen.start.badger_s", 2) + ", " + n("reopen.start.lease_s", 2) + ", " + n("reopen.start.view_s", 2) + "; " + n("reopen.start.vectors_s", 2) + "; " +
-				n("reopen.start.index_s", 2) + "; " + n("reopen.start.links_s", 2) + "; " + n("reopen.start.serve_s", 2), "—", "", ""},
-		row{"… the restarted process's start, s: the same phases",
-			n("reopen.process.start.badger_s", 2) + ", " + n("reopen.process.start.lease_s", 2) + ", " + n("reopen.process.start.view_s", 2) + "; " + n("reopen.process.start.vectors_s", 2) + "; " +
-				n("reopen.process.start.index_s", 2) + "; " + n("reopen.process.start.links_s", 2) + "; " + n("reopen.process.start.serve_s", 2), "—", "", ""},
+			startPhases("reopen.start."), "—", "", ""},
+		row{"… the restarted process's start, s: the same phases", startPhases("reopen.process.start."), "—", "", ""},
 		row{"… the vector index's splits ready (same-agent and narrow windowed searches served by them) after the start, s; read from their snapshot (else filled from the index)",
 			n("reopen.splits_ready_s", 2) + "; " + yesNo(f, "reopen.splits_from_snapshot"), "—", "", ""},
 		row{"heap after the load / after the reopen: live, of which holding pointers (what every collection scans); objects, millions; a full collection, s",
