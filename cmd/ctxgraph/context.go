@@ -13,6 +13,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/cmd/internal/client"
 	"github.com/ctxgraph/ctxgraph/cmd/internal/daemon"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/contentenc"
 )
 
 // contextCmd asks the planner.
@@ -39,9 +40,15 @@ func contextCmd() *cobra.Command {
 				return fmt.Errorf("connect %s: %w", natsURL, err)
 			}
 			defer nc.Close()
-			reply, err := nc.Request(prefix+".planner.context", body, timeout)
+			// The answer in s2 when the daemon writes it so (an older
+			// one answers plain, which the decode passes through).
+			ask := &nats.Msg{Subject: prefix + ".planner.context", Data: body, Header: nats.Header{contentenc.AcceptHeader: {contentenc.S2}}}
+			reply, err := nc.RequestMsg(ask, timeout)
 			if err != nil {
 				return fmt.Errorf("planner request: %w", err)
+			}
+			if reply.Data, err = contentenc.Decode(nil, reply.Data, reply.Header.Get(contentenc.ContentHeader)); err != nil {
+				return fmt.Errorf("planner answer: %w", err)
 			}
 			if reply.Header.Get("Status") != "" {
 				var eb daemon.ErrorBody

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/contentenc"
 	"github.com/ctxgraph/ctxgraph/session"
 )
 
@@ -198,6 +199,31 @@ func (d *Daemon) respond(m *nats.Msg, v any, err error) {
 	_ = m.Respond(body)
 }
 
+// respondCoded replies to m with body, written in coding (named in the
+// reply's Content-Encoding header).
+func (d *Daemon) respondCoded(m *nats.Msg, body []byte, coding string) {
+	if m.Reply == "" {
+		return
+	}
+	out := &nats.Msg{Subject: m.Reply, Data: body, Header: nats.Header{contentenc.ContentHeader: {coding}}}
+	_ = m.RespondMsg(out)
+}
+
+// acceptedCodings returns the Accept-Encoding values of a request's
+// headers, whatever the case of the header's name (NATS headers are
+// case-sensitive; HTTP clients write it in several).
+func acceptedCodings(h nats.Header) []string {
+	if v := h[contentenc.AcceptHeader]; v != nil {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, contentenc.AcceptHeader) {
+			return v
+		}
+	}
+	return nil
+}
+
 // replyBufs holds reply buffers between planner requests: a JSON answer
 // is ~130 KB (msgpack ~45 KB), and m.Respond copies the body into the
 // connection's write buffer, so the buffer is free once it returns.
@@ -230,8 +256,23 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 	if err == nil {
 		*buf = body
 	}
+	coding := ""
+	if err == nil && len(body) >= contentenc.MinBytes {
+		coding = contentenc.Negotiate(acceptedCodings(m.Header)...)
+	}
+	if coding != "" {
+		zbuf := replyBufs.Get().(*[]byte)
+		defer replyBufs.Put(zbuf)
+		if body, err = contentenc.Append((*zbuf)[:0], body, coding); err == nil {
+			*zbuf = body
+		}
+	}
 	t1 := time.Now()
-	d.respond(m, body, err)
+	if coding != "" && err == nil {
+		d.respondCoded(m, body, coding)
+	} else {
+		d.respond(m, body, err)
+	}
 	encode, respond := t1.Sub(t0), time.Since(t1)
 	d.replies.add(encode, respond)
 	d.metrics.observeReply(encode, respond)
