@@ -13,6 +13,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/embed"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/contentenc"
 	"github.com/ctxgraph/ctxgraph/rlds"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
@@ -310,6 +311,7 @@ func BenchmarkAnswerJSONFleet(b *testing.B) {
 	// daemon, an answer's strings and provenance are not in cache when
 	// it is written (here they are in the last-level cache at worst;
 	// the answers of a large graph reach further).
+	zbuf := make([]byte, 0, 1<<18)
 	many := make([]*planner.Answer, len(g.queries))
 	for i, q := range g.queries {
 		if many[i], err = p.Plan(context.Background(), &planner.Request{Vector: q, K: 10, Hops: 2, Budget: 256, Roles: []string{"planner"}}); err != nil {
@@ -322,6 +324,15 @@ func BenchmarkAnswerJSONFleet(b *testing.B) {
 	}{
 		{"append-each", func(a *planner.Answer) ([]byte, error) { return a.AppendJSON(buf[:0]) }},
 		{"msgpack-each", func(a *planner.Answer) ([]byte, error) { return a.AppendMsgpack(buf[:0]) }},
+		// As the daemon answers a request asking for s2: the JSON, then
+		// the JSON compressed (bytes are those sent).
+		{"append-s2-each", func(a *planner.Answer) ([]byte, error) {
+			raw, err := a.AppendJSON(buf[:0])
+			if err != nil {
+				return nil, err
+			}
+			return contentenc.Append(zbuf[:0], raw, contentenc.S2)
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var n, i int

@@ -66,6 +66,8 @@ var compareFigures = []string{
 	"planner.nats_msgpack.overhead_p99_us",
 	"planner.nats_msgpack.hops2.overhead_p99_us",
 	"planner.nats.overhead_p99_us",
+	"planner.nats_s2.overhead_p99_us",
+	"planner.nats_s2.hops2.overhead_p99_us",
 	"prefilter.recall_at_10",
 	"reopen_s",
 	"machine.mem_latency_ns",

@@ -20,6 +20,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/embed"
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/contentenc"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -806,30 +807,42 @@ func (r *runner) truthSeqs(store *particle.Store, truth []Truth, k int) []uint64
 	return out
 }
 
-// natsFormats are the formats measured over NATS, with the figure
-// names' mode for each: JSON requests and answers (planner.nats.*), and
-// msgpack requests and answers as a control loop would send and ask
-// for (planner.nats_msgpack.*; before the forty-eighth round of
-// BENCHMARKS.md its requests were JSON).
-var natsFormats = []struct{ format, mode, label string }{{"", "nats", ""}, {"msgpack", "nats_msgpack", " msgpack"}}
+// natsFormat is a way of asking the planner over NATS: the answer
+// format, the content coding asked for in Accept-Encoding ("" for
+// none), and the figure names' mode.
+type natsFormat struct{ format, coding, mode, label string }
+
+// natsFormats are the ways measured over NATS: JSON requests and
+// answers (planner.nats.*); JSON answers compressed with s2
+// (planner.nats_s2.*, since the sixty-ninth round of BENCHMARKS.md;
+// each reply decoded inside its timing); and msgpack requests and
+// answers as a control loop would send and ask for
+// (planner.nats_msgpack.*; before the forty-eighth round its requests
+// were JSON).
+var natsFormats = []natsFormat{
+	{"", "", "nats", ""},
+	{"", contentenc.S2, "nats_s2", " JSON+s2"},
+	{"msgpack", "", "nats_msgpack", " msgpack"},
+}
 
 // overNATS measures planner requests over NATS request/reply on
 // loopback TCP, one connection per client thread, in each of
 // natsFormats.
 func (r *runner) overNATS(ctx context.Context) error {
 	for _, f := range natsFormats {
-		if err := r.overNATSIn(ctx, f.format, f.mode, f.label); err != nil {
+		if err := r.overNATSIn(ctx, f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// overNATSIn measures planner requests asking for answers in format
-// and stores the figures under planner.<mode> (label names the format
-// in the progress lines). The first reply of each run is checked to be
-// an answer in that format (outside the timing).
-func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) error {
+// overNATSIn measures planner requests asking for answers in f and
+// stores the figures under planner.<f.mode> (f.label names it in the
+// progress lines). The first reply of each run is checked to be an
+// answer in that format (outside the timing).
+func (r *runner) overNATSIn(ctx context.Context, f natsFormat) error {
+	format, mode, label := f.format, f.mode, f.label
 	subj := r.prefix + ".planner.context"
 	for _, hops := range []int{1, 2} {
 		reqs := r.requests(hops)
@@ -846,15 +859,18 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 			}
 			bodies[i] = b
 		}
-		var replyBytes, replies atomic.Int64
+		var replyBytes, replies, coded atomic.Int64
 		for _, threads := range r.o.Threads {
 			replies0 := r.replyTimes()
-			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg, c *call) error {
+			res, err := measure(ctx, threads, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, f.coding, func(i int, m *nats.Msg, wire int, c *call) error {
 				if st := m.Header.Get("Status"); st != "" {
 					return fmt.Errorf("query %d over NATS: status %s: %s", i, st, m.Data)
 				}
-				replyBytes.Add(int64(len(m.Data)))
+				replyBytes.Add(int64(wire))
 				replies.Add(1)
+				if m.Header.Get(contentenc.ContentHeader) != "" {
+					coded.Add(1)
+				}
 				if i == 0 {
 					if err := checkAnswer(m.Data, format); err != nil {
 						return err
@@ -887,6 +903,10 @@ func (r *runner) overNATSIn(ctx context.Context, format, mode, label string) err
 				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart,
 				planned.pct(50), planned.pct(99), rest.pct(50), rest.pct(99), r.measureNote(res))
 		}
+		if n := replies.Load(); n > 0 && f.coding != "" {
+			r.fig[key(mode, hops, 1)+"coded_share"] = float64(coded.Load()) / float64(n)
+			r.fig[key(mode, hops, 1)+"reply_bytes_mean"] = float64(replyBytes.Load()) / float64(n)
+		}
 		if n := replies.Load(); n > 0 {
 			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
 				return err
@@ -908,16 +928,39 @@ func (r *runner) replyTimes() daemon.ReplyTimes {
 // natsCaller is measure's newCaller for requests of bodies to subj,
 // each on its own connection: a request's latency is timed, a timeout
 // counted, and a reply checked by check (which may note in c what the
-// reply says, outside the timing).
-func (r *runner) natsCaller(subj string, bodies [][]byte, check func(i int, m *nats.Msg, c *call) error) func() (func(int, *call) error, func(), error) {
+// reply says, outside the timing). With a coding, each request asks
+// for it in Accept-Encoding, and a reply that comes in it is decoded
+// inside the timing (as a client must before it reads the answer);
+// check then sees the decoded body, and wire is the bytes received.
+func (r *runner) natsCaller(subj string, bodies [][]byte, coding string, check func(i int, m *nats.Msg, wire int, c *call) error) func() (func(int, *call) error, func(), error) {
 	return func() (func(int, *call) error, func(), error) {
 		nc, err := nats.Connect(r.natsURL, nats.Name("ctxgraph-bench-planner"))
 		if err != nil {
 			return nil, nil, err
 		}
+		var hdr nats.Header
+		if coding != "" {
+			hdr = nats.Header{contentenc.AcceptHeader: {coding}}
+		}
+		var plain []byte // the decoded reply, reused
 		return func(i int, c *call) error {
 			t := time.Now()
-			m, err := nc.Request(subj, bodies[i], requestTimeout)
+			var m *nats.Msg
+			var err error
+			if hdr == nil {
+				m, err = nc.Request(subj, bodies[i], requestTimeout)
+			} else {
+				m, err = nc.RequestMsg(&nats.Msg{Subject: subj, Data: bodies[i], Header: hdr}, requestTimeout)
+			}
+			var wire int
+			if err == nil {
+				wire = len(m.Data)
+				if got := m.Header.Get(contentenc.ContentHeader); got != "" {
+					if plain, err = contentenc.Decode(plain[:0], m.Data, got); err == nil {
+						m.Data = plain
+					}
+				}
+			}
 			c.lat = time.Since(t)
 			if errors.Is(err, nats.ErrTimeout) {
 				c.timeout = true
@@ -926,7 +969,7 @@ func (r *runner) natsCaller(subj string, bodies [][]byte, check func(i int, m *n
 			if err != nil {
 				return fmt.Errorf("request %d to %s: %w", i, subj, err)
 			}
-			return check(i, m, c)
+			return check(i, m, wire, c)
 		}, nc.Close, nil
 	}
 }
@@ -952,7 +995,7 @@ func (r *runner) natsFloor(ctx context.Context, prefix, label string, hops int, 
 	if err := rc.Flush(); err != nil {
 		return fmt.Errorf("NATS floor: %w", err)
 	}
-	res, err := measure(ctx, 1, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, func(i int, m *nats.Msg, _ *call) error {
+	res, err := measure(ctx, 1, len(bodies), len(bodies), r.selective, r.natsCaller(subj, bodies, "", func(i int, m *nats.Msg, _ int, _ *call) error {
 		if len(m.Data) != size {
 			return fmt.Errorf("NATS floor, request %d: a reply of %d bytes, want %d", i, len(m.Data), size)
 		}
