@@ -104,7 +104,8 @@ crash-time: build
 
 # Fuzz targets, as package:Target. `make test` runs the decoders of outside
 # input (step, span and planner request JSON and msgpack, TFRecord, Example, backup
-# file, policy edit, a damaged view snapshot) for FUZZ_SHORT each; `make fuzz`
+# file, policy edit, a damaged view snapshot, Accept-Encoding and a compressed
+# answer) for FUZZ_SHORT each; `make fuzz`
 # runs every target for FUZZTIME.
 # FUZZ_SHORT is a count of inputs, not a duration: with a duration, Go 1.26's
 # fuzz coordinator can report "context deadline exceeded" as a failure when
@@ -112,7 +113,7 @@ crash-time: build
 # which failed `make test` once on a loaded machine with no input to blame.
 FUZZ_SHORT_TARGETS ?= ./rlds:FuzzDecodeMessage ./rlds:FuzzDecodeMsgpack ./cms:FuzzDecode ./planner:FuzzDecodeRequest \
 	./rlds:FuzzTFRecordReader ./rlds:FuzzExample ./cmd/internal/backupfile:FuzzReader ./particle:FuzzPolicyEdit \
-	./particle:FuzzViewSnapshotLoad
+	./particle:FuzzViewSnapshotLoad ./planner/contentenc:FuzzContentCodings
 FUZZ_TARGETS ?= $(FUZZ_SHORT_TARGETS) ./particle:FuzzDecodeValue ./particle:FuzzDecodeApart ./rlds:FuzzDecodeStep ./wave:FuzzReadHNSW ./wave:FuzzReadIVF ./planner:FuzzJSONString
 FUZZ_SHORT ?= 20000x
 
