@@ -3,6 +3,10 @@ package daemon
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +34,7 @@ func (c *controller) askCoded(req planner.Request, header, accept string) *nats.
 // codings the daemon does not write, or for an answer too small to be
 // worth it, gets it plain, and so does an error.
 func TestCompressedAnswersOverNATS(t *testing.T) {
-	_, c := testdataDaemon(t, t.TempDir())
+	d, c := testdataDaemon(t, t.TempDir())
 	req := redBlockQuery
 	req.Strategy = planner.StrategySemantic
 	req.Hops, req.Budget = 2, 256
@@ -109,5 +113,30 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 	var again planner.Answer
 	if err := json.Unmarshal([]byte(c.askRaw(req)), &again); err != nil || len(again.Edges) != len(want.Edges) {
 		t.Errorf("after the bad request: %v, %d edges, were %d", err, len(again.Edges), len(want.Edges))
+	}
+	// The replies and their bytes by coding: one s2 answer (the JSON one;
+	// the msgpack one too when it was large enough) and two Snappy ones.
+	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	series := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if name, v, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "ctxgraph_planner_repl") {
+			series[name], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if n := series[`ctxgraph_planner_replies_total{coding="snappy"}`]; n != 2 {
+		t.Errorf("snappy replies counted %v, want 2 (%v)", n, series)
+	}
+	if n := series[`ctxgraph_planner_replies_total{coding="s2"}`]; n < 1 {
+		t.Errorf("s2 replies counted %v (%v)", n, series)
+	}
+	plainN, plainB := series[`ctxgraph_planner_replies_total{coding="identity"}`], series[`ctxgraph_planner_reply_bytes_total{coding="identity"}`]
+	snappyB := series[`ctxgraph_planner_reply_bytes_total{coding="snappy"}`]
+	if plainN < 3 || snappyB == 0 || plainB/plainN < 2*(snappyB/2) {
+		t.Errorf("identity replies %v of %v bytes in all, against the 2 snappy ones' %v: the compressed should be under half the plain", plainN, plainB, snappyB)
 	}
 }

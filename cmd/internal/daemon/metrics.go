@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner"
+	"github.com/ctxgraph/ctxgraph/planner/contentenc"
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
@@ -24,7 +25,13 @@ type metrics struct {
 	// stage holds plannerStage's observers, resolved once rather than
 	// by label on every request.
 	stage plannerStageObservers
+	// replies counts NATS planner replies and their bytes by content
+	// coding ("" for identity, s2, snappy): what compression saves.
+	replies map[string]replyCounters
 }
+
+// replyCounters are one content coding's series of replies and bytes.
+type replyCounters struct{ replies, bytes prometheus.Counter }
 
 // plannerStageObservers are plannerStage's series: the plan's own stages
 // (embed … total), the request's (its decoding and plan), and the
@@ -57,10 +64,24 @@ func newMetrics() *metrics {
 		Name: "ctxgraph_planner_prefilter_scored", Help: "Items whose codes the IVF index scored per planner prefilter (those of the scanned lists that the request's time window, agent, site and confidence let through).",
 		Buckets: prometheus.ExponentialBuckets(16, 2, 14),
 	})
+	replies := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ctxgraph_planner_replies_total", Help: "Planner answers replied over NATS, by content coding (identity, or the s2 or snappy a request asked for in Accept-Encoding).",
+	}, []string{"coding"})
+	replyBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ctxgraph_planner_reply_bytes_total", Help: "Bytes of the planner answers replied over NATS, as sent, by content coding.",
+	}, []string{"coding"})
+	m.replies = map[string]replyCounters{}
+	for _, c := range []string{"", contentenc.S2, contentenc.Snappy} {
+		label := c
+		if c == "" {
+			label = "identity"
+		}
+		m.replies[c] = replyCounters{replies.WithLabelValues(label), replyBytes.WithLabelValues(label)}
+	}
 	o := m.plannerStage.WithLabelValues
 	m.stage = plannerStageObservers{embed: o("embed"), wait: o("wait"), prefilter: o("prefilter"), expand: o("expand"), rerank: o("rerank"),
 		stitch: o("stitch"), total: o("total"), request: o("request"), encode: o("encode"), reply: o("reply")}
-	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage, m.prefilterLists, m.prefilterScored,
+	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage, m.prefilterLists, m.prefilterScored, replies, replyBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -85,11 +106,16 @@ func (m *metrics) observePlan(ans *planner.Answer, request time.Duration) {
 // observeEncode records an answer's encoding in its format.
 func (m *metrics) observeEncode(encode time.Duration) { m.stage.encode.Observe(encode.Seconds()) }
 
-// observeReply records a NATS planner reply: its answer's encoding and
-// its hand-off to NATS.
-func (m *metrics) observeReply(encode, respond time.Duration) {
+// observeReply records a NATS planner reply: its answer's encoding (and
+// compression), its hand-off to NATS, and its size as sent in coding
+// ("" for none).
+func (m *metrics) observeReply(encode, respond time.Duration, coding string, bytes int) {
 	m.observeEncode(encode)
 	m.stage.reply.Observe(respond.Seconds())
+	if c, ok := m.replies[coding]; ok {
+		c.replies.Inc()
+		c.bytes.Add(float64(bytes))
+	}
 }
 
 // registerStore exports store sizes and ingest lag as gauges read at

@@ -275,7 +275,9 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 	}
 	encode, respond := t1.Sub(t0), time.Since(t1)
 	d.replies.add(encode, respond)
-	d.metrics.observeReply(encode, respond)
+	if err == nil {
+		d.metrics.observeReply(encode, respond, coding, len(body))
+	}
 }
 
 // plan decodes, answers and renders one planner request.
