@@ -1,10 +1,11 @@
 // Package contentenc compresses planner answers for the wire the way
 // HTTP's content codings do. A requester names the codings it reads in
-// a NATS header, Accept-Encoding ("s2", or "snappy, s2"); the daemon
-// writes an answer of MinBytes or more in the first of them it knows
-// and names it in the reply's Content-Encoding header. A reply without
-// that header is the answer as it is, so a requester that asks and a
-// daemon that does not compress still understand each other.
+// an Accept-Encoding header ("s2", or "snappy, s2"; over HTTP, or in
+// the headers of a NATS request); the daemon writes an answer of
+// MinBytes or more in the first of them it knows and names it in the
+// reply's Content-Encoding header. A reply without that header is the
+// answer as it is, so a requester that asks and a daemon that does not
+// compress still understand each other.
 //
 // A JSON answer of a 2-hop, 256-item fleet query is about 130 KB, and
 // s2 writes it in about 36 KB in about 50 µs (BenchmarkAppend). Under
@@ -15,10 +16,14 @@
 package contentenc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
 )
 
@@ -37,6 +42,11 @@ const (
 	// encoder: any Snappy block decoder reads it (python-snappy's
 	// uncompress, snappy-java, libsnappy).
 	Snappy = "snappy"
+	// Gzip is gzip (RFC 1952), written at its fastest level: what HTTP
+	// clients ask for by default (Go's, Python's requests, curl
+	// --compressed). It takes about six times s2's CPU for a quarter
+	// fewer bytes.
+	Gzip = "gzip"
 )
 
 // MinBytes is the smallest reply worth compressing: below it the bytes
@@ -70,6 +80,8 @@ func Negotiate(accept ...string) string {
 				return S2
 			case strings.EqualFold(name, Snappy):
 				return Snappy
+			case strings.EqualFold(name, Gzip), strings.EqualFold(name, "x-gzip"):
+				return Gzip
 			}
 		}
 	}
@@ -108,9 +120,28 @@ func Append(dst, src []byte, coding string) ([]byte, error) {
 			return s2.Encode(dst[:cap(dst)], src), nil
 		}
 		return s2.EncodeSnappy(dst[:cap(dst)], src), nil
+	case Gzip:
+		zw := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(zw)
+		out := bytes.NewBuffer(dst[:0])
+		zw.Reset(out)
+		if _, err := zw.Write(src); err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		if err := zw.Close(); err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return out.Bytes(), nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownCoding, coding)
 }
+
+// gzipWriters holds gzip writers between replies: each holds about
+// 1 MB of state that would otherwise be allocated per reply.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return zw
+}}
 
 // Decode returns src as written before coding, in dst's array when it
 // has room. A coding of "" (a reply without Content-Encoding) or
@@ -136,6 +167,20 @@ func Decode(dst, src []byte, coding string) ([]byte, error) {
 			return nil, fmt.Errorf("%s reply: %w", coding, err)
 		}
 		return out, nil
+	case strings.EqualFold(coding, Gzip), strings.EqualFold(coding, "x-gzip"):
+		zr, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, fmt.Errorf("gzip reply: %w", err)
+		}
+		out := bytes.NewBuffer(dst[:0])
+		n, err := out.ReadFrom(io.LimitReader(zr, MaxDecodedBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("gzip reply: %w", err)
+		}
+		if n > MaxDecodedBytes {
+			return nil, fmt.Errorf("gzip reply: it would inflate past %d bytes", MaxDecodedBytes)
+		}
+		return out.Bytes(), nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownCoding, coding)
 }

@@ -2,7 +2,9 @@ package contentenc
 
 import (
 	"bytes"
+	stdgzip "compress/gzip"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -20,12 +22,14 @@ func TestNegotiate(t *testing.T) {
 		{[]string{"s2"}, S2},
 		{[]string{"S2"}, S2},
 		{[]string{"snappy, s2"}, Snappy},
-		{[]string{"gzip, br;q=1, s2;q=0.5"}, S2},
-		{[]string{"gzip", "snappy"}, Snappy},
+		{[]string{"br, gzip;q=0, s2;q=0.5"}, S2},
+		{[]string{"gzip, br;q=1, s2;q=0.5"}, Gzip},
+		{[]string{"deflate", "snappy"}, Snappy},
+		{[]string{"x-gzip"}, Gzip},
 		{[]string{"s2;q=0, snappy"}, Snappy},
 		{[]string{"s2;q=0.000"}, ""},
 		{[]string{"s2; q=0.001"}, S2},
-		{[]string{"gzip, deflate"}, ""},
+		{[]string{"br, deflate, zstd"}, ""},
 		{[]string{"  snappy  ;level=3"}, Snappy},
 	} {
 		if got := Negotiate(c.accept...); got != c.want {
@@ -53,7 +57,7 @@ func answerLike(n int) []byte {
 
 func TestAppendDecodeRoundTrip(t *testing.T) {
 	src := answerLike(130 << 10)
-	for _, coding := range []string{S2, Snappy} {
+	for _, coding := range []string{S2, Snappy, Gzip} {
 		enc, err := Append(nil, src, coding)
 		if err != nil {
 			t.Fatal(err)
@@ -97,8 +101,11 @@ func TestSnappyIsReadBySnappy(t *testing.T) {
 }
 
 func TestDecodeRefuses(t *testing.T) {
-	if _, err := Decode(nil, []byte("x"), "gzip"); !errors.Is(err, ErrUnknownCoding) {
-		t.Errorf("gzip: %v, want ErrUnknownCoding", err)
+	if _, err := Decode(nil, []byte("x"), "br"); !errors.Is(err, ErrUnknownCoding) {
+		t.Errorf("br: %v, want ErrUnknownCoding", err)
+	}
+	if _, err := Decode(nil, []byte("not gzip"), Gzip); err == nil {
+		t.Error("a body that is not gzip decoded without error")
 	}
 	if _, err := Append(nil, []byte("x"), "br"); !errors.Is(err, ErrUnknownCoding) {
 		t.Errorf("Append br: %v, want ErrUnknownCoding", err)
@@ -114,9 +121,33 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 }
 
+// A gzip reply is read by the standard library's reader, and one that
+// inflates past MaxDecodedBytes is refused.
+func TestGzip(t *testing.T) {
+	src := answerLike(100 << 10)
+	enc, err := Append(nil, src, Gzip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := stdgzip.NewReader(bytes.NewReader(enc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec, err := io.ReadAll(zr); err != nil || !bytes.Equal(dec, src) {
+		t.Fatalf("compress/gzip could not read the reply: %v", err)
+	}
+	bomb, err := Append(nil, make([]byte, MaxDecodedBytes+1), Gzip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(nil, bomb, Gzip); err == nil || !strings.Contains(err.Error(), "inflate") {
+		t.Errorf("a reply inflating to %d bytes: %v, want a refusal naming the limit", MaxDecodedBytes+1, err)
+	}
+}
+
 func BenchmarkAppend(b *testing.B) {
 	src := answerLike(130 << 10)
-	for _, coding := range []string{S2, Snappy} {
+	for _, coding := range []string{S2, Snappy, Gzip} {
 		b.Run(coding, func(b *testing.B) {
 			dst := make([]byte, 0, 256<<10)
 			var n int

@@ -15,7 +15,7 @@ func FuzzContentCodings(f *testing.F) {
 	f.Add("SNAPPY ; level=1", bytes.Repeat([]byte("abc"), 2000))
 	f.Fuzz(func(t *testing.T, accept string, data []byte) {
 		coding := Negotiate(accept)
-		if coding != "" && coding != S2 && coding != Snappy {
+		if coding != "" && coding != S2 && coding != Snappy && coding != Gzip {
 			t.Fatalf("Negotiate(%q) = %q, not a coding it writes", accept, coding)
 		}
 		if coding != "" {
@@ -28,7 +28,7 @@ func FuzzContentCodings(f *testing.F) {
 				t.Fatalf("%s round trip: %v", coding, err)
 			}
 		}
-		for _, c := range []string{S2, Snappy} {
+		for _, c := range []string{S2, Snappy, Gzip} {
 			if out, err := Decode(nil, data, c); err == nil && len(out) > MaxDecodedBytes {
 				t.Fatalf("%s: decoded %d bytes past the limit", c, len(out))
 			}
