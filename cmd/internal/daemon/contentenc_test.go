@@ -29,11 +29,11 @@ func (c *controller) askCoded(req planner.Request, header, accept string) *nats.
 	return reply
 }
 
-// A planner asking for s2 or Snappy gets the answer it would have got
-// plain, compressed and named in Content-Encoding; one asking for
-// codings the daemon does not write, or for an answer too small to be
-// worth it, gets it plain, and so does an error.
-func TestCompressedAnswersOverNATS(t *testing.T) {
+// largeAnswer starts a daemon with the testdata applied and returns a
+// request whose answer is large enough to be compressed, and that
+// answer asked for plain.
+func largeAnswer(t *testing.T) (*Daemon, *controller, planner.Request, string) {
+	t.Helper()
 	d, c := testdataDaemon(t, t.TempDir())
 	req := redBlockQuery
 	req.Strategy = planner.StrategySemantic
@@ -42,6 +42,15 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 	if len(plain) < contentenc.MinBytes {
 		t.Fatalf("the plain answer is %d bytes, under the %d compressed: the test asks for too little", len(plain), contentenc.MinBytes)
 	}
+	return d, c, req, plain
+}
+
+// A planner asking for s2 or Snappy gets the answer it would have got
+// plain, compressed and named in Content-Encoding; one asking for
+// codings the daemon does not write, or for an answer too small to be
+// worth it, gets it plain, and so does an error.
+func TestCompressedAnswersOverNATS(t *testing.T) {
+	d, c, req, plain := largeAnswer(t)
 	var want planner.Answer
 	if err := json.Unmarshal([]byte(plain), &want); err != nil {
 		t.Fatal(err)
@@ -50,7 +59,8 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 	wantJSON, _ := json.Marshal(&want)
 	for _, ask := range []struct{ header, accept, coding string }{
 		{"Accept-Encoding", "s2", contentenc.S2},
-		{"accept-encoding", "gzip, snappy", contentenc.Snappy},
+		{"accept-encoding", "br, snappy", contentenc.Snappy},
+		{"Accept-Encoding", "gzip", contentenc.Gzip},
 		{"Accept-Encoding", "s2;q=0, snappy", contentenc.Snappy},
 	} {
 		reply := c.askCoded(req, ask.header, ask.accept)
@@ -92,8 +102,8 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 		t.Errorf("a %d-byte msgpack answer asked for in s2 came plain", len(reply.Data))
 	}
 	// Not a coding the daemon writes: plain.
-	if reply := c.askCoded(req, "Accept-Encoding", "gzip, br"); reply.Header.Get(contentenc.ContentHeader) != "" || !json.Valid(reply.Data) {
-		t.Errorf("gzip, br: Content-Encoding %q, a JSON body %v", reply.Header.Get(contentenc.ContentHeader), json.Valid(reply.Data))
+	if reply := c.askCoded(req, "Accept-Encoding", "br, zstd"); reply.Header.Get(contentenc.ContentHeader) != "" || !json.Valid(reply.Data) {
+		t.Errorf("br, zstd: Content-Encoding %q, a JSON body %v", reply.Header.Get(contentenc.ContentHeader), json.Valid(reply.Data))
 	}
 	// A small answer: plain.
 	small := req
@@ -115,7 +125,8 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 		t.Errorf("after the bad request: %v, %d edges, were %d", err, len(again.Edges), len(want.Edges))
 	}
 	// The replies and their bytes by coding: one s2 answer (the JSON one;
-	// the msgpack one too when it was large enough) and two Snappy ones.
+	// the msgpack one too when it was large enough), two Snappy ones and
+	// a gzip one.
 	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +142,9 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 	if n := series[`ctxgraph_planner_replies_total{coding="snappy"}`]; n != 2 {
 		t.Errorf("snappy replies counted %v, want 2 (%v)", n, series)
 	}
+	if n := series[`ctxgraph_planner_replies_total{coding="gzip"}`]; n != 1 {
+		t.Errorf("gzip replies counted %v, want 1", n)
+	}
 	if n := series[`ctxgraph_planner_replies_total{coding="s2"}`]; n < 1 {
 		t.Errorf("s2 replies counted %v (%v)", n, series)
 	}
@@ -138,5 +152,74 @@ func TestCompressedAnswersOverNATS(t *testing.T) {
 	snappyB := series[`ctxgraph_planner_reply_bytes_total{coding="snappy"}`]
 	if plainN < 3 || snappyB == 0 || plainB/plainN < 2*(snappyB/2) {
 		t.Errorf("identity replies %v of %v bytes in all, against the 2 snappy ones' %v: the compressed should be under half the plain", plainN, plainB, snappyB)
+	}
+}
+
+// POST /v1/context answers in the coding its Accept-Encoding asks for:
+// gzip for Go's client by default (which inflates it transparently),
+// s2 when asked, plain when nothing it writes is asked for; errors stay
+// plain.
+func TestCompressedAnswersOverHTTP(t *testing.T) {
+	d, _, req, plain := largeAnswer(t)
+	body, _ := json.Marshal(req)
+	url := "http://" + d.HTTPAddr() + "/v1/context"
+
+	// Go's client asks for gzip and inflates the answer itself.
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !resp.Uncompressed || !json.Valid(got) {
+		t.Errorf("default client: status %d, came gzipped %v, a JSON body %v", resp.StatusCode, resp.Uncompressed, json.Valid(got))
+	}
+	if v := resp.Header.Get("Vary"); v != contentenc.AcceptHeader {
+		t.Errorf("Vary %q", v)
+	}
+
+	for _, ask := range []struct{ accept, coding string }{
+		{"s2", contentenc.S2},
+		{"br, snappy;q=0.9", contentenc.Snappy},
+		{"gzip", contentenc.Gzip},
+		{"identity", ""},
+	} {
+		hr, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Accept-Encoding", ask.accept)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		coding := resp.Header.Get(contentenc.ContentHeader)
+		if resp.StatusCode != 200 || coding != ask.coding {
+			t.Fatalf("Accept-Encoding %q: status %d, Content-Encoding %q, want %q", ask.accept, resp.StatusCode, coding, ask.coding)
+		}
+		if coding != "" && len(raw)*2 > len(plain) {
+			t.Errorf("%q: %d bytes of %d plain", ask.accept, len(raw), len(plain))
+		}
+		dec, err := contentenc.Decode(nil, raw, coding)
+		if err != nil {
+			t.Fatalf("%q: %v", ask.accept, err)
+		}
+		var a planner.Answer
+		if err := json.Unmarshal(dec, &a); err != nil || len(a.Edges) == 0 {
+			t.Errorf("%q: the decoded body is not an answer (%v, %d edges)", ask.accept, err, len(a.Edges))
+		}
+	}
+
+	// An error is plain JSON whatever is asked.
+	hr, _ := http.NewRequest("POST", url, strings.NewReader(`{"k": "ten"`))
+	hr.Header.Set("Accept-Encoding", "s2")
+	resp, err = http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get(contentenc.ContentHeader) != "" || !json.Valid(raw) {
+		t.Errorf("a bad request: status %d, Content-Encoding %q, body %s", resp.StatusCode, resp.Header.Get(contentenc.ContentHeader), raw)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/planner/contentenc"
 	"github.com/ctxgraph/ctxgraph/session"
 )
 
@@ -121,7 +122,23 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", ctype)
+	h := w.Header()
+	h.Set("Content-Type", ctype)
+	h.Add("Vary", contentenc.AcceptHeader)
+	if len(out) >= contentenc.MinBytes {
+		if coding := contentenc.Negotiate(r.Header.Values(contentenc.AcceptHeader)...); coding != "" {
+			zbuf := replyBufs.Get().(*[]byte)
+			defer replyBufs.Put(zbuf)
+			coded, err := contentenc.Append((*zbuf)[:0], out, coding)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			*zbuf = coded
+			h.Set(contentenc.ContentHeader, coding)
+			out = coded
+		}
+	}
 	_, _ = w.Write(out)
 }
 

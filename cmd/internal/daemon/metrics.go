@@ -26,7 +26,7 @@ type metrics struct {
 	// by label on every request.
 	stage plannerStageObservers
 	// replies counts NATS planner replies and their bytes by content
-	// coding ("" for identity, s2, snappy): what compression saves.
+	// coding ("" for identity, s2, snappy, gzip): what compression saves.
 	replies map[string]replyCounters
 }
 
@@ -65,13 +65,13 @@ func newMetrics() *metrics {
 		Buckets: prometheus.ExponentialBuckets(16, 2, 14),
 	})
 	replies := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ctxgraph_planner_replies_total", Help: "Planner answers replied over NATS, by content coding (identity, or the s2 or snappy a request asked for in Accept-Encoding).",
+		Name: "ctxgraph_planner_replies_total", Help: "Planner answers replied over NATS, by content coding (identity, or the s2, snappy or gzip a request asked for in Accept-Encoding).",
 	}, []string{"coding"})
 	replyBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ctxgraph_planner_reply_bytes_total", Help: "Bytes of the planner answers replied over NATS, as sent, by content coding.",
 	}, []string{"coding"})
 	m.replies = map[string]replyCounters{}
-	for _, c := range []string{"", contentenc.S2, contentenc.Snappy} {
+	for _, c := range []string{"", contentenc.S2, contentenc.Snappy, contentenc.Gzip} {
 		label := c
 		if c == "" {
 			label = "identity"
