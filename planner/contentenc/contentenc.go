@@ -8,7 +8,8 @@
 // compress still understand each other.
 //
 // A JSON answer of a 2-hop, 256-item fleet query is about 130 KB, and
-// s2 writes it in about 36 KB in about 50 µs (BenchmarkAppend). Under
+// s2 writes it in about 36 KB in 50–120 µs here (BenchmarkAppend, and
+// planner's BenchmarkAnswerJSONFleet/append-s2-each). Under
 // 64 KB it fits the NATS server's and nats.go's read buffers whole;
 // over it both read loops reassemble it in a buffer allocated for it,
 // and on a fresh heap each such buffer's pages are faulted in one by
@@ -122,7 +123,10 @@ func Append(dst, src []byte, coding string) ([]byte, error) {
 		return s2.EncodeSnappy(dst[:cap(dst)], src), nil
 	case Gzip:
 		zw := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(zw)
+		defer func() {
+			zw.Reset(io.Discard) // let go of dst while pooled
+			gzipWriters.Put(zw)
+		}()
 		out := bytes.NewBuffer(dst[:0])
 		zw.Reset(out)
 		if _, err := zw.Write(src); err != nil {
@@ -136,8 +140,9 @@ func Append(dst, src []byte, coding string) ([]byte, error) {
 	return nil, fmt.Errorf("%w %q", ErrUnknownCoding, coding)
 }
 
-// gzipWriters holds gzip writers between replies: each holds about
-// 1 MB of state that would otherwise be allocated per reply.
+// gzipWriters holds gzip writers between replies: each holds its
+// compressor's tables and buffers, which would otherwise be allocated
+// for every reply.
 var gzipWriters = sync.Pool{New: func() any {
 	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	return zw
