@@ -25,6 +25,13 @@ func contextCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "context --query TEXT [flags]",
 		Short: "Ask the planner for context and print the answer",
+		Long: `Ask the planner over NATS (<prefix>.planner.context) and print the answer:
+a summary, or with --json or another --format the answer as rendered.
+
+The request asks for the answer in s2 (Accept-Encoding: s2); a daemon that
+compresses it says so in Content-Encoding, and the answer is inflated before
+it is printed. --format msgpack writes the MessagePack bytes, inflated, for a
+file or a pipe.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			body, err := json.Marshal(&req)
