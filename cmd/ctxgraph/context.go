@@ -32,7 +32,7 @@ The request asks for the answer in s2 (Accept-Encoding: s2); a daemon that
 compresses it says so in Content-Encoding, and the answer is inflated before
 it is printed. --format msgpack writes the MessagePack bytes, inflated, for a
 file or a pipe.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			body, err := json.Marshal(&req)
 			if err != nil {
