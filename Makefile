@@ -7,7 +7,7 @@ PKG      ?= ./...
 BADGER_FORK := github.com/dgraph-io/badger/v4
 FUZZTIME ?= 30s
 
-.PHONY: all build test race vet fmt-check js-deps rdflib pymsgpack demo bench bench-run reopen-time crash-time fuzz soak crash clean
+.PHONY: all build test race vet fmt-check js-deps rdflib pymsgpack pysnappy demo bench bench-run reopen-time crash-time fuzz soak crash clean
 
 all: build
 
@@ -16,8 +16,9 @@ build:
 
 # The README's test command: vet, then every test (unit, daemon end to end
 # over real NATS and Badger, real RLDS files), with short fuzz runs.
-# The Turtle tests parse every answer with rdflib, and the MessagePack wire
-# format is checked against messages Python's msgpack writes: both required here.
+# The Turtle tests parse every answer with rdflib, the MessagePack wire
+# format is checked against messages Python's msgpack writes, and the
+# snappy answer coding against python-snappy: all required here.
 # The graph store's tests of its unsafe code (records decoded in place,
 # edges boxed with their provenance, packed strings, the view snapshot's
 # mapped load, loaded and committed edges packed where the collector does
@@ -25,8 +26,8 @@ build:
 # conversion that straddles an allocation (about 40 s; `make race` runs
 # everything so).
 RACE_SHORT = 'Pack|Box|KeySlab|IdentityOf|StepIndexes|EdgeChunk|ViewSnapshot|Decode|Staged|LoadedEdges|Kept'
-test: vet fmt-check js-deps rdflib pymsgpack
-	CTXGRAPH_REQUIRE_RDFLIB=1 CTXGRAPH_REQUIRE_PYMSGPACK=1 $(GO) test -count=1 -timeout 12m $(PKG)
+test: vet fmt-check js-deps rdflib pymsgpack pysnappy
+	CTXGRAPH_REQUIRE_RDFLIB=1 CTXGRAPH_REQUIRE_PYMSGPACK=1 CTXGRAPH_REQUIRE_PYSNAPPY=1 $(GO) test -count=1 -timeout 12m $(PKG)
 	$(GO) test -count=1 $(BADGER_FORK)/...
 	$(GO) test -race -count=1 -run $(RACE_SHORT) ./particle
 	@$(MAKE) --no-print-directory fuzz FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)" FUZZTIME=$(FUZZ_SHORT)
@@ -40,6 +41,12 @@ rdflib:
 pymsgpack:
 	@/usr/bin/python3 -c 'import msgpack' 2>/dev/null || python3 -c 'import msgpack' 2>/dev/null || \
 	{ apt-get update -qq && apt-get install -y -qq python3-msgpack; }
+
+# python-snappy (Debian's python3-snappy, over libsnappy) reads the planner
+# answers' snappy coding in planner/contentenc's interop test.
+pysnappy:
+	@/usr/bin/python3 -c 'import snappy' 2>/dev/null || python3 -c 'import snappy' 2>/dev/null || \
+	{ apt-get update -qq && apt-get install -y -qq python3-snappy; }
 
 vet:
 	$(GO) vet $(PKG)
