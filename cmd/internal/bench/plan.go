@@ -903,11 +903,11 @@ func (r *runner) overNATSIn(ctx context.Context, f natsFormat) error {
 				label, hops, threads, res.lat.pct(50), res.lat.pct(99), res.qps, res.timeouts, daemonPart,
 				planned.pct(50), planned.pct(99), rest.pct(50), rest.pct(99), r.measureNote(res))
 		}
-		if n := replies.Load(); n > 0 && f.coding != "" {
-			r.fig[key(mode, hops, 1)+"coded_share"] = float64(coded.Load()) / float64(n)
-			r.fig[key(mode, hops, 1)+"reply_bytes_mean"] = float64(replyBytes.Load()) / float64(n)
-		}
 		if n := replies.Load(); n > 0 {
+			if f.coding != "" {
+				r.fig[key(mode, hops, 1)+"coded_share"] = float64(coded.Load()) / float64(n)
+				r.fig[key(mode, hops, 1)+"reply_bytes_mean"] = float64(replyBytes.Load()) / float64(n)
+			}
 			if err := r.natsFloor(ctx, key(mode, hops, 1)+"floor.", label, hops, bodies, int(replyBytes.Load()/n)); err != nil {
 				return err
 			}

@@ -122,22 +122,17 @@ func (d *Daemon) httpContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	out, coding, release, err := encodeReply(out, r.Header.Values(contentenc.AcceptHeader))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
 	h := w.Header()
 	h.Set("Content-Type", ctype)
 	h.Add("Vary", contentenc.AcceptHeader)
-	if len(out) >= contentenc.MinBytes {
-		if coding := contentenc.Negotiate(r.Header.Values(contentenc.AcceptHeader)...); coding != "" {
-			zbuf := replyBufs.Get().(*[]byte)
-			defer replyBufs.Put(zbuf)
-			coded, err := contentenc.Append((*zbuf)[:0], out, coding)
-			if err != nil {
-				writeError(w, err)
-				return
-			}
-			*zbuf = coded
-			h.Set(contentenc.ContentHeader, coding)
-			out = coded
-		}
+	if coding != "" {
+		h.Set(contentenc.ContentHeader, coding)
 	}
 	_, _ = w.Write(out)
 }

@@ -209,6 +209,27 @@ func (d *Daemon) respondCoded(m *nats.Msg, body []byte, coding string) {
 	_ = m.RespondMsg(out)
 }
 
+// encodeReply returns a planner answer's body in the first content
+// coding accept asks for that contentenc writes, when the body is large
+// enough to be worth it, with that coding ("": body as it is). release
+// hands back the buffer the coded body lies in, once it is sent.
+func encodeReply(body []byte, accept []string) (out []byte, coding string, release func(), err error) {
+	release = func() {}
+	if len(body) < contentenc.MinBytes {
+		return body, "", release, nil
+	}
+	if coding = contentenc.Negotiate(accept...); coding == "" {
+		return body, "", release, nil
+	}
+	buf := replyBufs.Get().(*[]byte)
+	if out, err = contentenc.Append((*buf)[:0], body, coding); err != nil {
+		replyBufs.Put(buf)
+		return nil, "", release, err
+	}
+	*buf = out
+	return out, coding, func() { replyBufs.Put(buf) }, nil
+}
+
 // acceptedCodings returns the Accept-Encoding values of a request's
 // headers, whatever the case of the header's name (NATS headers are
 // case-sensitive; HTTP clients write it in several).
@@ -257,15 +278,10 @@ func (d *Daemon) onPlannerRequest(ctx context.Context, m *nats.Msg) {
 		*buf = body
 	}
 	coding := ""
-	if err == nil && len(body) >= contentenc.MinBytes {
-		coding = contentenc.Negotiate(acceptedCodings(m.Header)...)
-	}
-	if coding != "" {
-		zbuf := replyBufs.Get().(*[]byte)
-		defer replyBufs.Put(zbuf)
-		if body, err = contentenc.Append((*zbuf)[:0], body, coding); err == nil {
-			*zbuf = body
-		}
+	if err == nil {
+		var release func()
+		body, coding, release, err = encodeReply(body, acceptedCodings(m.Header))
+		defer release()
 	}
 	t1 := time.Now()
 	if coding != "" && err == nil {
