@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -1054,10 +1055,13 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	defer s.slab.reset() // after the transaction ends (defers run last first)
 	defer b.txn.Discard()
 	defer s.keepMaps(b)
+	stage := trace.StartRegion(ctx, RegionApply)
+	defer func() { stage.End() }() // the stage a failure ends in
 	if err := fn(b); err != nil {
 		return Changes{}, err
 	}
 	applied := time.Now()
+	stage = nextRegion(ctx, stage, RegionEncode)
 	if err := b.flush(); err != nil {
 		return Changes{}, err
 	}
@@ -1066,10 +1070,12 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 		return Changes{}, err
 	}
 	encoded := time.Now()
+	stage = nextRegion(ctx, stage, RegionCommit)
 	if err := b.txn.Commit(); err != nil {
 		return Changes{}, fmt.Errorf("%w: commit: %v", ErrStorage, err)
 	}
 	committed := time.Now()
+	stage = nextRegion(ctx, stage, RegionPublish)
 	s.written.add(b.written)
 	s.updates.committed(start, applied, encoded, committed)
 	ch := b.publish()

@@ -1,9 +1,29 @@
 package particle
 
 import (
+	"context"
+	"runtime/trace"
 	"sync/atomic"
 	"time"
 )
+
+// The regions of an execution trace (runtime/trace) that [Store.Update]
+// marks on the writer's goroutine, one for each stage of UpdateTimes: a
+// trace then tells how much of each stage the writer ran on a CPU,
+// waited for one, or waited on something else (Badger's commit, a lock,
+// the kernel). Outside a trace they cost a check.
+const (
+	RegionApply   = "particle.apply"
+	RegionEncode  = "particle.encode"
+	RegionCommit  = "particle.commit"
+	RegionPublish = "particle.publish"
+)
+
+// nextRegion ends the region r and starts one of the given type.
+func nextRegion(ctx context.Context, r *trace.Region, typ string) *trace.Region {
+	r.End()
+	return trace.StartRegion(ctx, typ)
+}
 
 // UpdateTimes is how long a store's committed batches ([Store.Update])
 // took since it was opened, by stage: where a writer's time goes. The

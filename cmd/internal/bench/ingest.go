@@ -526,6 +526,11 @@ func (r *runner) ingest(ctx context.Context) error {
 	bulkSteps := countSteps(bulk)
 	every := max(1, stepMessages(bulk)/2000)
 	r.say("ingest: bulk phase, %d messages (%d steps) as fast as acknowledged", len(bulk), bulkSteps)
+	tracePath, stopTrace, err := r.startTrace("ingest.bulk")
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	bulkGC := readGC()
 	bulkUsage, t0 := readUsage(), time.Now()
 	pub := client.NewPublisher(r.js, r.prefix, 0)
@@ -553,8 +558,12 @@ func (r *runner) ingest(ctx context.Context) error {
 		return err
 	}
 	took := time.Since(t0)
+	stopTrace()
 	r.writtenFigures("ingest.bulk_", written().Sub(w0), bulkSteps)
 	r.writerFigures("ingest.bulk_", updates().Sub(u0), bulkSteps, took)
+	if err := r.writerSchedFigures("ingest.bulk_", tracePath, bulkSteps); err != nil {
+		return err
+	}
 	if r.d != nil {
 		r.fig["ingest.bulk_allocated_bytes_per_step"] = float64(readGC().allocated-bulkGC.allocated) / float64(max(bulkSteps, 1))
 	}
