@@ -2,6 +2,7 @@ package particle
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -156,11 +157,11 @@ func (b *Batch) exists(k []byte) (bool, error) {
 	return true, nil
 }
 
+// nextSeq hands out the next compact id (seq); flush stores the
+// high-water mark in the batch's transaction.
 func (b *Batch) nextSeq() (uint64, error) {
-	n, err := b.s.seq.Next()
-	if err != nil {
-		return 0, fmt.Errorf("%w: sequence: %v", ErrStorage, err)
-	}
+	n := b.s.seqNext
+	b.s.seqNext++
 	return n + 1, nil // 0 means "none"
 }
 
@@ -542,6 +543,9 @@ func (b *Batch) flush() error {
 		return err
 	}
 	b.set(metaKey("counts"), v)
+	if next := b.s.seqNext; next != b.s.seqSaved {
+		b.set(metaKey("seq"), binary.BigEndian.AppendUint64(nil, next))
+	}
 	return b.err
 }
 

@@ -13,7 +13,7 @@ import (
 // Badger version is the batch's commit timestamp and its value the
 // running totals. So a new commit always gives a new Generation, and a
 // store that has not been written since keeps its Generation across
-// Close and Open (the sequence lease writes another key).
+// Close and Open (which write nothing).
 //
 // An index derived from the store (the keyword index) can save the
 // Generation its contents match beside them; while the store's

@@ -10,7 +10,7 @@ import (
 
 // TestGenerationChangesWithEveryCommitOnly: a new store is at the zero
 // generation; every committed batch moves it, a batch that fails does
-// not, and a Close and Open (whose sequence lease writes) keep it.
+// not, and a Close and Open keep it.
 func TestGenerationChangesWithEveryCommitOnly(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir)

@@ -27,9 +27,6 @@ type Options struct {
 	// SyncWrites fsyncs every commit, so that what is acknowledged
 	// survives a power cut. Default true.
 	SyncWrites bool
-	// SeqLease is how many compact ids are leased per disk write.
-	// Default 1000.
-	SeqLease uint64
 	// ValueThreshold: values larger than this many bytes are kept in
 	// Badger's value log, the LSM tree holding a pointer (see
 	// badgerOptions). 0 keeps every value in the tree. DefaultOptions
@@ -82,14 +79,11 @@ type Options struct {
 
 // DefaultOptions returns the options for a store in dir.
 func DefaultOptions(dir string) Options {
-	return Options{Dir: dir, SyncWrites: true, SeqLease: 1000, ValueThreshold: DefaultValueThreshold,
+	return Options{Dir: dir, SyncWrites: true, ValueThreshold: DefaultValueThreshold,
 		MemTableSize: DefaultMemTableSize, ValueLogFileSize: DefaultValueLogFileSize, ViewSnapshot: true}
 }
 
 func (o *Options) ensureDefaults() {
-	if o.SeqLease == 0 {
-		o.SeqLease = 1000
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -135,7 +129,13 @@ type Store struct {
 	db   *badger.DB
 	opts Options
 	log  *slog.Logger
-	seq  *badger.Sequence
+	// seqNext is the next compact id (seq) a batch hands out, and
+	// seqSaved the one the last committed batch stored (metaKey("seq"),
+	// big-endian, as Badger's own sequences store it): a batch writes its
+	// ids' high-water mark in its own transaction, so that no id needs a
+	// write of its own and a failed batch's ids are handed out again.
+	// The writer's, under writeMu.
+	seqNext, seqSaved uint64
 
 	writeMu sync.Mutex // serialises Update
 	slab    *valueSlab // the buffers of a batch's values (see valueSlab); under writeMu
@@ -170,9 +170,9 @@ type Store struct {
 	readAhead chan struct{}
 	// openTimes are where Open's time went (OpenTimes).
 	openTimes OpenTimes
-	// leasedAt is Badger's version once Open leased its sequence: the
-	// store has written nothing since while Badger is still at it.
-	leasedAt uint64
+	// openVersion is Badger's version when Open began: the store has
+	// written nothing since while Badger is still at it.
+	openVersion uint64
 	// snapEdges are the edges' embeddings a load from the view snapshot
 	// left unread, until Open starts their check (embCheck).
 	snapEdges    *snapEdgeEmbeddings
@@ -209,22 +209,19 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("particle: open badger in %q: %w", o.Dir, err)
 	}
 	opened := time.Now()
-	// The sequence lease below writes: the version a view snapshot must
-	// match is the one Badger opened at.
 	version := db.MaxVersion()
-	seq, err := db.GetSequence(metaKey("seq"), o.SeqLease)
+	seq, err := readSeq(db)
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("particle: lease sequence: %w", err)
+		return nil, fmt.Errorf("particle: read sequence: %w", err)
 	}
-	s := &Store{db: db, opts: o, log: o.Logger, seq: seq, v: newView(), slab: &valueSlab{}, leasedAt: db.MaxVersion()}
+	s := &Store{db: db, opts: o, log: o.Logger, seqNext: seq, seqSaved: seq, v: newView(), slab: &valueSlab{}, openVersion: version}
 	if v := o.ReadChangedSince; v > 0 && v < version && !o.InMemory {
 		s.readChangedAhead(v)
 	}
 	loading := time.Now()
 	if err := s.load(version); err != nil {
 		s.awaitReadAhead()
-		seq.Release()
 		db.Close()
 		return nil, err
 	}
@@ -349,8 +346,8 @@ func badgerOptions(o Options) badger.Options {
 	return bo
 }
 
-// Close releases the sequence lease and closes Badger. It is safe to
-// call twice.
+// Close saves the view snapshot (where the store keeps one) and closes
+// Badger. It is safe to call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopEmbeddingsCheck()
@@ -363,17 +360,16 @@ func (s *Store) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.ckpt.stopCheckpoint()
-		unwritten := s.fromSnapshot && !s.behind && s.db.MaxVersion() == s.leasedAt && s.embeddingsMended() == 0
+		unwritten := s.fromSnapshot && !s.behind && s.db.MaxVersion() == s.openVersion && s.embeddingsMended() == 0
 		if !s.opts.InMemory && !s.opts.KeepDeletionMarkers {
 			if err := s.dropGoneMarkers(); err != nil {
 				s.log.Warn("deletion markers not dropped", "err", err)
 			}
 		}
-		err := s.seq.Release()
-		if err == nil && s.snapshots() {
-			s.saveViewSnapshot(unwritten) // after the lease's write: nothing writes after it
+		if s.snapshots() {
+			s.saveViewSnapshot(unwritten)
 		}
-		s.closeErr = errors.Join(err, s.db.Close())
+		s.closeErr = s.db.Close()
 	})
 	return s.closeErr
 }
@@ -384,7 +380,8 @@ type OpenTimes struct {
 	// and its read of the newest value-log file whole (see
 	// DefaultValueLogFileSize).
 	Badger time.Duration
-	// Lease is the sequence lease's write.
+	// Lease is the read of the sequence's next id (a write of its own
+	// before the seventieth round's ids rode on the batches).
 	Lease time.Duration
 	// Load is the view's load, from the view snapshot or from Badger
 	// (LoadedFromSnapshot). The adjacency is built after it, beside the
@@ -464,7 +461,9 @@ func (s *Store) load(version uint64) error {
 			}
 			switch {
 			case err == nil && w.empty():
-				// Only Badger's own keys were written since (a lease):
+				// Only keys outside the view's tables were written since
+				// (a store of before the seventieth round leased ids at
+				// every Open):
 				// the snapshot holds the view, and a Close that writes
 				// nothing may put it back stamped anew.
 				s.log.Info("view snapshot older than the store, with no record written since", "since_version", base, "took", time.Since(t))
@@ -575,26 +574,38 @@ func presize(v *view, db *badger.DB) {
 	edges := min(keys[prefixEdge]+keys[prefixEdge]/4+4096, most)
 	v.edges, v.identity = make(map[string]*Edge, edges), make(map[string]string, edges)
 	// The slices by seq reach the highest seq issued, which is below the
-	// sequence's lease (Badger stores it big-endian under the key):
-	// made that large once, they are not copied as they grow (at 1M
-	// edges the copies were a fifth of the serial put).
-	var leased uint64
-	_ = db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(metaKey("seq"))
-		if err != nil {
-			return err
-		}
-		return item.Value(func(b []byte) error {
-			if len(b) == 8 {
-				leased = binary.BigEndian.Uint64(b)
-			}
-			return nil
-		})
-	})
+	// sequence's next id: made that large once, they are not copied as
+	// they grow (at 1M edges the copies were a fifth of the serial put).
+	leased, _ := readSeq(db)
 	if n := int(min(leased, most)); n > 0 {
 		v.nodeSeq, v.edgeSeq, v.episodeSeq = make([]*Node, 0, n), make([]*Edge, 0, n), make([]*Episode, 0, n)
 		v.edgeFacts, v.edgeSal, v.edgeAgents = make([]EdgeFacts, 0, n), make([]EdgeSalience, 0, n), make([]agentSet, 0, n)
 	}
+}
+
+// readSeq returns the sequence's next id as stored under
+// metaKey("seq"), big-endian (0 in a new store). Stores written before
+// the ids rode on the batches hold the end of a lease of Badger's
+// sequence there: the ids up to it are skipped, as after a crash then.
+func readSeq(db *badger.DB) (uint64, error) {
+	var next uint64
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(metaKey("seq"))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) error {
+			if len(b) != 8 {
+				return fmt.Errorf("%w: sequence value of %d bytes", ErrCorrupt, len(b))
+			}
+			next = binary.BigEndian.Uint64(b)
+			return nil
+		})
+	})
+	return next, err
 }
 
 // loadTables are the tables the view holds, in load order: edges refer
@@ -1056,7 +1067,13 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	defer b.txn.Discard()
 	defer s.keepMaps(b)
 	stage := trace.StartRegion(ctx, RegionApply)
-	defer func() { stage.End() }() // the stage a failure ends in
+	tried := false // the commit was tried: its ids may be on disk
+	defer func() {
+		stage.End() // the stage a failure ends in
+		if !tried {
+			s.seqNext = s.seqSaved // the batch's ids are handed out again
+		}
+	}()
 	if err := fn(b); err != nil {
 		return Changes{}, err
 	}
@@ -1071,13 +1088,17 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	}
 	encoded := time.Now()
 	stage = nextRegion(ctx, stage, RegionCommit)
+	tried = true
 	if err := b.txn.Commit(); err != nil {
+		// A failed commit may have written some of the batch: its ids
+		// are not handed out again, and the next batch stores the mark.
 		return Changes{}, fmt.Errorf("%w: commit: %v", ErrStorage, err)
 	}
-	committed := time.Now()
+	s.seqSaved = s.seqNext
+	committedAt := time.Now()
 	stage = nextRegion(ctx, stage, RegionPublish)
 	s.written.add(b.written)
-	s.updates.committed(start, applied, encoded, committed)
+	s.updates.committed(start, applied, encoded, committedAt)
 	ch := b.publish()
 	s.ckpt.countCommitted(ch)
 	s.changedSince.drop()
@@ -1088,7 +1109,7 @@ func (s *Store) Update(ctx context.Context, fn func(b *Batch) error) (Changes, e
 	for _, fn := range subs {
 		fn(ch)
 	}
-	s.updates.published(time.Since(committed))
+	s.updates.published(time.Since(committedAt))
 	return ch, nil
 }
 

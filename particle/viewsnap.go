@@ -831,7 +831,7 @@ func fileTrailer(f *os.File) (snapTrailer, uint64, error) {
 
 // keepLoadedSnapshot puts back the view snapshot set aside at the load,
 // stamped with Badger's version version: the store wrote nothing to its
-// tables since (only its sequence lease), so it still holds them.
+// tables since, so it still holds them.
 func keepLoadedSnapshot(path string, version uint64) error {
 	aside := path + loadedSuffix
 	f, err := os.OpenFile(aside, os.O_RDWR, 0)

@@ -44,7 +44,7 @@ func benchName(kind string, i int) string { return fmt.Sprintf("%s %d", kind, i)
 // difference is the cost of evaluating.
 func buildBenchWorld(b *testing.B, seed uint64, policy bool) *benchWorld {
 	b.Helper()
-	s, err := particle.Open(particle.Options{Dir: b.TempDir(), SeqLease: 10000})
+	s, err := particle.Open(particle.Options{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -339,7 +339,7 @@ func (d *Daemon) LoadCollected() <-chan struct{} { return d.loadCollected }
 type StartTimes struct {
 	// Total is from Start to serving.
 	Total time.Duration
-	// Store is the graph's open: Badger's, the sequence lease and the
+	// Store is the graph's open: Badger's, the read of its id sequence and the
 	// view's load. Vectors, beside it, is the vector index read from its
 	// snapshot and the keyword index opened.
 	Store   particle.OpenTimes
