@@ -631,6 +631,11 @@ func (r *runner) ingest(ctx context.Context) error {
 		defer stop()
 		marks = watchMarks(mctx)
 	}
+	pacedTrace, stopPacedTrace, err := r.startTrace("ingest.paced")
+	if err != nil {
+		return err
+	}
+	defer stopPacedTrace()
 	t0 = time.Now()
 	for _, m := range paced {
 		if ctx.Err() != nil {
@@ -649,6 +654,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	if err := r.waitSteps(ctx, w.steps); err != nil {
 		return err
 	}
+	stopPacedTrace()
 	r.fig["ingest.visibility_rate_steps_per_s"] = float64(pacedSteps) / time.Since(t0).Seconds()
 	// A rate the writer cannot sustain at the paced phase's batch sizes
 	// shows as a reached rate below the asked one: the lag then measures
@@ -656,6 +662,9 @@ func (r *runner) ingest(ctx context.Context) error {
 	r.fig["ingest.visibility_asked_steps_per_s"] = rate
 	r.writtenFigures("ingest.paced_", written().Sub(w0), pacedSteps)
 	r.writerFigures("ingest.paced_", updates().Sub(u0), pacedSteps, time.Since(t0))
+	if err := r.writerSchedFigures("ingest.paced_", pacedTrace, pacedSteps); err != nil {
+		return err
+	}
 	if bulk, paced := r.fig["ingest.bulk_writer_us_per_step"], r.fig["ingest.paced_writer_us_per_step"]; bulk > 0 && paced > 0 {
 		// At its default rate the paced phase asks for half the bulk
 		// rate: past twice a bulk step's cost, a paced step leaves the

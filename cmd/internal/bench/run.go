@@ -93,8 +93,9 @@ type RunOptions struct {
 	CallsDir string
 	// ProfileDir, when set, receives a CPU profile of each phase
 	// (ingest.pprof, planner.pprof, reopen.pprof) and, with the daemon
-	// in this process, an execution trace of the bulk phase
-	// (ingest.bulk.trace), summarised in the writer's scheduling figures.
+	// in this process, execution traces of the bulk and paced phases
+	// (ingest.bulk.trace, ingest.paced.trace), summarised in the writer's
+	// scheduling figures.
 	ProfileDir string
 	// MemoryLimit, when positive, is the Go memory limit of the run (the
 	// daemon runs in this process), as GOMEMLIMIT sets it.
