@@ -114,6 +114,30 @@ func BenchmarkIVFInsert(b *testing.B) {
 	}
 }
 
+// BenchmarkIVFRetrain measures one retraining of an index of 32,768
+// clustered vectors (the medium fleet's second, on the way to 207k):
+// its quantiser's k-means and the placing of every item in the new
+// lists, as the background retraining does beside ingest.
+func BenchmarkIVFRetrain(b *testing.B) {
+	const n = 32768
+	vecs := clustered(benchSeed+2, n, benchDim, 100)
+	x := NewIVF(benchDim, IVFOptions{Seed: 1})
+	for i, v := range vecs {
+		if err := x.Add(uint64(i), v, benchMeta(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	x.WaitRebuild()
+	b.ReportAllocs()
+	for b.Loop() {
+		x.mu.Lock()
+		snap, wg := x.startRebuild(n)
+		x.mu.Unlock()
+		x.retrain(snap, n, x.opt.Seed, wg)
+	}
+	b.ReportMetric(float64(len(x.st.Load().lists)), "lists")
+}
+
 // BenchmarkIVFReadSnapshot measures reopening the largest benchmark IVF
 // from its snapshot (in memory) and attaching its float vectors.
 func BenchmarkIVFReadSnapshot(b *testing.B) {

@@ -43,6 +43,14 @@ func (x *IVF) maybeRebuild() {
 		wg.Wait()
 		x.mu.Lock()
 	}
+	snap, wg := x.startRebuild(n)
+	go x.retrain(snap, n, x.opt.Seed, wg)
+}
+
+// startRebuild marks a retraining at n items begun and returns the
+// lists as they are, for it; the caller holds mu and runs the
+// retraining, which marks it done.
+func (x *IVF) startRebuild(n int) ([]listSnap, *sync.WaitGroup) {
 	x.trained = n
 	st := x.st.Load()
 	snap := make([]listSnap, len(st.lists))
@@ -53,7 +61,7 @@ func (x *IVF) maybeRebuild() {
 	wg := new(sync.WaitGroup)
 	wg.Add(1)
 	x.rebuild = wg
-	go x.retrain(snap, n, x.opt.Seed, wg)
+	return snap, wg
 }
 
 // WaitRebuild waits for a running background retraining to finish.
