@@ -159,10 +159,10 @@ func (b *Batch) exists(k []byte) (bool, error) {
 
 // nextSeq hands out the next compact id (seq); flush stores the
 // high-water mark in the batch's transaction.
-func (b *Batch) nextSeq() (uint64, error) {
+func (b *Batch) nextSeq() uint64 {
 	n := b.s.seqNext
 	b.s.seqNext++
-	return n + 1, nil // 0 means "none"
+	return n + 1 // 0 means "none"
 }
 
 // Applied reports whether the message msgID of stream was applied
@@ -224,10 +224,7 @@ func (b *Batch) Resolve(ns string, t NodeType, name string) (*Node, bool, error)
 		}
 	}
 	ak := string(b.key)
-	seq, err := b.nextSeq()
-	if err != nil {
-		return nil, false, err
-	}
+	seq := b.nextSeq()
 	n := &Node{
 		ID: EntityID(ns, t, name), Namespace: ns, Type: t, Name: collapse(name),
 		Belief:    Belief{Score: 0.5, UpdatedAt: b.now},
@@ -248,11 +245,7 @@ func (b *Batch) PutNode(n *Node) error {
 		n.Namespace = DefaultNamespace
 	}
 	if n.Seq == 0 {
-		seq, err := b.nextSeq()
-		if err != nil {
-			return err
-		}
-		n.Seq = seq
+		n.Seq = b.nextSeq()
 		if n.CreatedAt.IsZero() {
 			n.CreatedAt = b.now
 		}
@@ -322,10 +315,7 @@ func (b *Batch) putEdge(e *Edge, ik []byte) error {
 		e.Namespace = DefaultNamespace
 	}
 	if e.ID == "" {
-		seq, err := b.nextSeq()
-		if err != nil {
-			return err
-		}
+		seq := b.nextSeq()
 		if ik == nil {
 			ik = appendIdentityOf(b.key[:0], e)
 			b.key = ik
@@ -397,11 +387,7 @@ func (b *Batch) PutEpisode(e *Episode) error {
 		e.edgePos = nil // an ended episode is not written to again
 	}
 	if e.Seq == 0 {
-		seq, err := b.nextSeq()
-		if err != nil {
-			return err
-		}
-		e.Seq = seq
+		e.Seq = b.nextSeq()
 	}
 	b.episodes[e.Namespace+"\x00"+e.ID] = e
 	return nil

@@ -681,11 +681,7 @@ func (s *Store) EditPolicy(ctx context.Context, ed Edit) (*AuditEntry, error) {
 	}
 	entry := &AuditEntry{At: now, Who: ed.Who, Why: ed.Why, Op: ed.Op, RuleID: after.ID, Before: before, After: after}
 	_, err = s.Update(ctx, func(b *Batch) error {
-		seq, err := b.nextSeq()
-		if err != nil {
-			return err
-		}
-		entry.Seq = seqKey(seq)
+		entry.Seq = seqKey(b.nextSeq())
 		raw, err := json.Marshal(after)
 		if err != nil {
 			return err
@@ -863,11 +859,7 @@ func (s *Store) RecordDenials(ctx context.Context, ds []Denial) error {
 	}
 	_, err := s.Update(ctx, func(b *Batch) error {
 		for i := range ds {
-			seq, err := b.nextSeq()
-			if err != nil {
-				return err
-			}
-			ds[i].Seq = seqKey(seq)
+			ds[i].Seq = seqKey(b.nextSeq())
 			raw, err := json.Marshal(&ds[i])
 			if err != nil {
 				return err
