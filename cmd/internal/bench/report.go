@@ -132,6 +132,22 @@ func (rep *Report) WriteTable(w io.Writer) {
 		us := func(stage string) string { return n(phase+"writer_"+stage+"_us_per_step", 0) }
 		return busy + "; " + us("apply") + " + " + us("encode") + " + " + us("commit") + " + " + us("publish") + "; " + n(phase+"steps_per_batch", 1)
 	}
+	// sched is the writer's time by state in a traced phase (--profile),
+	// in percent: on a CPU / runnable / blocked (system calls with it).
+	sched := func(phase string) string {
+		pct := func(states ...string) string {
+			var v float64
+			for _, st := range states {
+				x, ok := f[phase+"writer_"+st+"_share"]
+				if !ok {
+					return "—"
+				}
+				v += x
+			}
+			return commas(100*v, 0) + "%"
+		}
+		return pct("running") + " / " + pct("runnable") + " / " + pct("syscall", "blocked")
+	}
 	verdict := func(fig string) string {
 		for _, t := range rep.Targets {
 			if t.Figure != fig {
@@ -162,6 +178,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		{"… graph bytes written per step, bulk / paced phase (of which nodes, edges, episodes, stored steps)", written("ingest.bulk_") + " / " + written("ingest.paced_"), "—", "", ""},
 		{"… steps of one episode a batch holds, bulk / paced phase (each batch writes an episode's records once); keys set per step, bulk / paced", pair("ingest.bulk_steps_per_episode_write", "ingest.paced_steps_per_episode_write", 1) + "; " + pair("ingest.bulk_written_keys_per_step", "ingest.paced_written_keys_per_step", 1), "—", "", ""},
 		{"… graph writer, bulk / paced phase: busy; µs per step applying + encoding + in Badger's commit + publishing; steps per batch. A paced step's cost over a bulk step's (at the default paced rate, half the bulk rate, its writer has no time spare from 2)", writer("ingest.bulk_") + " / " + writer("ingest.paced_") + ". " + n("ingest.paced_writer_cost_ratio", 2), "—", "", ""},
+		{"… the graph writer's time in the bulk / paced phase's execution trace (with --profile): on a CPU / waiting for one / blocked (Badger's commit and its syncs, locks, system calls)", sched("ingest.bulk_") + "; " + sched("ingest.paced_"), "—", "", ""},
 		{"planner in-process, 1 hop, p50 / p95 / p99 µs", trio("planner.in_process.", "us"), trio("exact.planner.in_process.", "us"), "p99 ≤ 1,000", verdict("planner.in_process.p99_us")},
 		{fmt.Sprintf("… 1 hop, 1 thread at 250 calls/s, while %s steps/s stream in (the mixed phase), p50 / p99 µs; the same graph with nothing ingested; its wait for the graph's read lock: p99, mean µs, the share of calls that waited 10 µs or more", n("ingest.mixed_steps_per_s", 0)),
 			pair("planner.beside_ingest.p50_us", "planner.beside_ingest.p99_us", 0) + "; " + pair("planner.beside_ingest.idle_p50_us", "planner.beside_ingest.idle_p99_us", 0) + "; " +
