@@ -345,6 +345,12 @@ func (x *IVF) setMetaLocked(id uint64, m Meta) bool {
 // setMetaAt is setMetaLocked for id at loc.
 func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 	d := x.st.Load().lists[loc.list].d.Load()
+	if d.metas[loc.pos].meta() == m && x.sidesHold(id) {
+		// Nothing changes: an item reinforced with its Meta as it was,
+		// in every split already (a quarter of the medium bench's
+		// calls; the others move the scope's end or the confidence).
+		return
+	}
 	x.sidesDo(func(sd *ivfSide) { x.sideSetMeta(sd, id, d.vecs[loc.pos].Load(), m) })
 	nm := &d.metas[loc.pos]
 	if nm.fixedDiffer(m) {

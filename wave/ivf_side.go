@@ -307,6 +307,13 @@ func (x *IVF) sideSetMeta(sd *ivfSide, id uint64, vec *float32, m Meta) {
 	}
 }
 
+// sidesHold reports whether every split holds id; the caller holds mu.
+func (x *IVF) sidesHold(id uint64) bool {
+	all := true
+	x.sidesDo(func(sd *ivfSide) { all = all && sd.has(id) })
+	return all
+}
+
 // has reports whether the split holds id; the caller holds mu.
 func (sd *ivfSide) has(id uint64) bool {
 	return sd.ids.has(id) || sd.shared.Has(id)
