@@ -44,12 +44,15 @@ func (s schedTimes) total() (t time.Duration) {
 
 // traceSummary is what an execution trace says of the graph writer and
 // of the CPU: the writer's stages (particle's Region* regions) by
-// state, and the CPU time of the goroutines by the function they
-// started in, most first.
+// state, the CPU time of the goroutines by the function they started
+// in, most first, and the same of the CPU time they took while the
+// writer waited for a CPU (runnable inside one of its stages): who it
+// waited behind.
 type traceSummary struct {
-	stages map[string]schedTimes
-	cpu    []goroutineCPU
-	span   time.Duration
+	stages    map[string]schedTimes
+	cpu       []goroutineCPU
+	waitedFor []goroutineCPU
+	span      time.Duration
 }
 
 // goroutineCPU is the CPU time of the goroutines started in fn.
@@ -65,6 +68,7 @@ type goTrack struct {
 	since   trace.Time
 	regions []string // the regions it is in, innermost last
 	fn      string   // the function it started in, once seen
+	waiting bool     // runnable inside a wanted region (counted in waiters)
 }
 
 // schedState is the summary's state for a goroutine state.
@@ -106,7 +110,13 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 	}
 	sum := traceSummary{stages: map[string]schedTimes{}}
 	gs := map[trace.GoID]*goTrack{}
-	cpu := map[string]time.Duration{}
+	cpu, waitedFor := map[string]time.Duration{}, map[string]time.Duration{}
+	// The goroutines on a CPU, and how many are runnable inside a wanted
+	// region: while some are, the running ones' time is what they
+	// waited behind.
+	running := map[trace.GoID]*goTrack{}
+	waiters := 0
+	var lastEv trace.Time
 	track := func(id trace.GoID) *goTrack {
 		g := gs[id]
 		if g == nil {
@@ -140,9 +150,15 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 			return traceSummary{}, fmt.Errorf("execution trace: %w", err)
 		}
 		if first == 0 {
-			first = ev.Time()
+			first, lastEv = ev.Time(), ev.Time()
 		}
 		last = ev.Time()
+		if waiters > 0 {
+			for _, g := range running {
+				waitedFor[g.fn] += time.Duration(ev.Time() - lastEv)
+			}
+		}
+		lastEv = ev.Time()
 		switch ev.Kind() {
 		case trace.EventStateTransition:
 			st := ev.StateTransition()
@@ -162,6 +178,20 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 			}
 			flush(g, ev.Time())
 			g.state, g.known = schedState(to)
+			id := st.Resource.Goroutine()
+			if to == trace.GoRunning {
+				running[id] = g
+			} else {
+				delete(running, id)
+			}
+			if g.waiting {
+				g.waiting = false
+				waiters--
+			}
+			if n := len(g.regions); to == trace.GoRunnable && n > 0 && want[g.regions[n-1]] {
+				g.waiting = true
+				waiters++
+			}
 		case trace.EventRegionBegin, trace.EventRegionEnd:
 			id := ev.Goroutine()
 			if id == trace.NoGoroutine {
@@ -181,17 +211,33 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 		flush(g, last)
 	}
 	sum.span = time.Duration(last - first)
-	for fn, d := range cpu {
-		sum.cpu = append(sum.cpu, goroutineCPU{fn, d})
-	}
-	slices.SortFunc(sum.cpu, func(a, b goroutineCPU) int { return cmp.Compare(b.cpu, a.cpu) })
+	sum.cpu, sum.waitedFor = byCPU(cpu), byCPU(waitedFor)
 	return sum, nil
+}
+
+// byCPU is m's entries, most CPU first.
+func byCPU(m map[string]time.Duration) []goroutineCPU {
+	out := make([]goroutineCPU, 0, len(m))
+	for fn, d := range m {
+		out = append(out, goroutineCPU{fn, d})
+	}
+	slices.SortFunc(out, func(a, b goroutineCPU) int { return cmp.Compare(b.cpu, a.cpu) })
+	return out
 }
 
 // writerStages are the graph writer's regions, in the order it runs them.
 var writerStages = []struct{ name, region string }{
 	{"apply", particle.RegionApply}, {"encode", particle.RegionEncode},
 	{"commit", particle.RegionCommit}, {"publish", particle.RegionPublish},
+}
+
+// writerRegions are the writer's stages' region types.
+func writerRegions() []string {
+	regions := make([]string, len(writerStages))
+	for i, s := range writerStages {
+		regions[i] = s.region
+	}
+	return regions
 }
 
 // startTrace starts an execution trace of the process into path when
@@ -230,11 +276,7 @@ func (r *runner) writerSchedFigures(prefix, path string, steps int) error {
 		return err
 	}
 	defer f.Close()
-	regions := make([]string, len(writerStages))
-	for i, s := range writerStages {
-		regions[i] = s.region
-	}
-	sum, err := summarizeTrace(f, regions...)
+	sum, err := summarizeTrace(f, writerRegions()...)
 	if err != nil {
 		return err
 	}
@@ -257,12 +299,18 @@ func (r *runner) writerSchedFigures(prefix, path string, steps int) error {
 			path, 100*r.fig[prefix+"writer_running_share"], 100*r.fig[prefix+"writer_runnable_share"],
 			100*r.fig[prefix+"writer_syscall_share"], 100*r.fig[prefix+"writer_blocked_share"], line.String())
 	}
-	var cpu strings.Builder
-	for _, g := range sum.cpu[:min(8, len(sum.cpu))] {
-		fmt.Fprintf(&cpu, "; %s %.2f", shortFunc(g.fn), g.cpu.Seconds())
-	}
-	r.say("ingest: CPU seconds by where goroutines started, over the trace's %.1f s%s", sum.span.Seconds(), cpu.String())
+	r.say("ingest: CPU seconds by where goroutines started, over the trace's %.1f s%s", sum.span.Seconds(), cpuList(sum.cpu))
+	r.say("ingest: while the writer waited for a CPU, the goroutines on one, CPU seconds by where they started%s", cpuList(sum.waitedFor))
 	return nil
+}
+
+// cpuList is the first eight of gs as "; fn seconds" each.
+func cpuList(gs []goroutineCPU) string {
+	var b strings.Builder
+	for _, g := range gs[:min(8, len(gs))] {
+		fmt.Fprintf(&b, "; %s %.2f", shortFunc(g.fn), g.cpu.Seconds())
+	}
+	return b.String()
 }
 
 // shortFunc is fn without its package path.

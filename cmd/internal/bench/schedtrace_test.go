@@ -3,12 +3,28 @@ package bench
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"runtime/trace"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 )
+
+// openScratch opens a store in a temporary directory, without syncs,
+// closed when the test ends.
+func openScratch(t *testing.T) *particle.Store {
+	t.Helper()
+	o := particle.DefaultOptions(t.TempDir())
+	o.SyncWrites = false
+	s, err := particle.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // TestSummarizeTraceSplitsTheWritersStages traces batches committed to a
 // real store whose apply sleeps and then spins, and reads the trace
@@ -16,13 +32,7 @@ import (
 // as running time, the writer's other stages are there, and the CPU
 // table names this test's goroutine.
 func TestSummarizeTraceSplitsTheWritersStages(t *testing.T) {
-	o := particle.DefaultOptions(t.TempDir())
-	o.SyncWrites = false
-	s, err := particle.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openScratch(t)
 	var buf bytes.Buffer
 	if err := trace.Start(&buf); err != nil {
 		t.Skipf("an execution trace is running already: %v", err)
@@ -41,7 +51,7 @@ func TestSummarizeTraceSplitsTheWritersStages(t *testing.T) {
 		}
 	}
 	trace.Stop()
-	sum, err := summarizeTrace(&buf, particle.RegionApply, particle.RegionEncode, particle.RegionCommit, particle.RegionPublish)
+	sum, err := summarizeTrace(&buf, writerRegions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +81,65 @@ func TestSummarizeTraceSplitsTheWritersStages(t *testing.T) {
 	}
 	if sum.span < batches*(sleep+spin) {
 		t.Errorf("trace span %v shorter than the batches", sum.span)
+	}
+}
+
+// spinUntil keeps a CPU busy until stop is closed: what a writer waits
+// behind, in TestSummarizeTraceNamesWhatTheWriterWaitedBehind.
+func spinUntil(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+// TestSummarizeTraceNamesWhatTheWriterWaitedBehind runs batches on one P
+// beside a goroutine that spins: the writer's apply spins too, longer
+// than a time slice, so the scheduler preempts it and it waits for the
+// spinner's slice; the summary names the spinner among what it waited
+// behind (and not the writer itself).
+func TestSummarizeTraceNamesWhatTheWriterWaitedBehind(t *testing.T) {
+	s := openScratch(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		t.Skipf("an execution trace is running already: %v", err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { spinUntil(stop); close(done) }()
+	for i := range 3 {
+		_, err := s.Update(context.Background(), func(b *particle.Batch) error {
+			for t0 := time.Now(); time.Since(t0) < 40*time.Millisecond; {
+			}
+			return b.PutNode(&particle.Node{ID: string(rune('a' + i)), Type: particle.NodeEntity, Name: string(rune('a' + i))})
+		})
+		if err != nil {
+			close(stop)
+			trace.Stop()
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+	trace.Stop()
+	sum, err := summarizeTrace(&buf, writerRegions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spinner time.Duration
+	for _, g := range sum.waitedFor {
+		if g.fn == "testing.tRunner" {
+			t.Errorf("the writer is listed among what it waited behind: %v", sum.waitedFor)
+		}
+		if strings.Contains(g.fn, "TestSummarizeTraceNamesWhatTheWriterWaitedBehind") {
+			spinner += g.cpu
+		}
+	}
+	if spinner < time.Millisecond {
+		t.Errorf("the spinner's CPU while the writer waited %v, want at least 1 ms (waited for: %v; apply %v)", spinner, sum.waitedFor, sum.stages[particle.RegionApply])
 	}
 }
