@@ -420,7 +420,7 @@ func (s *Store) load(version uint64) error {
 	legacy := resume
 	fresh := func() *view {
 		v := newView()
-		presize(v, s.db)
+		presize(v, s.db, s.seqSaved)
 		return v
 	}
 	v := fresh()
@@ -553,7 +553,7 @@ func (s *Store) CaughtUp() (CatchUp, bool) { return s.caughtUp, s.behind }
 // away: an overestimate, by the size of a map's slots. Maps of nodes
 // are left to grow: ingest rewrites a node at every sighting, so their
 // key counts can be many times the nodes, and there are fewer of them.
-func presize(v *view, db *badger.DB) {
+func presize(v *view, db *badger.DB, nextSeq uint64) {
 	keys := map[prefix]int{}
 	for _, t := range db.Tables() {
 		if len(t.Left) == 0 || len(t.Right) == 0 {
@@ -574,10 +574,10 @@ func presize(v *view, db *badger.DB) {
 	edges := min(keys[prefixEdge]+keys[prefixEdge]/4+4096, most)
 	v.edges, v.identity = make(map[string]*Edge, edges), make(map[string]string, edges)
 	// The slices by seq reach the highest seq issued, which is below the
-	// sequence's next id: made that large once, they are not copied as
-	// they grow (at 1M edges the copies were a fifth of the serial put).
-	leased, _ := readSeq(db)
-	if n := int(min(leased, most)); n > 0 {
+	// sequence's next id (Open read it): made that large once, they are
+	// not copied as they grow (at 1M edges the copies were a fifth of the
+	// serial put).
+	if n := int(min(nextSeq, most)); n > 0 {
 		v.nodeSeq, v.edgeSeq, v.episodeSeq = make([]*Node, 0, n), make([]*Edge, 0, n), make([]*Episode, 0, n)
 		v.edgeFacts, v.edgeSal, v.edgeAgents = make([]EdgeFacts, 0, n), make([]EdgeSalience, 0, n), make([]agentSet, 0, n)
 	}

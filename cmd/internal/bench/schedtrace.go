@@ -165,7 +165,8 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 			if st.Resource.Kind != trace.ResourceGoroutine {
 				continue
 			}
-			g := track(st.Resource.Goroutine())
+			id := st.Resource.Goroutine()
+			g := track(id)
 			from, to := st.Goroutine()
 			if g.fn == "" || strings.HasPrefix(g.fn, "runtime.") {
 				// The goroutine's own stack: when it stops running, or
@@ -178,7 +179,6 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 			}
 			flush(g, ev.Time())
 			g.state, g.known = schedState(to)
-			id := st.Resource.Goroutine()
 			if to == trace.GoRunning {
 				running[id] = g
 			} else {
