@@ -143,13 +143,14 @@ func NewIVF(dim int, o IVFOptions) *IVF {
 	o.ensureDefaults()
 	x := &IVF{dim: dim, opt: o}
 	x.nprobe.Store(int32(o.NProbe))
-	x.st.Store(newIVFState(nil, dim))
+	x.st.Store(newIVFState(nil, dim, nil))
 	x.pool.New = func() any { return new(ivfSearcher) }
 	return x
 }
 
-// newIVFState returns a state with q's lists (one without q), empty.
-func newIVFState(q *coarse, dim int) *ivfState {
+// newIVFState returns a state with q's lists (one without q), empty,
+// list i with room for room[i] entries (none when room is nil).
+func newIVFState(q *coarse, dim int, room []int) *ivfState {
 	n := 1
 	if q != nil {
 		n = q.nlist()
@@ -159,7 +160,11 @@ func newIVFState(q *coarse, dim int) *ivfState {
 	}
 	st := &ivfState{q: q, lists: make([]ivfList, n)}
 	for i := range st.lists {
-		d := newListData(0, dim)
+		capacity := 0
+		if room != nil {
+			capacity = room[i]
+		}
+		d := newListData(capacity, dim)
 		if q != nil {
 			d.centre = q.leaf(i)
 		}
@@ -260,6 +265,11 @@ func (x *IVF) place(st *ivfState, e ivfEntry, vec []float32, scratch *coder) ivf
 	if st.q != nil {
 		l = st.q.assign(vec)
 	}
+	return x.placeIn(st, l, e, vec, scratch)
+}
+
+// placeIn appends e (whose vector is vec) to list l of st.
+func (x *IVF) placeIn(st *ivfState, l int, e ivfEntry, vec []float32, scratch *coder) ivfLoc {
 	list := &st.lists[l]
 	e.code, e.lo, e.step = scratch.residual(vec, list.d.Load().centre)
 	return ivfLoc{uint32(l), uint32(list.push(e, x.dim))}

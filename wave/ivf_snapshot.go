@@ -266,7 +266,7 @@ func ReadIVF(r io.Reader) (*IVF, error) {
 			return nil, d.err
 		}
 	}
-	st := newIVFState(q, dimN)
+	st := newIVFState(q, dimN, nil)
 	left := int(total)
 	for li := range st.lists {
 		c := int(d.u32())
