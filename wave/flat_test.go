@@ -115,6 +115,36 @@ func TestDotI8(t *testing.T) {
 	}
 }
 
+// TestFiniteFindsEveryBadComponent puts a NaN or an infinity at every
+// position of a 384-d vector (through the SIMD kernel and its tail),
+// and checks that huge finite components, whose squares overflow, pass.
+func TestFiniteFindsEveryBadComponent(t *testing.T) {
+	const dim = 384
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(i%7) - 3
+	}
+	if !finite(v) {
+		t.Fatal("a finite vector is not finite")
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		for i := range v {
+			w := slices.Clone(v)
+			w[i] = bad
+			if finite(w) {
+				t.Fatalf("%v at %d of %d: finite", bad, i, dim)
+			}
+			if finite(w[:i+1]) {
+				t.Fatalf("%v last of %d: finite", bad, i+1)
+			}
+		}
+	}
+	huge := slices.Repeat([]float32{3e38, -3e38}, dim/2)
+	if !finite(huge) {
+		t.Fatal("huge finite components: not finite")
+	}
+}
+
 func TestNormalize(t *testing.T) {
 	tests := []struct {
 		name string
