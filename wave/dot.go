@@ -112,6 +112,9 @@ func unitNorm(ss float32) bool { return math.Abs(float64(ss)-1) < unitTolerance 
 // 385 (every vector ingest indexes is checked). Only an overflowing v·v,
 // or a bad component, takes the loop.
 func finite(v []float32) bool {
+	if len(v) == 0 {
+		return true
+	}
 	if ss := float64(dot(v, v)); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
 		return true
 	}

@@ -139,6 +139,9 @@ func TestFiniteFindsEveryBadComponent(t *testing.T) {
 			}
 		}
 	}
+	if !finite(nil) {
+		t.Fatal("no components: not finite")
+	}
 	huge := slices.Repeat([]float32{3e38, -3e38}, dim/2)
 	if !finite(huge) {
 		t.Fatal("huge finite components: not finite")
