@@ -69,11 +69,15 @@ const (
 
 // trainCoarse fits a coarse quantiser with about nlist leaves (more where
 // appendBalanced splits a crowded one) to the sample (unit vectors),
-// deterministically for a given rng.
+// deterministically for a given rng. The top level iterates over the
+// whole sample: over 256 vectors a centroid (Faiss's cap), the rest
+// assigned once after, a retraining took 41% less CPU in the daemon,
+// but its searches took 28% longer for the same lists and items scored
+// (BENCHMARKS.md, seventy-first round).
 func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 	nlist = max(1, min(nlist, len(sample)))
 	k1 := max(1, int(math.Round(math.Sqrt(float64(nlist)))))
-	top, assign := kmeansCapped(sample, k1, dim, rng)
+	top, assign := kmeans(sample, k1, dim, rng)
 	c := &coarse{dim: dim, top: top, first: make([]int32, 1, k1+1)}
 	members := make([][][]float32, k1)
 	for i, a := range assign {
@@ -92,34 +96,6 @@ func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 		c.first = append(c.first, int32(len(c.leaves)/dim))
 	}
 	return c
-}
-
-// topPerCentroid caps the vectors the top level's k-means iterates
-// over at that many a centroid (Faiss's max_points_per_centroid); the
-// rest of the sample is assigned once, after. On the daemon's vectors a
-// training's k-means ran all its iterations without settling, and the
-// top level's, over every vector of the sample at 1,024 a centroid,
-// was half of it (BENCHMARKS.md, seventy-first round).
-const topPerCentroid = 256
-
-// kmeansCapped is kmeans over at most topPerCentroid·k of vs (a
-// uniform sample, from rng), every vector of vs then assigned to its
-// nearest centroid.
-func kmeansCapped(vs [][]float32, k, dim int, rng *rand.Rand) ([]float32, []int32) {
-	limit := k * topPerCentroid
-	if len(vs) <= limit {
-		return kmeans(vs, k, dim, rng)
-	}
-	sub := make([][]float32, limit)
-	for i, p := range rng.Perm(len(vs))[:limit] {
-		sub[i] = vs[p]
-	}
-	cs, _ := kmeans(sub, k, dim, rng)
-	assign := make([]int32, len(vs))
-	for i, v := range vs {
-		assign[i] = int32(nearest(cs, v, dim))
-	}
-	return cs, assign
 }
 
 // maxLeafShare is how many times the mean share of the sample a leaf may
