@@ -72,8 +72,9 @@ const (
 // deterministically for a given rng. The top level iterates over the
 // whole sample: over 256 vectors a centroid (Faiss's cap), the rest
 // assigned once after, a retraining took 41% less CPU in the daemon,
-// but its searches took 28% longer for the same lists and items scored
-// (BENCHMARKS.md, seventy-first round).
+// but in four of five pairs of runs its searches took about 28% longer
+// for the same lists and items scored (BENCHMARKS.md, seventy-first
+// round).
 func trainCoarse(sample [][]float32, dim, nlist int, rng *rand.Rand) *coarse {
 	nlist = max(1, min(nlist, len(sample)))
 	k1 := max(1, int(math.Round(math.Sqrt(float64(nlist)))))
