@@ -186,6 +186,37 @@ func (x *IVF) Len() int {
 // Lists returns the number of inverted lists (1 before training).
 func (x *IVF) Lists() int { return len(x.st.Load().lists) }
 
+// ListStats describes an IVF's inverted lists as searches walk them: the
+// entries each list has published, tombstones included (its splits'
+// lists apart).
+type ListStats struct {
+	Lists   int
+	Entries int
+	// Seen is the mean length of the list an entry lies in
+	// (Σ len² / Σ len): what a search walks, on average, where an item
+	// lies. Uneven lists make it larger than Entries / Lists.
+	Seen    float64
+	Longest int
+}
+
+// ListStats returns the lengths of x's inverted lists, read without its
+// lock: a retraining's new lists once it has swapped them in.
+func (x *IVF) ListStats() ListStats {
+	st := x.st.Load()
+	s := ListStats{Lists: len(st.lists)}
+	var sq float64
+	for i := range st.lists {
+		n := st.lists[i].d.Load().len()
+		s.Entries += n
+		sq += float64(n) * float64(n)
+		s.Longest = max(s.Longest, n)
+	}
+	if s.Entries > 0 {
+		s.Seen = sq / float64(s.Entries)
+	}
+	return s
+}
+
 // SetNProbe sets the number of lists an unfiltered search probes at
 // most, unless the bound rules out a better item than its k-th best
 // sooner (from an eighth of them on; IVFOptions.NProbe).

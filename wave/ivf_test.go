@@ -754,3 +754,43 @@ func TestIVFStopsOnTheBoundBeforeNProbe(t *testing.T) {
 		t.Errorf("recall@%d of the searches that stopped early = %.4f, want >= 0.95", k, r)
 	}
 }
+
+// TestIVFListStats reads the lists' lengths before and after training,
+// with tombstones counted until a cleanup drops them.
+func TestIVFListStats(t *testing.T) {
+	const dim = 16
+	vecs := clustered(11, 2000, dim, 8)
+	x := NewIVF(dim, IVFOptions{TrainAt: 500, Seed: 3})
+	for i, v := range vecs[:10] {
+		if err := x.Add(uint64(i), v, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := x.ListStats(), (ListStats{Lists: 1, Entries: 10, Seen: 10, Longest: 10}); got != want {
+		t.Fatalf("untrained: %+v, want %+v", got, want)
+	}
+	for i, v := range vecs[10:] {
+		if err := x.Add(uint64(10+i), v, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.WaitRebuild()
+	s := x.ListStats()
+	if s.Lists != x.Lists() || s.Lists < 2 || s.Entries != len(vecs) {
+		t.Fatalf("trained: %+v, want %d lists and %d entries", s, x.Lists(), len(vecs))
+	}
+	mean := float64(s.Entries) / float64(s.Lists)
+	if s.Seen < mean || s.Seen > float64(s.Longest) {
+		t.Fatalf("trained: seen %.1f outside [mean %.1f, longest %d]", s.Seen, mean, s.Longest)
+	}
+	for id := range uint64(200) {
+		x.Remove(id)
+	}
+	if got := x.ListStats().Entries; got != len(vecs) {
+		t.Fatalf("after 200 removals: %d entries, want %d with their tombstones", got, len(vecs))
+	}
+	x.Cleanup()
+	if got := x.ListStats().Entries; got != len(vecs)-200 {
+		t.Fatalf("after the cleanup: %d entries, want %d", got, len(vecs)-200)
+	}
+}
