@@ -251,18 +251,32 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 			}
 		}
 	}
-	if m := regexp.MustCompile(`ctxgraph_store_updates_total (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+	if m := regexp.MustCompile(`(?m)^ctxgraph_store_updates_total (\S+)$`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: committed batches %q", m)
 	}
-	if m := regexp.MustCompile(`ctxgraph_store_written_keys_total (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+	if m := regexp.MustCompile(`(?m)^ctxgraph_store_written_keys_total (\S+)$`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: keys written %q", m)
 	}
-	if m := regexp.MustCompile(`ctxgraph_vector_index_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+	if m := regexp.MustCompile(`(?m)^ctxgraph_vector_index_bytes (\S+)$`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: vector index bytes %q", m)
+	}
+	// The index's lists: at least one, and the list an item lies in no
+	// shorter than one entry nor longer than the longest.
+	lists := map[string]float64{}
+	for _, name := range []string{"ctxgraph_vector_index_lists", "ctxgraph_vector_index_list_length_seen", "ctxgraph_vector_index_list_length_max"} {
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(string(raw))
+		if len(m) != 2 {
+			t.Errorf("/metrics lacks %s", name)
+			continue
+		}
+		lists[name], _ = strconv.ParseFloat(m[1], 64)
+	}
+	if seen := lists["ctxgraph_vector_index_list_length_seen"]; lists["ctxgraph_vector_index_lists"] < 1 || seen < 1 || seen > lists["ctxgraph_vector_index_list_length_max"] {
+		t.Errorf("/metrics: the vector index's lists %v", lists)
 	}
 	// The planner calls above scored edges by their codes, whose chunk
 	// is mapped outside the heap.
-	if m := regexp.MustCompile(`ctxgraph_store_edge_codes_mapped_bytes (\S+)`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
+	if m := regexp.MustCompile(`(?m)^ctxgraph_store_edge_codes_mapped_bytes (\S+)$`).FindStringSubmatch(string(raw)); len(m) != 2 || m[1] == "0" {
 		t.Errorf("/metrics: edge codes mapped %q", m)
 	}
 	for _, split := range []string{"agent", "time"} {

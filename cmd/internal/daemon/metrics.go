@@ -144,6 +144,22 @@ func (m *metrics) registerStore(d *Daemon) {
 			Name: "ctxgraph_vector_index_bytes", Help: "Memory the vector index holds beside the float vectors it shares with the graph (its codes, ids, metadata and lists; with its splits).",
 		}, func() float64 { return float64(x.Bytes()) }))
 	}
+	if x, ok := d.index.(*wave.IVF); ok {
+		for _, g := range []struct {
+			name, help string
+			value      func(wave.ListStats) float64
+		}{
+			{"ctxgraph_vector_index_lists", "The IVF's inverted lists (1 before its first training).",
+				func(s wave.ListStats) float64 { return float64(s.Lists) }},
+			{"ctxgraph_vector_index_list_length_seen", "The mean length of the inverted list a vector lies in (sum of squared lengths over their sum, removed entries included until a cleanup): what a search walks where an item lies. Above the mean list length by how uneven the lists have grown since the last training.",
+				func(s wave.ListStats) float64 { return s.Seen }},
+			{"ctxgraph_vector_index_list_length_max", "The longest inverted list's entries (removed ones included until a cleanup).",
+				func(s wave.ListStats) float64 { return float64(s.Longest) }},
+		} {
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},
+				func() float64 { return g.value(x.ListStats()) }))
+		}
+	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ctxgraph_store_edge_codes_mapped_bytes", Help: "Memory mapped outside the Go heap for the edges' int8 codes (the expansion's similarity bounds), which Go's memory statistics leave out: the pages written so far are resident.",
 	}, func() float64 { return float64(particle.MappedCodeBytes()) }))
