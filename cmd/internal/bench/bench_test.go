@@ -278,6 +278,11 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("figure %s missing", k)
 		}
 	}
+	// The index's lists as the planner found them: the mean list an item
+	// lies in is between the mean list and the longest.
+	if l, mean, seen, longest := f["index.lists"], f["index.list_len_mean"], f["index.list_len_seen"], f["index.list_len_max"]; l < 1 || mean <= 0 || seen < mean || seen > longest {
+		t.Errorf("index lists: %v lists, mean %v, seen %v, longest %v", l, mean, seen, longest)
+	}
 	// The mixed phase asked the planner while steps streamed in, and
 	// beforehand on the same graph with nothing ingested.
 	// No call waited 10 µs or more only if the mean wait is under 10 µs.

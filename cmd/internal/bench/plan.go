@@ -472,6 +472,24 @@ func (r *runner) planner(ctx context.Context) error {
 	return r.overNATS(ctx)
 }
 
+// indexLists records the daemon's IVF's inverted lists as the planner
+// finds them (index.*): how many, their mean length, the mean length of
+// the list an item lies in and the longest. The search's time follows
+// the lists it walks, and the lists grow unevenly between trainings.
+func (r *runner) indexLists() {
+	x, ok := r.d.VectorIndex().(*wave.IVF)
+	if !ok {
+		return
+	}
+	s := x.ListStats()
+	r.fig["index.lists"] = float64(s.Lists)
+	r.fig["index.list_len_mean"] = float64(s.Entries) / float64(max(s.Lists, 1))
+	r.fig["index.list_len_seen"] = s.Seen
+	r.fig["index.list_len_max"] = float64(s.Longest)
+	r.say("planner: the index's %d lists hold %.0f entries on average, %.0f as an item sees them (Σ len² / Σ len), the longest %d",
+		s.Lists, r.fig["index.list_len_mean"], s.Seen, s.Longest)
+}
+
 func (r *runner) inProcess(ctx context.Context) error {
 	store := r.d.Store()
 	flat := wave.NewFlat(Dims)
@@ -490,6 +508,7 @@ func (r *runner) inProcess(ctx context.Context) error {
 	if err := r.recall(ctx, store, flat, emb, r.plannerOptions()); err != nil {
 		return err
 	}
+	r.indexLists()
 	r.fig["memory.huge_pages_mb"] = float64(hugeBytes()) / 1e6
 	r.say("memory: %.0f of %.0f MB resident in huge pages (memory.huge_pages)", r.fig["memory.huge_pages_mb"], float64(rss())/1e6)
 	exact := planner.New(store, flat, emb, nil, r.plannerOptions())

@@ -228,6 +228,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 		row{"prefilter's index search, 1 hop: lists scanned p50 / p99; items scored p50 / p99",
 			pair("planner.in_process.prefilter.lists_p50", "planner.in_process.prefilter.lists_p99", 0) + "; " +
 				pair("planner.in_process.prefilter.scored_p50", "planner.in_process.prefilter.scored_p99", 0), "", "", ""},
+		row{"… the index's inverted lists: how many; entries a list, mean / as an item sees them (Σ len² / Σ len) / the longest",
+			n("index.lists", 0) + "; " + n("index.list_len_mean", 0) + " / " + n("index.list_len_seen", 0) + " / " + n("index.list_len_max", 0), "", "", ""},
 		row{"… the same-agent queries, 1 hop: lists scanned / items scored (mean), against all queries",
 			pair("planner.in_process.prefilter.same_agent.lists_mean", "planner.in_process.prefilter.same_agent.scored_mean", 0) + " against " +
 				pair("planner.in_process.prefilter.lists_mean", "planner.in_process.prefilter.scored_mean", 0), "", "", ""},
