@@ -71,7 +71,7 @@ const (
 // appendBalanced splits a crowded one) to the sample (unit vectors),
 // deterministically for a given rng. The top level iterates over the
 // whole sample: over 256 vectors a centroid (Faiss's cap), the rest
-// assigned once after, a retraining took 41% less CPU in the daemon,
+// assigned once after, a retraining took about 30% less CPU in the daemon,
 // but in four of five pairs of runs its searches took about 28% longer
 // for the same lists and items scored (BENCHMARKS.md, seventy-first
 // round).
