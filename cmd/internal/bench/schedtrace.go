@@ -116,7 +116,6 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 	// waited behind.
 	running := map[trace.GoID]*goTrack{}
 	waiters := 0
-	var lastEv trace.Time
 	track := func(id trace.GoID) *goTrack {
 		g := gs[id]
 		if g == nil {
@@ -150,15 +149,14 @@ func summarizeTrace(r io.Reader, regions ...string) (traceSummary, error) {
 			return traceSummary{}, fmt.Errorf("execution trace: %w", err)
 		}
 		if first == 0 {
-			first, lastEv = ev.Time(), ev.Time()
+			first, last = ev.Time(), ev.Time()
 		}
-		last = ev.Time()
-		if waiters > 0 {
+		if waiters > 0 { // since the event before this one
 			for _, g := range running {
-				waitedFor[g.fn] += time.Duration(ev.Time() - lastEv)
+				waitedFor[g.fn] += time.Duration(ev.Time() - last)
 			}
 		}
-		lastEv = ev.Time()
+		last = ev.Time()
 		switch ev.Kind() {
 		case trace.EventStateTransition:
 			st := ev.StateTransition()
