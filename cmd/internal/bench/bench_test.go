@@ -260,6 +260,27 @@ func TestRunMicro(t *testing.T) {
 			t.Errorf("%s: %d calls of %d with stage times, %d with the index search's work", prefix, staged, len(lines), searched)
 		}
 	}
+	// The one-thread in-process configurations' second pass, the same
+	// queries again, beside the first.
+	for _, prefix := range []string{"planner.in_process", "planner.in_process.hops2"} {
+		b, err := os.ReadFile(filepath.Join(calls, prefix+".second_pass.jsonl"))
+		if err != nil {
+			t.Errorf("second pass of %s: %v", prefix, err)
+			continue
+		}
+		queries := map[int]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var c callRecord
+			if err := json.Unmarshal([]byte(l), &c); err != nil || c.US <= 0 || c.PrefilterUS+c.ExpandUS+c.StitchUS <= 0 {
+				t.Errorf("second pass of %s: call %s (%v)", prefix, l, err)
+				break
+			}
+			queries[c.Query] = true
+		}
+		if float64(len(queries)) != rep.Figures[prefix+".calls"] {
+			t.Errorf("second pass of %s: %d queries, the first pass %v calls", prefix, len(queries), rep.Figures[prefix+".calls"])
+		}
+	}
 	// Each phase leaves a CPU and an allocation profile (gzipped protobuf).
 	for _, name := range []string{"ingest.pprof", "ingest.allocs.pprof", "planner.allocs.pprof", "reopen.allocs.pprof"} {
 		b, err := os.ReadFile(filepath.Join(profiles, name))

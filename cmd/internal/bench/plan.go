@@ -544,6 +544,11 @@ func (r *runner) inProcess(ctx context.Context) error {
 					if err != nil {
 						return err
 					}
+					// Its calls beside the first pass's: a call slow in
+					// both is the query's, one slow in one a stall's.
+					if err := r.writeCalls(prefix+"second_pass.", again); err != nil {
+						r.say("calls of %s second pass not written: %v", prefix, err)
+					}
 					best := fasterOfTwo(res, again)
 					r.fig.put(prefix+"best_of_2.", best, "us")
 					r.say("planner in-process index  hops %d, each query's faster of two passes: p50 %6.0f µs  p99 %6.0f µs; the second pass:%s",
