@@ -79,8 +79,10 @@ type SearchStats struct {
 	// lists that the filter's Meta fields let through (not counting
 	// the few it rules out that an IVF search scores for its bound).
 	Scored int
-	// Asked is how many times they asked Filter.Allow.
-	Asked int
+	// Asked is how many times they asked Filter.Allow, and Allowed how
+	// many of those it answered true: with Scored, how selective Allow
+	// is among what the Meta fields let through.
+	Asked, Allowed int
 }
 
 // Admits reports whether an item passes the filter.

@@ -422,6 +422,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 		stats.Lists += len(s.refs)
 		stats.Scored += passed
 		stats.Asked += asked
+		stats.Allowed += allowed
 	}
 	return s.rerank(q, k, x.dim)
 }

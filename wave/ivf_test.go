@@ -691,13 +691,20 @@ func TestIVFSearchStats(t *testing.T) {
 	}{{"no filter", nil}, {"stats alone", &Filter{}}}, filteredCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			var st SearchStats
-			asked := 0
+			asked, allowed := 0, 0
 			var f Filter
 			if tc.f != nil {
 				f = *tc.f
 			}
 			if allow := f.Allow; allow != nil {
-				f.Allow = func(id uint64) bool { asked++; return allow(id) }
+				f.Allow = func(id uint64) bool {
+					asked++
+					ok := allow(id)
+					if ok {
+						allowed++
+					}
+					return ok
+				}
 			}
 			f.Stats = &st
 			for _, q := range fix.queries[:10] {
@@ -713,8 +720,8 @@ func TestIVFSearchStats(t *testing.T) {
 					t.Fatalf("one search scored %d items", st.Scored-before.Scored)
 				}
 			}
-			if st.Asked != asked || st.Scored > 10*x.Len() {
-				t.Fatalf("stats %+v over 10 searches; Allow asked %d times", st, asked)
+			if st.Asked != asked || st.Allowed != allowed || st.Scored > 10*x.Len() {
+				t.Fatalf("stats %+v over 10 searches; Allow asked %d times, true %d", st, asked, allowed)
 			}
 		})
 	}

@@ -248,6 +248,9 @@ func TestRunMicro(t *testing.T) {
 			if c.Lists > 0 && c.Scored > 0 {
 				searched++
 			}
+			if c.Allowed > c.Asked {
+				t.Errorf("%s: call %s: more candidates allowed than asked about", prefix, l)
+			}
 		}
 		for class, n := range map[string]int{"far.": far, "near.": len(lines) - far} {
 			if p99, ok := rep.Figures[prefix+"."+class+"p99_us"]; prefix != "planner.nats_msgpack" && (!ok || (n > 0) != (p99 > 0)) {

@@ -73,7 +73,8 @@ func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 	if f != nil {
 		x.f = f
 		if f.Stats != nil {
-			x.work = wave.SearchStats{Lists: f.Stats.Lists - before.Lists, Scored: f.Stats.Scored - before.Scored, Asked: f.Stats.Asked - before.Asked}
+			x.work = wave.SearchStats{Lists: f.Stats.Lists - before.Lists, Scored: f.Stats.Scored - before.Scored, Asked: f.Stats.Asked - before.Asked,
+				Allowed: f.Stats.Allowed - before.Allowed}
 		}
 	}
 	x.searches++
@@ -370,9 +371,10 @@ type callRecord struct {
 	ExpandUS    int64 `json:"expand_us,omitempty"`
 	RerankUS    int64 `json:"rerank_us,omitempty"`
 	StitchUS    int64 `json:"stitch_us,omitempty"`
-	Lists       int   `json:"lists,omitempty"`  // the prefilter's index search (IVF): lists scanned
-	Scored      int   `json:"scored,omitempty"` // … and items scored
-	Asked       int   `json:"asked,omitempty"`  // … and candidates asked about (the planner's predicate)
+	Lists       int   `json:"lists,omitempty"`   // the prefilter's index search (IVF): lists scanned
+	Scored      int   `json:"scored,omitempty"`  // … and items scored
+	Asked       int   `json:"asked,omitempty"`   // … and candidates asked about (the planner's predicate)
+	Allowed     int   `json:"allowed,omitempty"` // … and of those, admitted
 	Nodes       int   `json:"nodes,omitempty"`
 	Edges       int   `json:"edges,omitempty"`
 }
@@ -393,7 +395,7 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 		t := c.timings
 		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Far: r.farQuery(c.query), Timeout: c.timeout,
 			TotalUS: t.TotalUS, EmbedUS: t.EmbedUS, PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
-			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Nodes: c.nodes, Edges: c.edges})
+			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Allowed: c.search.Allowed, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,7 @@ type recallRecord struct {
 	Lists     int     `json:"lists,omitempty"`
 	Scored    int     `json:"scored,omitempty"`
 	Asked     int     `json:"asked,omitempty"`
+	Allowed   int     `json:"allowed,omitempty"`
 	// Found and Exact are the index's and exact search's top 10, as
 	// [seq, score] pairs, best first.
 	Found [][2]float64 `json:"found"`
@@ -52,7 +53,7 @@ type recallLog struct {
 // best first), under the filter f after a search that did work st.
 func (l *recallLog) add(store *particle.Store, i int, rc, admitted float64, sameAgent bool, f *wave.Filter, st wave.SearchStats, found, exact []wave.Hit) {
 	rec := recallRecord{Query: i, Recall: rc, Admitted: admitted, SameAgent: sameAgent, Far: isFar(exact),
-		Lists: st.Lists, Scored: st.Scored, Asked: st.Asked, Found: scoredPairs(found, 10), Exact: scoredPairs(exact, 10)}
+		Lists: st.Lists, Scored: st.Scored, Asked: st.Asked, Allowed: st.Allowed, Found: scoredPairs(found, 10), Exact: scoredPairs(exact, 10)}
 	if f != nil {
 		rec.Window, rec.Location = f.From != 0 || f.To != 0, f.Site != 0
 	}
