@@ -60,7 +60,10 @@ const reachThinning = 4
 // before scoring (blocks of 16 entries at once where their summary
 // rules out the window, the agent or the site), f.Allow only for an
 // item that would enter that heap (with f.Hint, such items are hinted
-// 16 at a time, then asked about in order). In order of list distance,
+// 16 at a time, then asked about in order). Once f.Allow has admitted
+// at least 90% of the first 32 it was asked about, items enter the heap
+// unasked, and those still in it at the end are asked about then (see
+// deferAfter). In order of list distance,
 // it probes an eighth of the NProbe nearest lists (boundFrom), then
 // the rest of them until the second condition below holds, then on
 // past NProbe (up to every list: exact) until either holds:
@@ -124,7 +127,44 @@ func (x *IVF) Search(q []float32, k int, f *Filter) []Hit {
 // first; with pre, live is about how many items x holds (its bound's
 // reach is extrapolated to those unseen). It adds what it did to stats,
 // if not nil.
+//
+// It may put candidates in the heap before Allow is asked about them
+// (deferAsks); should Allow then refuse so many that fewer than k are
+// left, the search is made again asking as it goes.
 func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, live int, stats *SearchStats) []Hit {
+	hits, short := x.searchAsking(q, k, f, pre, nprobe, live, stats, true)
+	if short {
+		hits, _ = x.searchAsking(q, k, f, pre, nprobe, live, stats, false)
+	}
+	return hits
+}
+
+// Deferred asks: once Allow has been asked about deferAfter candidates
+// and admitted at least deferShare of them, a search puts the rest in
+// its heap unasked and asks about those still there at the end
+// (ivfSearcher.verify), rescoring the ones admitted: a few fewer than
+// keep, the few Allow refuses. A
+// candidate that enters the heap is asked about as it enters (a read of
+// its record at a random address, about 0.36 µs on the medium bench's
+// store, by a fit of 1,000 calls' prefilter times to their lists, items
+// scored and asks); far and selective searches put 300–650 candidates
+// through a heap of 80 as list after list improves it, while the
+// planner's predicate admits 96–99% of what the index's Meta fields
+// let through (BENCHMARKS.md, seventy-second round).
+const (
+	deferAfter = 32
+	deferShare = 0.9
+)
+
+// unasked marks a heap entry's ref whose candidate Allow has not been
+// asked about yet (deferred asks); refs are list<<32 | position, far
+// below it.
+const unasked = 1 << 63
+
+// searchAsking is search, with deferred asks allowed or not; short
+// reports that, having deferred them, it found fewer than k admitted
+// candidates.
+func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprobe, live int, stats *SearchStats, deferAsks bool) (hits []Hit, short bool) {
 	st := x.st.Load()
 	s := x.pool.Get().(*ivfSearcher)
 	defer x.pool.Put(s)
@@ -240,17 +280,22 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 		s.best.push(0, sc)
 		lastGain = li
 	}
+	// deferring: candidates enter the heap unasked (deferAfter).
+	deferring := false
 	asks := s.asks[:0]
 	ask := func(ref uint64, sc float32, id uint64, li int) {
-		if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
+		if len(s.heap.h) == s.heap.k && sc <= s.heap.h[0].Score {
 			return
 		}
 		asked++
-		if !allow(id) {
-			return
+		ok := allow(id)
+		if ok {
+			allowed++
+			take(ref, sc, li)
 		}
-		allowed++
-		take(ref, sc, li)
+		if deferAsks && asked == deferAfter && float64(allowed) >= deferShare*float64(asked) {
+			deferring = true
+		}
 	}
 	flush := func() {
 		for _, a := range asks {
@@ -262,10 +307,15 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 	// and batched (Filter.Hint), asked at once, or takes it (no Allow).
 	offer := func(a ivfAsk) {
 		switch {
+		case deferring:
+			take(a.ref|unasked, a.score, a.li)
 		case hint != nil:
 			hint(a.id)
 			asks = append(asks, a)
-			if len(asks) == ivfHintBatch {
+			// The deferAfter-th ask ends a batch, so that the asks
+			// deferred from there on are those a search without Hint
+			// defers.
+			if len(asks) == ivfHintBatch || deferAsks && !deferring && asked+len(asks) == deferAfter {
 				flush()
 			}
 		case allow != nil:
@@ -327,7 +377,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 					pend = append(pend, ivfAsk{ref | uint64(i), sc, d.ids[i], li})
 					continue
 				}
-				if len(s.heap.h) == keep && sc <= s.heap.h[0].Score {
+				if len(s.heap.h) == s.heap.k && sc <= s.heap.h[0].Score {
 					continue
 				}
 				offer(ivfAsk{ref | uint64(i), sc, d.ids[i], li})
@@ -368,7 +418,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 	collect = false
 	heapifyAsks(pend)
 	for len(pend) > 0 {
-		if len(s.heap.h) == keep && pend[0].score <= s.heap.h[0].Score {
+		if len(s.heap.h) == s.heap.k && pend[0].score <= s.heap.h[0].Score {
 			break // the rest score no higher
 		}
 		offer(popAsk(&pend))
@@ -418,13 +468,57 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 	s.asks = asks
 	s.order = order
 	s.cur, s.next = nil, nil
+	if deferring {
+		a, ok := s.verify(allow, hint)
+		asked += a
+		allowed += ok
+		short = len(s.heap.h) < k
+	}
 	if stats != nil {
 		stats.Lists += len(s.refs)
 		stats.Scored += passed
 		stats.Asked += asked
 		stats.Allowed += allowed
 	}
-	return s.rerank(q, k, x.dim)
+	if short {
+		return nil, true
+	}
+	return s.rerank(q, k, x.dim), false
+}
+
+// verify asks Allow about the heap's unasked candidates (deferred asks),
+// hinted ivfHintBatch at a time ahead of the asks, and leaves in the
+// heap those it admits and those admitted before; it returns how many it
+// asked about and how many Allow admitted.
+func (s *ivfSearcher) verify(allow func(uint64) bool, hint func(uint64)) (asked, allowed int) {
+	h := s.heap.h
+	id := func(ref uint64) uint64 {
+		ref &^= unasked
+		return s.refs[ref>>32].ids[uint32(ref)]
+	}
+	hinted := 0 // h[:hinted] are hinted
+	n := 0
+	for i, c := range h {
+		if hint != nil && i == hinted {
+			for ; hinted < min(len(h), i+ivfHintBatch); hinted++ {
+				if c := h[hinted]; c.ID&unasked != 0 {
+					hint(id(c.ID))
+				}
+			}
+		}
+		if c.ID&unasked != 0 {
+			asked++
+			if !allow(id(c.ID)) {
+				continue
+			}
+			allowed++
+			c.ID &^= unasked
+		}
+		h[n] = c
+		n++
+	}
+	s.heap.h = h[:n]
+	return asked, allowed
 }
 
 // boundFrom sets where a search that scans no lists first may begin to
