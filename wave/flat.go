@@ -183,6 +183,16 @@ func (t *topK) push(id uint64, score float32) {
 	t.down(0)
 }
 
+// enters puts a hit of score in t (ID 0) and reports whether it
+// entered: t was not full, or score is above its worst.
+func (t *topK) enters(score float32) bool {
+	if len(t.h) == t.k && score <= t.h[0].Score {
+		return false
+	}
+	t.push(0, score)
+	return true
+}
+
 func (t *topK) up(i int) {
 	h := t.h
 	for i > 0 {

@@ -14,6 +14,7 @@ type ivfSearcher struct {
 	order  []Hit       // the lists in probe order (ID = list), as far as ordered
 	heap   topK        // the best candidates by 4-bit score; ID = ref index<<32 | position
 	best   topK        // the k best of them (scores only)
+	gains  topK        // while asks are deferred, the keep best scores taken
 	refs   []*listData // the lists' data as probed, by probe order
 	q16    []int16     // the query, quantised for ranking the lists
 	q8     []int8      // the query, quantised for scoring the entries' codes
@@ -61,9 +62,10 @@ const reachThinning = 4
 // rules out the window, the agent or the site), f.Allow only for an
 // item that would enter that heap (with f.Hint, such items are hinted
 // 16 at a time, then asked about in order). Once f.Allow has admitted
-// at least 90% of the first 32 it was asked about, items enter the heap
-// unasked, and those still in it at the end are asked about then (see
-// deferAfter). In order of list distance,
+// at least 90% of the first 32 it was asked about, most items enter the
+// heap unasked, and those still in it at the end are asked about then,
+// best first by exact score, until k are admitted (see deferAfter). In
+// order of list distance,
 // it probes an eighth of the NProbe nearest lists (boundFrom), then
 // the rest of them until the second condition below holds, then on
 // past NProbe (up to every list: exact) until either holds:
@@ -141,19 +143,23 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 
 // Deferred asks: once Allow has been asked about deferAfter candidates
 // and admitted at least deferShare of them, a search puts the rest in
-// its heap unasked and asks about those still there at the end
-// (ivfSearcher.verify), rescoring the ones admitted: a few fewer than
-// keep, the few Allow refuses. A
-// candidate that enters the heap is asked about as it enters (a read of
-// its record at a random address, about 0.36 µs on the medium bench's
-// store, by a fit of 1,000 calls' prefilter times to their lists, items
-// scored and asks); far and selective searches put 300–650 candidates
-// through a heap of 80 as list after list improves it, while the
-// planner's predicate admits 96–99% of what the index's Meta fields
-// let through (BENCHMARKS.md, seventy-second round).
+// its heap unasked, but for one in deferSample, which it still asks
+// about as it comes; should those answers take the share admitted
+// below deferShare, it asks as it goes again. The heap has room for as
+// many more than it keeps as the first answers say Allow may refuse.
+// At the end it asks about the unasked candidates still in the heap,
+// once rescored, best first, until k are admitted (ivfSearcher.rerank).
+// Asked as it enters the heap, a candidate costs a read of its record
+// at a random address, about 0.36 µs on the medium bench's store (a fit
+// of 1,000 calls' prefilter times to their lists, items scored and
+// asks); far and selective searches put 300–650 candidates through a
+// heap of 80 as list after list improves it, while the planner's
+// predicate admits 93–99% of what the index's Meta fields let through
+// (BENCHMARKS.md, seventy-second round).
 const (
-	deferAfter = 32
-	deferShare = 0.9
+	deferAfter  = 32
+	deferShare  = 0.9
+	deferSample = 8
 )
 
 // unasked marks a heap entry's ref whose candidate Allow has not been
@@ -270,31 +276,43 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 		}
 		return order[li-1].Score+r < s.best.h[0].Score
 	}
+	// deferring: candidates enter the heap unasked (deferAfter), but
+	// for one in deferSample, asked as it comes, until Allow's answers
+	// so far fall below deferShare. The heap then has room for keep and
+	// as many more as Allow may refuse; a gain is then a candidate among
+	// the keep best taken (s.gains), as it is one among the keep
+	// admitted asking as it goes.
+	deferring, deferred := false, 0
+	take := func(ref uint64, sc float32, li int) {
+		s.heap.push(ref, sc)
+		s.best.push(0, sc)
+		if !deferring || s.gains.enters(sc) {
+			lastGain = li
+		}
+	}
 	// ask puts a candidate that passed Allow in the heap; with a Hint,
 	// candidates wait in s.asks and are asked in order, each against the
 	// heap as it then stands, exactly as if asked at once: what waits
 	// was checked against a heap without the waiting ones, which can
 	// only let more through, and is checked again here.
-	take := func(ref uint64, sc float32, li int) {
-		s.heap.push(ref, sc)
-		s.best.push(0, sc)
-		lastGain = li
-	}
-	// deferring: candidates enter the heap unasked (deferAfter).
-	deferring := false
 	asks := s.asks[:0]
 	ask := func(ref uint64, sc float32, id uint64, li int) {
 		if len(s.heap.h) == s.heap.k && sc <= s.heap.h[0].Score {
 			return
 		}
 		asked++
-		ok := allow(id)
-		if ok {
+		if allow(id) {
 			allowed++
 			take(ref, sc, li)
 		}
-		if deferAsks && asked == deferAfter && float64(allowed) >= deferShare*float64(asked) {
+		switch admits := float64(allowed) >= deferShare*float64(asked); {
+		case deferAsks && !deferring && asked == deferAfter && admits:
 			deferring = true
+			s.gains = topK{k: keep, h: append(s.gains.h[:0], s.heap.h...)}
+			refused := float64(asked-allowed) / float64(asked)
+			s.heap.k = keep + 2 + int(math.Ceil(2*refused*float64(keep)))
+		case deferring && !admits:
+			deferring, deferAsks = false, false // for good
 		}
 	}
 	flush := func() {
@@ -304,18 +322,23 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 		asks = asks[:0]
 	}
 	// offer puts a candidate that may enter the heap to Allow, hinted
-	// and batched (Filter.Hint), asked at once, or takes it (no Allow).
+	// and batched (Filter.Hint), asked at once, or takes it (no Allow);
+	// while deferring, takes it unasked or samples it.
 	offer := func(a ivfAsk) {
+		if deferring {
+			if deferred++; deferred%deferSample != 0 {
+				take(a.ref|unasked, a.score, a.li)
+				return
+			}
+		}
 		switch {
-		case deferring:
-			take(a.ref|unasked, a.score, a.li)
 		case hint != nil:
 			hint(a.id)
 			asks = append(asks, a)
-			// The deferAfter-th ask ends a batch, so that the asks
-			// deferred from there on are those a search without Hint
-			// defers.
-			if len(asks) == ivfHintBatch || deferAsks && !deferring && asked+len(asks) == deferAfter {
+			// The deferAfter-th ask ends a batch, and a sample is asked
+			// at once, so that the asks deferred are those a search
+			// without Hint defers.
+			if len(asks) == ivfHintBatch || deferring || deferAsks && asked+len(asks) == deferAfter {
 				flush()
 			}
 		case allow != nil:
@@ -468,57 +491,19 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 	s.asks = asks
 	s.order = order
 	s.cur, s.next = nil, nil
-	if deferring {
-		a, ok := s.verify(allow, hint)
-		asked += a
-		allowed += ok
-		short = len(s.heap.h) < k
-	}
+	hits, a, ok := s.rerank(q, k, x.dim, allow, hint)
+	asked += a
+	allowed += ok
 	if stats != nil {
 		stats.Lists += len(s.refs)
 		stats.Scored += passed
 		stats.Asked += asked
 		stats.Allowed += allowed
 	}
-	if short {
-		return nil, true
+	if deferred > 0 && len(hits) < k {
+		return nil, true // some candidates went unasked (and were refused)
 	}
-	return s.rerank(q, k, x.dim), false
-}
-
-// verify asks Allow about the heap's unasked candidates (deferred asks),
-// hinted ivfHintBatch at a time ahead of the asks, and leaves in the
-// heap those it admits and those admitted before; it returns how many it
-// asked about and how many Allow admitted.
-func (s *ivfSearcher) verify(allow func(uint64) bool, hint func(uint64)) (asked, allowed int) {
-	h := s.heap.h
-	id := func(ref uint64) uint64 {
-		ref &^= unasked
-		return s.refs[ref>>32].ids[uint32(ref)]
-	}
-	hinted := 0 // h[:hinted] are hinted
-	n := 0
-	for i, c := range h {
-		if hint != nil && i == hinted {
-			for ; hinted < min(len(h), i+ivfHintBatch); hinted++ {
-				if c := h[hinted]; c.ID&unasked != 0 {
-					hint(id(c.ID))
-				}
-			}
-		}
-		if c.ID&unasked != 0 {
-			asked++
-			if !allow(id(c.ID)) {
-				continue
-			}
-			allowed++
-			c.ID &^= unasked
-		}
-		h[n] = c
-		n++
-	}
-	s.heap.h = h[:n]
-	return asked, allowed
+	return hits, false
 }
 
 // boundFrom sets where a search that scans no lists first may begin to
@@ -651,39 +636,67 @@ func OrderedBits(f float32) uint32 {
 // rerank rescores the heap with the float32 vectors (an entry without
 // one keeps its 4-bit score) and returns the best k, one hit per id (an
 // id being replaced can be seen twice by a search racing the writer).
-func (s *ivfSearcher) rerank(q []float32, k, dim int) []Hit {
+// Candidates that entered the heap unasked (deferred asks) are asked
+// about now, in order of their exact scores, hinted ivfHintBatch at a
+// time ahead, until k are admitted: those that cannot rank are never
+// asked about. It returns how many it asked about and how many of those
+// allow admitted.
+func (s *ivfSearcher) rerank(q []float32, k, dim int, allow func(uint64) bool, hint func(uint64)) (hits []Hit, asked, allowed int) {
 	if len(s.heap.h) == 0 {
-		return nil
+		return nil, 0, 0
+	}
+	entry := func(ref uint64) (*listData, int) {
+		ref &^= unasked
+		return s.refs[ref>>32], int(uint32(ref))
 	}
 	// The vectors lie at random addresses, mostly out of cache: hinting
 	// the start of each first lets their misses overlap (about half the
 	// time of scoring them one miss after another).
 	for _, c := range s.heap.h {
-		if p := s.refs[c.ID>>32].vecs[uint32(c.ID)].Load(); p != nil {
-			prefetch(p)
+		if d, i := entry(c.ID); d.vecs[i].Load() != nil {
+			prefetch(d.vecs[i].Load())
 		}
 	}
+	// By ref, the unasked mark kept, until the best are known.
 	out := topK{k: len(s.heap.h), h: make([]Hit, 0, len(s.heap.h))}
 	for _, c := range s.heap.h {
-		d, i := s.refs[c.ID>>32], int(uint32(c.ID))
+		d, i := entry(c.ID)
 		sc := c.Score
 		if p := d.vecs[i].Load(); p != nil {
 			sc = dot(q, unsafe.Slice(p, dim))
 		}
-		out.push(d.ids[i], sc)
+		out.push(c.ID, sc)
 	}
-	hits := out.sorted()
+	hits = out.sorted()
+	hinted := 0 // hits[:hinted] are hinted (the unasked ones)
 	j := 0
-	for _, h := range hits {
+	for n, h := range hits {
 		if j == k {
 			break
 		}
-		if !containsID(hits[:j], h.ID) {
-			hits[j] = h
+		d, i := entry(h.ID)
+		id := d.ids[i]
+		if h.ID&unasked != 0 {
+			if hint != nil && n >= hinted {
+				for ; hinted < min(len(hits), n+ivfHintBatch); hinted++ {
+					if c := hits[hinted]; c.ID&unasked != 0 {
+						cd, ci := entry(c.ID)
+						hint(cd.ids[ci])
+					}
+				}
+			}
+			asked++
+			if !allow(id) {
+				continue
+			}
+			allowed++
+		}
+		if !containsID(hits[:j], id) {
+			hits[j] = Hit{ID: id, Score: h.Score}
 			j++
 		}
 	}
-	return hits[:j]
+	return hits[:j], asked, allowed
 }
 
 // containsID reports whether hs holds id.
