@@ -154,7 +154,7 @@ func (x *IVF) search(q []float32, k int, f *Filter, pre []*listData, nprobe, liv
 // of 1,000 calls' prefilter times to their lists, items scored and
 // asks); far and selective searches put 300–650 candidates through a
 // heap of 80 as list after list improves it, while the planner's
-// predicate admits 93–99% of what the index's Meta fields let through
+// predicate admits 93–96% of what the index's Meta fields let through
 // (BENCHMARKS.md, seventy-second round).
 const (
 	deferAfter  = 32
