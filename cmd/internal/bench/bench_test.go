@@ -356,6 +356,12 @@ func TestRunMicro(t *testing.T) {
 				t.Errorf("%sbest_of_2.%s = %v (present %v) against the pass's %v", prefix, p, best, ok, f[prefix+p])
 			}
 		}
+		// The calls a stall hit, in each pass: counted, at most the calls.
+		for _, k := range []string{"stalled_calls", "second_pass.stalled_calls"} {
+			if n, ok := f[prefix+k]; !ok || n < 0 || n > f[prefix+"calls"] {
+				t.Errorf("%s%s = %v (present %v) of %v calls", prefix, k, n, ok, f[prefix+"calls"])
+			}
+		}
 	}
 	// On Linux each phase says what share of the vCPUs' time the host
 	// took meanwhile, and so does each timed configuration that lasted

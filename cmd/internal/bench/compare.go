@@ -61,6 +61,7 @@ var compareFigures = []string{
 	"planner.in_process.p50_us",
 	"planner.in_process.p99_us",
 	"planner.in_process.best_of_2.p99_us",
+	"planner.in_process.stalled_calls",
 	"planner.in_process.hops2.p99_us",
 	"planner.nats_msgpack.p99_us",
 	"planner.nats_msgpack.overhead_p99_us",

@@ -188,6 +188,9 @@ func (rep *Report) WriteTable(w io.Writer) {
 				n("planner.beside_ingest.idle_runqueue_wait_share", 3) + ", " + n("planner.beside_ingest.idle_runqueue_wait_p99_us", 0), "—", "", ""},
 		{"planner in-process, 2 hops, budget 256, p50 / p95 / p99 µs", trio("planner.in_process.hops2.", "us"), trio("exact.planner.in_process.hops2.", "us"), "p99 ≤ 1,500", verdict("planner.in_process.hops2.p99_us")},
 		{"… each query's faster call of two passes (the host's stalls mostly left out), p99 µs, 1 / 2 hops", pair("planner.in_process.best_of_2.p99_us", "planner.in_process.hops2.best_of_2.p99_us", 0), "—", "", ""},
+		{"… calls a stall hit (3× and 1 ms over the same query's in the other pass), first / second pass, 1 hop; 2 hops (over 1% of the calls, the pass's p99 is theirs)",
+			pair("planner.in_process.stalled_calls", "planner.in_process.second_pass.stalled_calls", 0) + "; " +
+				pair("planner.in_process.hops2.stalled_calls", "planner.in_process.hops2.second_pass.stalled_calls", 0), "—", "", ""},
 		{"… 1 hop, p99 µs of the queries admitting ≥ 1% / < 1% of events", pair("planner.in_process.broad.p99_us", "planner.in_process.selective.p99_us", 0), pair("exact.planner.in_process.broad.p99_us", "exact.planner.in_process.selective.p99_us", 0), "", ""},
 		{fmt.Sprintf("… 1 hop, p50 / p99 µs of the queries whose exact 10th best hit scores ≥ %g / of the %s far ones, < %g (their filters leave nothing close)", FarScore, n("prefilter.far_queries", 0), FarScore),
 			pair("planner.in_process.near.p50_us", "planner.in_process.near.p99_us", 0) + " / " + pair("planner.in_process.far.p50_us", "planner.in_process.far.p99_us", 0),

@@ -30,18 +30,39 @@ func TestStealShare(t *testing.T) {
 	}
 }
 
+// pass is a measurement pass of one call per query, query i's taking
+// us[i] µs.
+func pass(us ...int) *result {
+	res := newResult()
+	for q, u := range us {
+		res.calls = append(res.calls, call{query: q, lat: time.Duration(u) * time.Microsecond})
+	}
+	return res
+}
+
 // TestFasterOfTwo keeps each query's faster call of two passes.
 func TestFasterOfTwo(t *testing.T) {
-	pass := func(us ...int) *result {
-		res := newResult()
-		for q, u := range us {
-			res.calls = append(res.calls, call{query: q, lat: time.Duration(u) * time.Microsecond})
-		}
-		return res
-	}
 	best := fasterOfTwo(pass(500, 3000, 700), pass(900, 600, 650))
 	if best.n() != 3 || best.pct(100) != 650 || best.pct(0) != 500 || best.mean() != (500+600+650)/3.0 {
 		t.Errorf("faster of two: %v", best.v)
+	}
+}
+
+// TestStalledCalls counts, in each of two passes, the calls that took 3
+// times and 1 ms more than the same query's in the other pass.
+func TestStalledCalls(t *testing.T) {
+	// Query 0 stalled in the first pass, 1 in the second; 2 is 3 times
+	// slower but not 1 ms; 3 is 1 ms slower but not 3 times; 4 is level.
+	a := pass(5000, 400, 600, 2000, 700)
+	b := pass(500, 1800, 200, 900, 700)
+	if inA, inB := stalledCalls(a, b); inA != 1 || inB != 1 {
+		t.Errorf("stalled %d in the first pass, %d in the second; want 1, 1", inA, inB)
+	}
+	if inA, inB := stalledCalls(b, a); inA != 1 || inB != 1 {
+		t.Errorf("passes swapped: stalled %d, %d; want 1, 1", inA, inB)
+	}
+	if inA, inB := stalledCalls(a, pass()); inA != 0 || inB != 0 {
+		t.Errorf("against an empty pass: stalled %d, %d", inA, inB)
 	}
 }
 
