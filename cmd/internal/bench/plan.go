@@ -591,8 +591,8 @@ func (r *runner) inProcess(ctx context.Context) error {
 					first, second := stalledCalls(res, again)
 					r.fig[prefix+"stalled_calls"] = float64(first)
 					r.fig[prefix+"second_pass.stalled_calls"] = float64(second)
-					r.say("planner in-process index  hops %d, each query's faster of two passes: p50 %6.0f µs  p99 %6.0f µs; calls stalled (%d× and %v over the other pass's): %d in the first pass, %d in the second; the second pass:%s",
-						hops, best.pct(50), best.pct(99), stallRatio, stallExtra, first, second, r.measureNote(again))
+					r.say("planner in-process index  hops %d, each query's faster of two passes: p50 %6.0f µs  p99 %6.0f µs; calls stalled (%d× and %d ms over the other pass's): %d in the first pass, %d in the second; the second pass:%s",
+						hops, best.pct(50), best.pct(99), stallRatio, stallExtra.Milliseconds(), first, second, r.measureNote(again))
 				}
 			}
 		}
