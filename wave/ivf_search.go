@@ -653,8 +653,9 @@ func (s *ivfSearcher) rerank(q []float32, k, dim int, allow func(uint64) bool, h
 	// the start of each first lets their misses overlap (about half the
 	// time of scoring them one miss after another).
 	for _, c := range s.heap.h {
-		if d, i := entry(c.ID); d.vecs[i].Load() != nil {
-			prefetch(d.vecs[i].Load())
+		d, i := entry(c.ID)
+		if p := d.vecs[i].Load(); p != nil {
+			prefetch(p)
 		}
 	}
 	// By ref, the unasked mark kept, until the best are known.

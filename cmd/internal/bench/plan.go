@@ -411,19 +411,24 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 // call of two is rarely hit twice, so its p99 is the code's own tail
 // (BENCHMARKS.md, forty-first round).
 func fasterOfTwo(a, b *result) *dist {
-	fastest := make(map[int]time.Duration, len(a.calls))
-	for _, res := range []*result{a, b} {
+	out := &dist{}
+	for _, d := range fastestByQuery(a, b) {
+		out.addDur(d, time.Microsecond)
+	}
+	return out
+}
+
+// fastestByQuery is each query's fastest call in the passes.
+func fastestByQuery(passes ...*result) map[int]time.Duration {
+	fastest := make(map[int]time.Duration, len(passes[0].calls))
+	for _, res := range passes {
 		for _, c := range res.calls {
 			if d, ok := fastest[c.query]; !ok || c.lat < d {
 				fastest[c.query] = c.lat
 			}
 		}
 	}
-	out := &dist{}
-	for _, d := range fastest {
-		out.addDur(d, time.Microsecond)
-	}
-	return out
+	return fastest
 }
 
 // Thresholds of a stalled call (stalledCalls): this many times its
@@ -441,12 +446,7 @@ const (
 // seventy-second round); once they pass 1% of the calls, the pass's p99
 // is theirs.
 func stalledCalls(a, b *result) (inA, inB int) {
-	other := make(map[int]time.Duration, len(b.calls))
-	for _, c := range b.calls {
-		if d, ok := other[c.query]; !ok || c.lat < d {
-			other[c.query] = c.lat
-		}
-	}
+	other := fastestByQuery(b)
 	stalled := func(x, y time.Duration) bool { return x >= stallRatio*y && x >= y+stallExtra }
 	for _, c := range a.calls {
 		d, ok := other[c.query]
