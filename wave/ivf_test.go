@@ -696,15 +696,8 @@ func TestIVFSearchStats(t *testing.T) {
 			if tc.f != nil {
 				f = *tc.f
 			}
-			if allow := f.Allow; allow != nil {
-				f.Allow = func(id uint64) bool {
-					asked++
-					ok := allow(id)
-					if ok {
-						allowed++
-					}
-					return ok
-				}
+			if f.Allow != nil {
+				f.Allow = countingAllow(f.Allow, &asked, &allowed)
 			}
 			f.Stats = &st
 			for _, q := range fix.queries[:10] {
