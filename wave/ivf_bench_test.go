@@ -190,8 +190,25 @@ const evictBytes = 64 << 20
 // shifted by one each pass (query q at distance q+pass), so that a query
 // meets every distance in as many passes and never twice in a row.
 func BenchmarkIVFListsAhead(b *testing.B) {
-	distances := []int{0, 1, 2, 4, 8}
-	defer func(a int) { listsAhead = a }(listsAhead)
+	benchSearchDistances(b, "ahead", &listsAhead, []int{0, 1, 2, 4, 8})
+}
+
+// BenchmarkIVFEntriesAhead compares how far ahead of the entry it
+// scores a list's scan hints an entry's code (entriesAhead; 0 hints
+// none), as BenchmarkIVFListsAhead compares listsAhead:
+//
+//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFEntriesAhead -benchtime 5000x
+func BenchmarkIVFEntriesAhead(b *testing.B) {
+	benchSearchDistances(b, "entries", &entriesAhead, []int{0, 8})
+}
+
+// benchSearchDistances times searches with *knob set to each of
+// distances in turn, in one process (cold and warm, as
+// BenchmarkIVFListsAhead says), for the filters none, time200 and
+// agent2pct, and reports each distance's p50 and p99 as
+// NAME<distance>_p50_us and _p99_us. *knob is restored after.
+func benchSearchDistances(b *testing.B, name string, knob *int, distances []int) {
+	defer func(a int) { *knob = a }(*knob)
 	for _, n := range benchSizes() {
 		s := getBenchSet(b, n)
 		x := getIVF(b, s)
@@ -200,8 +217,7 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 				continue
 			}
 			for _, cold := range []bool{true, false} {
-				name := fmt.Sprintf("n=%d/filter=%s/cold=%v", n, bf.name, cold)
-				b.Run(name, func(b *testing.B) {
+				b.Run(fmt.Sprintf("n=%d/filter=%s/cold=%v", n, bf.name, cold), func(b *testing.B) {
 					var sweep []byte
 					if cold {
 						sweep = make([]byte, evictBytes)
@@ -214,7 +230,7 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 						if !cold {
 							di, qi = (i+i/len(s.queries))%len(distances), i%len(s.queries)
 						}
-						listsAhead = distances[di]
+						*knob = distances[di]
 						for o := 0; o < len(sweep); o += 64 {
 							sink += sweep[o]
 						}
@@ -226,8 +242,8 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 					for di, d := range distances {
 						if l := lat[di]; len(l) > 0 {
 							slices.Sort(l)
-							b.ReportMetric(float64(l[len(l)/2].Nanoseconds())/1e3, fmt.Sprintf("ahead%d_p50_us", d))
-							b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds())/1e3, fmt.Sprintf("ahead%d_p99_us", d))
+							b.ReportMetric(float64(l[len(l)/2].Nanoseconds())/1e3, fmt.Sprintf("%s%d_p50_us", name, d))
+							b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds())/1e3, fmt.Sprintf("%s%d_p99_us", name, d))
 						}
 					}
 					runtime.KeepAlive(sink)

@@ -53,7 +53,9 @@ func TestListPrefetchWithinItsEntries(t *testing.T) {
 // TestListsAheadChangesNoHit searches the same index under time windows,
 // agents and none at every hinting distance: the block verdicts a search
 // reads ahead and reuses (prefetchAdmitted) must give the hits it finds
-// without them, so a verdict used for the wrong list or block fails here.
+// without them, so a verdict used for the wrong list or block fails here;
+// and so must the codes a list's scan hints ahead of the entry it scores
+// (entriesAhead), at any distance.
 func TestListsAheadChangesNoHit(t *testing.T) {
 	const n, dim = 6000, 32
 	vecs := clustered(83, n, dim, 12)
@@ -67,15 +69,23 @@ func TestListsAheadChangesNoHit(t *testing.T) {
 	x, _ := buildIVFMeta(t, vecs, IVFOptions{TrainAt: 1000, Seed: 3}, meta)
 	filters := []*Filter{nil, {From: 4000, To: 4040}, {To: 1100, Kinds: []Kind{KindEdge}},
 		{From: 6990}, {From: 1, To: 2}, {Agent: agents[1]}, {Agent: agents[2], From: 2000, To: 2600}}
-	defer func(a int) { listsAhead = a }(listsAhead)
+	defer func(a, e int) { listsAhead, entriesAhead = a, e }(listsAhead, entriesAhead)
 	for _, f := range filters {
 		for qi, q := range vecs[:40] {
-			listsAhead = 0
+			listsAhead, entriesAhead = 0, 0
 			want := x.Search(q, 10, f)
 			for _, a := range []int{1, 2, 4} {
 				listsAhead = a
 				if got := x.Search(q, 10, f); !slices.Equal(got, want) {
-					t.Fatalf("filter %+v, query %d, %d ahead: %v, want %v", f, qi, a, got, want)
+					t.Fatalf("filter %+v, query %d, %d lists ahead: %v, want %v", f, qi, a, got, want)
+				}
+			}
+			// Entries hinted ahead, within a block, across blocks and
+			// past the list's end.
+			for _, e := range []int{1, 8, 40, 1000} {
+				entriesAhead = e
+				if got := x.Search(q, 10, f); !slices.Equal(got, want) {
+					t.Fatalf("filter %+v, query %d, %d entries ahead: %v, want %v", f, qi, e, got, want)
 				}
 			}
 		}

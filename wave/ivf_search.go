@@ -381,11 +381,44 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 			return mask
 		}
 		before := passed
+		// admitted is the entries of block b that the Meta fields admit
+		// (none past the list's end).
+		admitted := func(b int) uint32 {
+			if b >= n {
+				return 0
+			}
+			mask := visible(b)
+			if !metaFree {
+				for m := mask; m != 0; m &= m - 1 {
+					if j := bits.TrailingZeros32(m); !mc.admits(&d.metas[b+j]) {
+						mask &^= 1 << j
+					}
+				}
+			}
+			return mask
+		}
+		// Each admitted entry's code is hinted entriesAhead admitted
+		// entries before it is scored (the first ones' at once): hint
+		// is those not hinted yet of this block (its low bits) and the next.
+		cur := admitted(0)
+		hint := uint64(cur)
+		hintNext := func(b int) {
+			o := (b + bits.TrailingZeros64(hint)) * cb
+			PrefetchRange(unsafe.Pointer(&codes[o]), uintptr(cb))
+			hint &= hint - 1
+		}
 		for b := 0; b < n; b += blockSize {
-			for mask := visible(b); mask != 0; mask &= mask - 1 {
+			next := admitted(b + blockSize)
+			if entriesAhead > 0 {
+				hint |= uint64(next) << blockSize
+				for k := 0; b == 0 && k < entriesAhead && hint != 0; k++ {
+					hintNext(b)
+				}
+			}
+			for mask := cur; mask != 0; mask &= mask - 1 {
 				i := b + bits.TrailingZeros32(mask)
-				if !metaFree && !mc.admits(&d.metas[i]) {
-					continue
+				if hint != 0 && entriesAhead > 0 {
+					hintNext(b)
 				}
 				passed++
 				res := residualScore(i)
@@ -405,6 +438,8 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 				}
 				offer(ivfAsk{ref | uint64(i), sc, d.ids[i], li})
 			}
+			hint >>= blockSize
+			cur = next
 		}
 		// A list whose entries the filter mostly rules out adds the rest
 		// of its first block to the reach's sample (thinned once that
