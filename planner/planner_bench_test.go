@@ -38,7 +38,7 @@ var (
 	fleetErr  error
 )
 
-func fleetBench(b *testing.B) *fleetGraph {
+func fleetBench(b testing.TB) *fleetGraph {
 	b.Helper()
 	fleetOnce.Do(func() { fleet, fleetErr = buildFleet() })
 	if fleetErr != nil {
@@ -132,7 +132,7 @@ func noisy(r *rand.Rand, centre []float32, scale float64) []float32 {
 }
 
 // index fills idx from the fleet's store.
-func (g *fleetGraph) index(b *testing.B, idx wave.Index) {
+func (g *fleetGraph) index(b testing.TB, idx wave.Index) {
 	ix, err := planner.NewIndexer(g.store, idx, 0)
 	if err != nil {
 		b.Fatal(err)

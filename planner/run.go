@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -298,51 +299,105 @@ func (run *run) expand() {
 			r.OutNewestFacts(from.ID, collect)
 			limit, in = maxScan, true
 			r.InNewestFacts(from.ID, collect)
-			cs := *cands
-			run.scoreCands(cs, run.p.opts.PerNodeFanout)
-			cs = bestCands(cs, run.p.opts.PerNodeFanout)
-			// The nodes reached are scored below (their 1.5 KB embeddings,
-			// at random addresses): hinted first, their misses overlap.
-			for i := range cs {
-				if on := r.NodeBySeq(cs[i].end); on != nil {
-					wave.Prefetch(on.Embedding)
-				}
-			}
-			for i := range cs {
-				if run.full() {
-					run.truncated = true
-					return
-				}
-				c := &cs[i]
-				e := run.edge(c)
-				// The node reached, by its seq in the adjacency, else by
-				// its id; the list the edge came from says which end it
-				// is. (Hashing the id, or comparing it with the walked
-				// node's, reads both from memory: a miss apiece.)
-				on := r.NodeBySeq(c.end)
-				if on == nil {
-					other := e.Target
-					if c.in {
-						other = e.Source
-					}
-					if on = r.Node(other); on == nil {
-						continue
-					}
-				}
-				src, dst := from, on
-				if c.in {
-					src, dst = on, from
-				}
-				st.keepEdge(runEdge{e: e, score: c.score, salience: c.salience, src: src, dst: dst})
-				own := run.ownScore(on)
-				if run.addNode(on, own*0.5+c.score*0.5, hop, false) {
-					last := &st.nodes[len(st.nodes)-1]
-					last.own, last.ownOK = own, true
-					st.next = append(st.next, int32(len(st.nodes)-1))
-				}
+			if !run.keepBest(from, hop, run.fanoutFor()) {
+				return
 			}
 		}
 		st.frontier, st.next = st.next, st.frontier
+	}
+}
+
+// keepBestResumed counts the expansion steps that went on past a fanout
+// capped at the budget's room (keepBest), for the tests.
+var keepBestResumed atomic.Int64
+
+// fanoutToBudget caps a node's fanout at the items the budget has left
+// (fanoutFor); a variable for the test that checks the cap changes no
+// answer.
+var fanoutToBudget = true
+
+// fanoutFor is how many of a node's candidates an expansion step scores
+// exactly and keeps: PerNodeFanout, or fewer once the budget has less
+// room left. Each edge kept takes an item (its node may take another),
+// so no more than that room can be kept before the budget is full, and
+// the best that many are the first of the best PerNodeFanout: their
+// embeddings (1.5 KB apiece) are all that need reading.
+func (run *run) fanoutFor() int {
+	fan := run.p.opts.PerNodeFanout
+	if !fanoutToBudget {
+		return fan
+	}
+	st := run.state()
+	return max(1, min(fan, run.req.Budget-len(st.nodes)-len(st.edges)))
+}
+
+// keepBest scores the candidates st.cands of node from, reached at hop,
+// and keeps the best fan of them, best first, with the nodes they reach,
+// until the budget is full; it reports whether the budget has room left.
+// Where fan is under PerNodeFanout and the first fan leave the budget
+// room (a candidate whose other end is gone takes no item, nor does a
+// self-loop met again from its other list), it goes on
+// with those after them, as far as the best PerNodeFanout: what keeping
+// the best PerNodeFanout in turn would have done.
+func (run *run) keepBest(from *particle.Node, hop, fan int) bool {
+	r, st := run.r, run.state()
+	most := run.p.opts.PerNodeFanout
+	done := 0 // the candidates already taken in turn
+	for {
+		cs := st.cands
+		run.scoreCands(cs, fan)
+		cs = bestCands(cs, fan)
+		// The nodes reached are scored below (their 1.5 KB embeddings,
+		// at random addresses): hinted first, their misses overlap.
+		for i := done; i < len(cs); i++ {
+			if on := r.NodeBySeq(cs[i].end); on != nil {
+				wave.Prefetch(on.Embedding)
+			}
+		}
+		for i := done; i < len(cs); i++ {
+			if run.full() {
+				run.truncated = true
+				return false
+			}
+			c := &cs[i]
+			e := run.edge(c)
+			// The node reached, by its seq in the adjacency, else by
+			// its id; the list the edge came from says which end it
+			// is. (Hashing the id, or comparing it with the walked
+			// node's, reads both from memory: a miss apiece.)
+			on := r.NodeBySeq(c.end)
+			if on == nil {
+				other := e.Target
+				if c.in {
+					other = e.Source
+				}
+				if on = r.Node(other); on == nil {
+					continue
+				}
+			}
+			src, dst := from, on
+			if c.in {
+				src, dst = on, from
+			}
+			st.keepEdge(runEdge{e: e, score: c.score, salience: c.salience, src: src, dst: dst})
+			own := run.ownScore(on)
+			if run.addNode(on, own*0.5+c.score*0.5, hop, false) {
+				last := &st.nodes[len(st.nodes)-1]
+				last.own, last.ownOK = own, true
+				st.next = append(st.next, int32(len(st.nodes)-1))
+			}
+		}
+		if fan >= most || len(st.cands) <= fan {
+			return true // every one of the best PerNodeFanout taken
+		}
+		if run.full() {
+			run.truncated = true // with candidates left to take
+			return false
+		}
+		// The best PerNodeFanout begin with the best fan, in order:
+		// the rest are taken after them.
+		done, fan = len(cs), most
+		keepBestResumed.Add(1)
 	}
 }
 
