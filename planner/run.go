@@ -324,11 +324,11 @@ var fanoutToBudget = true
 // embeddings (1.5 KB apiece) are all that need reading.
 func (run *run) fanoutFor() int {
 	fan := run.p.opts.PerNodeFanout
-	if !fanoutToBudget {
-		return fan
-	}
 	st := run.state()
-	return max(1, min(fan, run.req.Budget-len(st.nodes)-len(st.edges)))
+	if room := run.req.Budget - len(st.nodes) - len(st.edges); fanoutToBudget && room < fan {
+		return max(1, room)
+	}
+	return fan
 }
 
 // keepBest scores the candidates st.cands of node from, reached at hop,
