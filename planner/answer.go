@@ -110,6 +110,10 @@ type Contradiction struct {
 
 // Timings are per-stage latencies in microseconds.
 type Timings struct {
+	// EmbedUS is the time before the graph's read lock: the request's
+	// checks, the session's seeds, the query vector (embedded where the
+	// request gives text, not a vector) and the strategy's choice, the
+	// keyword search (KeywordUS) included.
 	EmbedUS int64 `json:"embed"`
 	// WaitUS is the wait for the graph's read lock, which a writer
 	// holds while it publishes a committed batch to the view.
