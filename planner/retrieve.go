@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ctxgraph/ctxgraph/particle"
 	"github.com/ctxgraph/ctxgraph/planner/keyword"
@@ -50,6 +51,15 @@ func (p *Planner) chooseStrategy(req *Request, ns string) (strategy, seedBy, rea
 	case StrategySemantic, StrategyGraph:
 		return name, name, "", nil
 	}
+	// A request without query text rates the strategies by a few
+	// flags alone: the choice is made once per flags (textless), not
+	// with a dozen allocations per call.
+	key, textless := textlessKey(name, req, hasKeyword)
+	if textless {
+		if c := textlessChoices[key].Load(); c != nil {
+			return c.strategy, c.seedBy, c.reason, nil
+		}
+	}
 	adv := advise(req, p.knownName(req, ns), hasKeyword)
 	if name == StrategyAuto {
 		name, reason = adv.Chosen, "auto: "+adv.Reason
@@ -63,7 +73,35 @@ func (p *Planner) chooseStrategy(req *Request, ns string) (strategy, seedBy, rea
 			reason += "; seeds by " + seedBy
 		}
 	}
+	if textless {
+		textlessChoices[key].Store(&strategyChoice{name, seedBy, reason})
+	}
 	return name, seedBy, reason, nil
+}
+
+// strategyChoice is what chooseStrategy resolves.
+type strategyChoice struct{ strategy, seedBy, reason string }
+
+// textlessChoices holds chooseStrategy's result for the requests
+// without query text, by textlessKey: their signals (readSignals) are
+// flags, and Suggest rates the strategies from those alone.
+var textlessChoices [1 << 6]atomic.Pointer[strategyChoice]
+
+// textlessKey is the index in textlessChoices of a request resolving
+// strategy name (auto or temporal) with a keyword index or not, and
+// whether the request has no query text (else there is no index).
+func textlessKey(name string, req *Request, keywordIndex bool) (int, bool) {
+	if strings.TrimSpace(req.Query) != "" || name != StrategyAuto && name != StrategyTemporal {
+		return 0, false
+	}
+	k := 0
+	for i, on := range []bool{name == StrategyTemporal, req.AsOf != nil, req.TimeWindow != nil,
+		len(req.Goals)+len(req.Tools)+len(req.Entities) > 0, len(req.Vector) > 0, keywordIndex} {
+		if on {
+			k |= 1 << i
+		}
+	}
+	return k, true
 }
 
 // knownName reports whether a text is the name or alias of a node the
