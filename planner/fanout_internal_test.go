@@ -16,15 +16,7 @@ func TestFanoutToBudgetSelfLoops(t *testing.T) {
 	resumed := keepBestResumed.Load()
 	answer := func(f *fixture, req Request, capped bool) string {
 		fanoutToBudget = capped
-		a := f.plan(req)
-		out := fmt.Sprint(a.Truncated)
-		for _, n := range a.Nodes {
-			out += fmt.Sprintf(" n:%s:%.12g:%d", n.Name, n.Score, n.Hop)
-		}
-		for _, e := range a.Edges {
-			out += fmt.Sprintf(" e:%s:%.12g", e.ID, e.Score)
-		}
-		return out
+		return answerKey(f.plan(req))
 	}
 	for _, loops := range []int{1, 3} {
 		f := newFixture(t, false)
@@ -49,4 +41,18 @@ func TestFanoutToBudgetSelfLoops(t *testing.T) {
 	if keepBestResumed.Load() == resumed {
 		t.Fatal("no expansion step went on past its capped fanout: the case is not tried")
 	}
+}
+
+// answerKey is what of an answer the fanout's cap must not change: its
+// nodes and edges in order, with their scores (and the nodes' hops),
+// and its truncation.
+func answerKey(a *Answer) string {
+	out := fmt.Sprint(a.Truncated)
+	for _, n := range a.Nodes {
+		out += fmt.Sprintf(" n:%s:%.12g:%d", n.ID, n.Score, n.Hop)
+	}
+	for _, e := range a.Edges {
+		out += fmt.Sprintf(" e:%s:%.12g", e.ID, e.Score)
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package planner_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/ctxgraph/ctxgraph/planner"
@@ -26,14 +25,7 @@ func TestFanoutToBudgetChangesNoAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
-		for _, n := range ans.Nodes {
-			out = append(out, fmt.Sprintf("n %s %.12g %d", n.ID, n.Score, n.Hop))
-		}
-		for _, e := range ans.Edges {
-			out = append(out, fmt.Sprintf("e %s %.12g", e.ID, e.Score))
-		}
-		return fmt.Sprint(ans.Truncated, out), len(ans.Nodes) + len(ans.Edges)
+		return planner.AnswerKey(ans), len(ans.Nodes) + len(ans.Edges)
 	}
 	filled, resumed := 0, planner.KeepBestResumed()
 	for qi, q := range g.queries {

@@ -401,7 +401,11 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 		// entries before it is scored (the first ones' at once): hint
 		// is those not hinted yet of this block (its low bits) and the next.
 		cur := admitted(0)
-		hint := uint64(cur)
+		first := cur // scored below, which the reach's sample leaves out
+		var hint uint64
+		if entriesAhead > 0 {
+			hint = uint64(cur)
+		}
 		hintNext := func(b int) {
 			o := (b + bits.TrailingZeros64(hint)) * cb
 			PrefetchRange(unsafe.Pointer(&codes[o]), uintptr(cb))
@@ -417,7 +421,7 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 			}
 			for mask := cur; mask != 0; mask &= mask - 1 {
 				i := b + bits.TrailingZeros32(mask)
-				if hint != 0 && entriesAhead > 0 {
+				if hint != 0 {
 					hintNext(b)
 				}
 				passed++
@@ -445,12 +449,8 @@ func (x *IVF) searchAsking(q []float32, k int, f *Filter, pre []*listData, nprob
 		// of its first block to the reach's sample (thinned once that
 		// holds enough).
 		if residual && passed-before < blockSize && n > 0 && samples(li) {
-			vis := visible(0)
-			for m := d.liveMask(0, n); m != 0; m &= m - 1 {
+			for m := d.liveMask(0, n) &^ first; m != 0; m &= m - 1 {
 				i := bits.TrailingZeros32(m)
-				if vis&(1<<i) != 0 && mc.admits(&d.metas[i]) {
-					continue // scored above
-				}
 				res := residualScore(i)
 				reach = max(reach, res)
 				if extrapolate {
