@@ -83,6 +83,9 @@ type SearchStats struct {
 	// many of those it answered true: with Scored, how selective Allow
 	// is among what the Meta fields let through.
 	Asked, Allowed int
+	// Rescored is how many candidates' float32 vectors they read to
+	// rescore the best by their codes (IVF).
+	Rescored int
 }
 
 // Admits reports whether an item passes the filter.

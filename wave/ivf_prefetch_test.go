@@ -50,15 +50,11 @@ func TestListPrefetchWithinItsEntries(t *testing.T) {
 	}
 }
 
-// TestListsAheadChangesNoHit searches the same index under time windows,
-// agents and none at every hinting distance: the block verdicts a search
-// reads ahead and reuses (prefetchAdmitted) must give the hits it finds
-// without them, so a verdict used for the wrong list or block fails here;
-// and so must the codes a list's scan hints ahead of the entry it scores
-// (entriesAhead), at any distance.
-func TestListsAheadChangesNoHit(t *testing.T) {
-	const n, dim = 6000, 32
-	vecs := clustered(83, n, dim, 12)
+// agentsIVF builds an IVF (IVFOptions.Seed ivfSeed) over 6,000 clustered
+// 32-d vectors (seed): every third a node, the others edges of the
+// three agents it returns, each at a time of its own.
+func agentsIVF(t testing.TB, seed, ivfSeed uint64) (*IVF, [][]float32, []uint32) {
+	vecs := clustered(seed, 6000, 32, 12)
 	agents := []uint32{AgentKey("r1"), AgentKey("r2"), AgentKey("r3")}
 	meta := func(i int) Meta {
 		if i%3 == 0 {
@@ -66,7 +62,18 @@ func TestListsAheadChangesNoHit(t *testing.T) {
 		}
 		return Meta{Kind: KindEdge, Time: int64(1000 + i), End: int64(1005 + i), Agent: agents[i%len(agents)]}
 	}
-	x, _ := buildIVFMeta(t, vecs, IVFOptions{TrainAt: 1000, Seed: 3}, meta)
+	x, _ := buildIVFMeta(t, vecs, IVFOptions{TrainAt: 1000, Seed: ivfSeed}, meta)
+	return x, vecs, agents
+}
+
+// TestListsAheadChangesNoHit searches the same index under time windows,
+// agents and none at every hinting distance: the block verdicts a search
+// reads ahead and reuses (prefetchAdmitted) must give the hits it finds
+// without them, so a verdict used for the wrong list or block fails here;
+// and so must the codes a list's scan hints ahead of the entry it scores
+// (entriesAhead), at any distance.
+func TestListsAheadChangesNoHit(t *testing.T) {
+	x, vecs, agents := agentsIVF(t, 83, 3)
 	filters := []*Filter{nil, {From: 4000, To: 4040}, {To: 1100, Kinds: []Kind{KindEdge}},
 		{From: 6990}, {From: 1, To: 2}, {Agent: agents[1]}, {Agent: agents[2], From: 2000, To: 2600}}
 	defer func(a, e int) { listsAhead, entriesAhead = a, e }(listsAhead, entriesAhead)

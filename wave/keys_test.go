@@ -236,7 +236,7 @@ func ids(hs []Hit) []uint64 {
 func overlap(got, want []Hit) int {
 	n := 0
 	for _, h := range got {
-		if containsID(want, h.ID) {
+		if slices.ContainsFunc(want, func(w Hit) bool { return w.ID == h.ID }) {
 			n++
 		}
 	}

@@ -74,7 +74,7 @@ func (x *recorder) Search(q []float32, k int, f *wave.Filter) []wave.Hit {
 		x.f = f
 		if f.Stats != nil {
 			x.work = wave.SearchStats{Lists: f.Stats.Lists - before.Lists, Scored: f.Stats.Scored - before.Scored, Asked: f.Stats.Asked - before.Asked,
-				Allowed: f.Stats.Allowed - before.Allowed}
+				Allowed: f.Stats.Allowed - before.Allowed, Rescored: f.Stats.Rescored - before.Rescored}
 		}
 	}
 	x.searches++
@@ -325,13 +325,14 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 	// that searched an IVF; the same-agent queries' apart: with the index
 	// split by agent they scan their agent's list and then the
 	// catch-alls' index until it stops improving their candidates.
-	var lists, scored, agentLists, agentScored dist
+	var lists, scored, rescored, agentLists, agentScored dist
 	for _, c := range res.calls {
 		if c.search.Lists == 0 {
 			continue
 		}
 		lists.add(float64(c.search.Lists))
 		scored.add(float64(c.search.Scored))
+		rescored.add(float64(c.search.Rescored))
 		if r.qs[c.query].Request.SameAgent {
 			agentLists.add(float64(c.search.Lists))
 			agentScored.add(float64(c.search.Scored))
@@ -341,7 +342,7 @@ func (r *runner) putResult(prefix string, res *result, stages bool) {
 		for _, w := range []struct {
 			name string
 			d    *dist
-		}{{"lists", &lists}, {"scored", &scored}} {
+		}{{"lists", &lists}, {"scored", &scored}, {"rescored", &rescored}} {
 			r.fig[prefix+"prefilter."+w.name+"_p50"] = w.d.pct(50)
 			r.fig[prefix+"prefilter."+w.name+"_p99"] = w.d.pct(99)
 			r.fig[prefix+"prefilter."+w.name+"_mean"] = w.d.mean()
@@ -371,10 +372,11 @@ type callRecord struct {
 	ExpandUS    int64 `json:"expand_us,omitempty"`
 	RerankUS    int64 `json:"rerank_us,omitempty"`
 	StitchUS    int64 `json:"stitch_us,omitempty"`
-	Lists       int   `json:"lists,omitempty"`   // the prefilter's index search (IVF): lists scanned
-	Scored      int   `json:"scored,omitempty"`  // … and items scored
-	Asked       int   `json:"asked,omitempty"`   // … and candidates asked about (the planner's predicate)
-	Allowed     int   `json:"allowed,omitempty"` // … and of those, admitted
+	Lists       int   `json:"lists,omitempty"`    // the prefilter's index search (IVF): lists scanned
+	Scored      int   `json:"scored,omitempty"`   // … and items scored
+	Asked       int   `json:"asked,omitempty"`    // … and candidates asked about (the planner's predicate)
+	Allowed     int   `json:"allowed,omitempty"`  // … and of those, admitted
+	Rescored    int   `json:"rescored,omitempty"` // … and candidates rescored with their float32 vectors
 	Nodes       int   `json:"nodes,omitempty"`
 	Edges       int   `json:"edges,omitempty"`
 }
@@ -395,7 +397,7 @@ func (r *runner) writeCalls(prefix string, res *result) error {
 		t := c.timings
 		line, err := json.Marshal(callRecord{Query: c.query, US: c.lat.Microseconds(), Selective: c.selective, Far: r.farQuery(c.query), Timeout: c.timeout,
 			TotalUS: t.TotalUS, EmbedUS: t.EmbedUS, PrefilterUS: t.PrefilterUS, ExpandUS: t.ExpandUS, RerankUS: t.RerankUS, StitchUS: t.StitchUS,
-			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Allowed: c.search.Allowed, Nodes: c.nodes, Edges: c.edges})
+			Lists: c.search.Lists, Scored: c.search.Scored, Asked: c.search.Asked, Allowed: c.search.Allowed, Rescored: c.search.Rescored, Nodes: c.nodes, Edges: c.edges})
 		if err != nil {
 			return err
 		}

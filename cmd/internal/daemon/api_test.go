@@ -216,8 +216,9 @@ func TestHealthReadyStatsAndMetrics(t *testing.T) {
 		}
 	}
 	// The semantic request's prefilter (and the others', if their
-	// strategy searched the index) scanned lists and scored items.
-	for _, h := range []string{"ctxgraph_planner_prefilter_lists", "ctxgraph_planner_prefilter_scored"} {
+	// strategy searched the index) scanned lists, scored items and
+	// rescored some.
+	for _, h := range []string{"ctxgraph_planner_prefilter_lists", "ctxgraph_planner_prefilter_scored", "ctxgraph_planner_prefilter_rescored"} {
 		var n, sum float64
 		for _, line := range strings.Split(string(raw), "\n") {
 			if v, ok := strings.CutPrefix(line, h+"_count "); ok {

@@ -19,9 +19,10 @@ type metrics struct {
 	batchSeconds    *prometheus.HistogramVec
 	plannerRequests *prometheus.CounterVec
 	plannerStage    *prometheus.HistogramVec
-	// prefilterLists and prefilterScored are the IVF's work per planner
-	// prefilter (wave.SearchStats): its tail is queries that scan far.
-	prefilterLists, prefilterScored prometheus.Histogram
+	// prefilterLists, prefilterScored and prefilterRescored are the
+	// IVF's work per planner prefilter (wave.SearchStats): its tail is
+	// queries that scan far.
+	prefilterLists, prefilterScored, prefilterRescored prometheus.Histogram
 	// stage holds plannerStage's observers, resolved once rather than
 	// by label on every request.
 	stage plannerStageObservers
@@ -64,6 +65,10 @@ func newMetrics() *metrics {
 		Name: "ctxgraph_planner_prefilter_scored", Help: "Items whose codes the IVF index scored per planner prefilter (those of the scanned lists that the request's time window, agent, site and confidence let through).",
 		Buckets: prometheus.ExponentialBuckets(16, 2, 14),
 	})
+	m.prefilterRescored = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "ctxgraph_planner_prefilter_rescored", Help: "Candidates the IVF index rescored with their float32 vectors per planner prefilter (of the best by their codes, those whose exact score may still rank).",
+		Buckets: prometheus.ExponentialBuckets(4, 2, 10),
+	})
 	replies := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ctxgraph_planner_replies_total", Help: "Planner answers replied over NATS, by content coding (identity, or the s2, snappy or gzip a request asked for in Accept-Encoding).",
 	}, []string{"coding"})
@@ -81,7 +86,7 @@ func newMetrics() *metrics {
 	o := m.plannerStage.WithLabelValues
 	m.stage = plannerStageObservers{embed: o("embed"), wait: o("wait"), prefilter: o("prefilter"), expand: o("expand"), rerank: o("rerank"),
 		stitch: o("stitch"), total: o("total"), request: o("request"), encode: o("encode"), reply: o("reply")}
-	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage, m.prefilterLists, m.prefilterScored, replies, replyBytes,
+	m.reg.MustRegister(m.ingested, m.batchSeconds, m.plannerRequests, m.plannerStage, m.prefilterLists, m.prefilterScored, m.prefilterRescored, replies, replyBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -92,6 +97,7 @@ func (m *metrics) observePlan(ans *planner.Answer, request time.Duration) {
 	if s := ans.Search; s.Lists > 0 {
 		m.prefilterLists.Observe(float64(s.Lists))
 		m.prefilterScored.Observe(float64(s.Scored))
+		m.prefilterRescored.Observe(float64(s.Rescored))
 	}
 	t, st := ans.Timings, &m.stage
 	for _, s := range []struct {
