@@ -94,7 +94,8 @@ const reachThinning = 4
 //     after a key's lists, that largest residual score is raised by half
 //     its extrapolation to the items not scored (reachStats.beyond).
 //
-// The heap is rescored with the float32 vectors.
+// The heap is rescored with the float32 vectors, best bound first, as
+// far as a candidate left may still rank (ivfSearcher.rerank).
 //
 // Split by agent ([IVF.SplitByAgent]) and ready, a search whose filter
 // names one agent scans that agent's list whole into the heap and then
