@@ -190,7 +190,8 @@ const evictBytes = 64 << 20
 // shifted by one each pass (query q at distance q+pass), so that a query
 // meets every distance in as many passes and never twice in a row.
 func BenchmarkIVFListsAhead(b *testing.B) {
-	benchSearchDistances(b, "ahead", &listsAhead, []int{0, 1, 2, 4, 8})
+	defer func(a int) { listsAhead = a }(listsAhead)
+	benchSearchDistances(b, "ahead", func(d int) { listsAhead = d }, []int{0, 1, 2, 4, 8})
 }
 
 // BenchmarkIVFEntriesAhead compares how far ahead of the entry it
@@ -199,16 +200,27 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 //
 //	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFEntriesAhead -benchtime 5000x
 func BenchmarkIVFEntriesAhead(b *testing.B) {
-	benchSearchDistances(b, "entries", &entriesAhead, []int{0, 8})
+	defer func(e int) { entriesAhead = e }(entriesAhead)
+	benchSearchDistances(b, "entries", func(d int) { entriesAhead = d }, []int{0, 8})
 }
 
-// benchSearchDistances times searches with *knob set to each of
+// BenchmarkIVFRerankStop compares the rerank reading every candidate's
+// vector (stop0) with its stop once no candidate left can rank (stop1;
+// rerankEarly), as BenchmarkIVFListsAhead compares listsAhead:
+//
+//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFRerankStop -benchtime 5000x
+func BenchmarkIVFRerankStop(b *testing.B) {
+	defer func(e bool) { rerankEarly = e }(rerankEarly)
+	benchSearchDistances(b, "stop", func(d int) { rerankEarly = d == 1 }, []int{0, 1})
+}
+
+// benchSearchDistances times searches with set called with each of
 // distances in turn, in one process (cold and warm, as
 // BenchmarkIVFListsAhead says), for the filters none, time200 and
 // agent2pct, and reports each distance's p50 and p99 as
-// NAME<distance>_p50_us and _p99_us. *knob is restored after.
-func benchSearchDistances(b *testing.B, name string, knob *int, distances []int) {
-	defer func(a int) { *knob = a }(*knob)
+// NAME<distance>_p50_us and _p99_us. The caller restores what set
+// changes.
+func benchSearchDistances(b *testing.B, name string, set func(int), distances []int) {
 	for _, n := range benchSizes() {
 		s := getBenchSet(b, n)
 		x := getIVF(b, s)
@@ -230,7 +242,7 @@ func benchSearchDistances(b *testing.B, name string, knob *int, distances []int)
 						if !cold {
 							di, qi = (i+i/len(s.queries))%len(distances), i%len(s.queries)
 						}
-						*knob = distances[di]
+						set(distances[di])
 						for o := 0; o < len(sweep); o += 64 {
 							sink += sweep[o]
 						}
