@@ -581,14 +581,77 @@ func (h *HNSW) score(q []float32, s uint32, quant bool) float32 {
 // rerank rescores the best candidates of w (sorted best first, scored
 // from the int8 codes) with the exact vectors and sorts them again. The
 // quantisation error (about 1e-3) only reorders near-ties, so the best
-// 4k (at least 40) are enough.
+// 4k (at least 40) are enough; and it stops, those after dropped, once
+// the next candidate's code score, bounded as the IVF's rerank bounds a
+// 4-bit one (rerankBound, with the largest scale of the codes in w for
+// a step), is under the k-th best exact score of distinct ids. Each
+// vector is hinted rerankAhead candidates before it is read.
 func (h *HNSW) rerank(q []float32, w []cand, k int) []cand {
 	w = w[:min(len(w), max(4*k, 40))]
+	var scale float32
+	for _, c := range w {
+		p, i := h.page(c.slot)
+		scale = max(scale, p.scales[i])
+	}
+	qn := float32(math.Sqrt(float64(dot(q, q))))
+	hint := func(j int) {
+		if j < len(w) {
+			prefetch(&h.vec(w[j].slot)[0])
+		}
+	}
+	for j := range min(rerankAhead, len(w)) {
+		hint(j)
+	}
+	var room [64]Hit
+	best := bestDistinct{k: k, h: room[:0]}
 	for j := range w {
+		if t, ok := best.kth(); ok && rerankBound(w[j].score, scale, qn) < t {
+			w = w[:j] // neither this candidate nor any after it can rank
+			break
+		}
+		hint(j + rerankAhead)
 		w[j].score = h.score(q, w[j].slot, false)
+		p, i := h.page(w[j].slot)
+		best.push(p.ids[i], w[j].score)
 	}
 	sortCands(w)
 	return w
+}
+
+// bestDistinct holds the k best scores of distinct ids pushed to it,
+// best first.
+type bestDistinct struct {
+	k int
+	h []Hit
+}
+
+// push offers id's score sc (an id pushed again keeps its best).
+func (b *bestDistinct) push(id uint64, sc float32) {
+	for i, e := range b.h {
+		if e.ID == id {
+			if sc <= e.Score {
+				return
+			}
+			b.h = slices.Delete(b.h, i, i+1)
+			break
+		}
+	}
+	at := len(b.h)
+	for at > 0 && sc > b.h[at-1].Score {
+		at--
+	}
+	if at < b.k {
+		b.h = slices.Insert(b.h, at, Hit{ID: id, Score: sc})
+		b.h = b.h[:min(len(b.h), b.k)]
+	}
+}
+
+// kth is the k-th best score, once k ids have one.
+func (b *bestDistinct) kth() (float32, bool) {
+	if b.k <= 0 || len(b.h) < b.k {
+		return 0, false
+	}
+	return b.h[b.k-1].Score, true
 }
 
 // admit reports whether slot s may be returned under f (nil = any).

@@ -191,7 +191,7 @@ const evictBytes = 64 << 20
 // meets every distance in as many passes and never twice in a row.
 func BenchmarkIVFListsAhead(b *testing.B) {
 	defer func(a int) { listsAhead = a }(listsAhead)
-	benchSearchDistances(b, "ahead", func(d int) { listsAhead = d }, []int{0, 1, 2, 4, 8})
+	benchSearchDistances(b, ivfIndex, "ahead", func(d int) { listsAhead = d }, []int{0, 1, 2, 4, 8})
 }
 
 // BenchmarkIVFEntriesAhead compares how far ahead of the entry it
@@ -201,29 +201,38 @@ func BenchmarkIVFListsAhead(b *testing.B) {
 //	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFEntriesAhead -benchtime 5000x
 func BenchmarkIVFEntriesAhead(b *testing.B) {
 	defer func(e int) { entriesAhead = e }(entriesAhead)
-	benchSearchDistances(b, "entries", func(d int) { entriesAhead = d }, []int{0, 8})
+	benchSearchDistances(b, ivfIndex, "entries", func(d int) { entriesAhead = d }, []int{0, 8})
 }
 
 // BenchmarkIVFRerankStop compares the rerank reading every candidate's
 // vector (stop0) with its stop once no candidate left can rank (stop1;
-// rerankEarly), as BenchmarkIVFListsAhead compares listsAhead:
+// rerankEarly), as BenchmarkIVFListsAhead compares listsAhead, and
+// BenchmarkHNSWRerankStop the same in the HNSW:
 //
-//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench IVFRerankStop -benchtime 5000x
+//	CTXGRAPH_BENCH_LARGE=1 go test ./wave -run '^$' -bench 'IVFRerankStop|HNSWRerankStop' -benchtime 5000x
 func BenchmarkIVFRerankStop(b *testing.B) {
 	defer func(e bool) { rerankEarly = e }(rerankEarly)
-	benchSearchDistances(b, "stop", func(d int) { rerankEarly = d == 1 }, []int{0, 1})
+	benchSearchDistances(b, ivfIndex, "stop", func(d int) { rerankEarly = d == 1 }, []int{0, 1})
 }
 
-// benchSearchDistances times searches with set called with each of
-// distances in turn, in one process (cold and warm, as
-// BenchmarkIVFListsAhead says), for the filters none, time200 and
-// agent2pct, and reports each distance's p50 and p99 as
+func BenchmarkHNSWRerankStop(b *testing.B) {
+	defer func(e bool) { rerankEarly = e }(rerankEarly)
+	benchSearchDistances(b, func(_ *testing.B, s *benchSet) Index { return s.hnsw }, "stop", func(d int) { rerankEarly = d == 1 }, []int{0, 1})
+}
+
+// ivfIndex is benchSearchDistances' index of the IVF benchmarks.
+func ivfIndex(b *testing.B, s *benchSet) Index { return getIVF(b, s) }
+
+// benchSearchDistances times searches of the index index returns with
+// set called with each of distances in turn, in one process (cold and
+// warm, as BenchmarkIVFListsAhead says), for the filters none, time200
+// and agent2pct, and reports each distance's p50 and p99 as
 // NAME<distance>_p50_us and _p99_us. The caller restores what set
 // changes.
-func benchSearchDistances(b *testing.B, name string, set func(int), distances []int) {
+func benchSearchDistances(b *testing.B, index func(*testing.B, *benchSet) Index, name string, set func(int), distances []int) {
 	for _, n := range benchSizes() {
 		s := getBenchSet(b, n)
-		x := getIVF(b, s)
+		x := index(b, s)
 		for _, bf := range benchFilters {
 			if bf.name != "none" && bf.name != "time200" && bf.name != "agent2pct" {
 				continue

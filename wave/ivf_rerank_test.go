@@ -61,3 +61,53 @@ func (x *IVF) searchWith(q []float32, k int, f *Filter, st *SearchStats) []Hit {
 	g.Stats = st
 	return x.Search(q, k, &g)
 }
+
+// TestHNSWRerankStopChangesNoHit: the HNSW's rerank, stopping once no
+// candidate left can rank, finds the hits that rescoring every one of
+// the best 4k (at least 40) finds, unfiltered and under the filtered
+// recall cases (the beam search and the exact scan of a selective
+// filter), for k of 1 to 60, with an id added twice (replaced: a
+// tombstone and a new slot) among them.
+func TestHNSWRerankStopChangesNoHit(t *testing.T) {
+	h, _ := build(t, clustered(31, 4000, 32, 10), HNSWOptions{Seed: 2})
+	vecs := clustered(37, 60, 32, 10)
+	if err := h.Add(5, vecs[0], fixMeta(5)); err != nil { // replaces id 5
+		t.Fatal(err)
+	}
+	defer func(e bool) { rerankEarly = e }(rerankEarly)
+	filters := []*Filter{nil}
+	for _, tc := range filteredCases {
+		filters = append(filters, tc.f)
+	}
+	for fi, f := range filters {
+		for _, k := range []int{1, 10, 60} {
+			for qi, q := range vecs {
+				rerankEarly = false
+				want := h.Search(q, k, f)
+				rerankEarly = true
+				if got := h.Search(q, k, f); !slices.Equal(got, want) {
+					t.Fatalf("filter %d, k %d, query %d: %v, want %v", fi, k, qi, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestBestDistinctKeepsEachIDsBest: bestDistinct keeps the k best scores
+// of distinct ids, an id pushed again keeping its best.
+func TestBestDistinctKeepsEachIDsBest(t *testing.T) {
+	var b bestDistinct
+	b.k = 3
+	for _, p := range []Hit{{1, 0.5}, {2, 0.9}, {1, 0.7}, {3, 0.1}, {2, 0.2}, {4, 0.6}, {5, 0.05}} {
+		b.push(p.ID, p.Score)
+	}
+	if want := []Hit{{2, 0.9}, {1, 0.7}, {4, 0.6}}; !slices.Equal(b.h, want) {
+		t.Fatalf("%v, want %v", b.h, want)
+	}
+	if t3, ok := b.kth(); !ok || t3 != 0.6 {
+		t.Fatalf("kth %v %v, want 0.6", t3, ok)
+	}
+	if _, ok := (&bestDistinct{k: 2, h: []Hit{{1, 1}}}).kth(); ok {
+		t.Fatal("kth of one of two")
+	}
+}
