@@ -808,7 +808,12 @@ func (s *ivfSearcher) rerank(q []float32, k, dim int, allow func(uint64) bool, h
 // steps (√(1/12), as for uniform errors) and its largest 1.69 (the
 // query's int8 rounding and the list centre's int8 code add a little).
 // Two steps is 6.7 standard deviations; no search's hits changed, and
-// the bound left 27% of the candidates unscored.
+// the bound left 27% of the candidates unscored. It is a bound in
+// probability, not a sure one: a query that leans on one vector's
+// rounding errors, a sign for each, could find it up to about 5 steps
+// off (the sure bound, half a step per value, is about 10), and miss
+// it as the index misses other near items; queries that are stored
+// vectors themselves (TestRerankStopChangesNoHit's) do not.
 const (
 	rerankSteps = 2
 	rerankSlack = 0.002
