@@ -873,12 +873,12 @@ func (run *run) stitch(ans *Answer) {
 func contradictions(edges []EdgeOut) []Contradiction {
 	out := []Contradiction{}
 	for i := range edges {
-		a := edges[i]
+		a := &edges[i] // an EdgeOut is some 300 bytes: not copied per edge
 		if a.Status != string(particle.StatusContradicted) {
 			continue
 		}
 		for j := i + 1; j < len(edges); j++ {
-			b := edges[j]
+			b := &edges[j]
 			if b.Status == string(particle.StatusContradicted) && b.Source == a.Source && b.Predicate == a.Predicate {
 				out = append(out, Contradiction{Subject: a.SourceName, Predicate: a.Predicate, EdgeA: a.ID, EdgeB: b.ID,
 					ConfidenceA: a.Confidence, ConfidenceB: b.Confidence})
