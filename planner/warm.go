@@ -39,7 +39,9 @@ func warmAnswer(a *Answer) {
 		}
 	}
 	for i := range a.Edges {
-		for _, p := range a.Edges[i].Provenance {
+		prov := a.Edges[i].Provenance
+		for j := range prov {
+			p := &prov[j] // 88 bytes: read where they lie, not copied
 			sum += warmStr(p.EpisodeID) + warmStr(p.CMSSpanID) + warmStr(p.Agent)
 			if p.StepIndex != nil {
 				sum += byte(*p.StepIndex)
