@@ -215,6 +215,8 @@ func BenchmarkIVFRerankStop(b *testing.B) {
 	benchSearchDistances(b, ivfIndex, "stop", func(d int) { rerankEarly = d == 1 }, []int{0, 1})
 }
 
+// BenchmarkHNSWRerankStop is BenchmarkIVFRerankStop for the HNSW, whose
+// rerank stops the same way (HNSW.rerank).
 func BenchmarkHNSWRerankStop(b *testing.B) {
 	defer func(e bool) { rerankEarly = e }(rerankEarly)
 	benchSearchDistances(b, func(_ *testing.B, s *benchSet) Index { return s.hnsw }, "stop", func(d int) { rerankEarly = d == 1 }, []int{0, 1})
