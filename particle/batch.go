@@ -57,6 +57,10 @@ type batchMaps struct {
 	// newEdges holds the identity key of each edge created in the batch,
 	// by id: the view keeps it (idAndIdentity).
 	newEdges map[string]string
+	// newFrom holds the ids of the edges created in the batch by source
+	// node: a new fact's settle looks at its subject's alone (openFacts),
+	// not at every edge the batch created.
+	newFrom map[string][]string
 
 	deletedNodes map[string]*Node
 	deletedEdges map[string]*Edge
@@ -70,7 +74,7 @@ func newBatchMaps() batchMaps {
 	return batchMaps{
 		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
 		aliases: map[string]string{}, identity: map[string]string{}, applied: map[string]bool{},
-		newNodes: map[string]bool{}, newEdges: map[string]string{},
+		newNodes: map[string]bool{}, newEdges: map[string]string{}, newFrom: map[string][]string{},
 		deletedNodes: map[string]*Node{}, deletedEdges: map[string]*Edge{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 	}
@@ -86,7 +90,7 @@ const keptMapEntries = 1 << 18
 // were small enough to keep (keptMapEntries).
 func (m *batchMaps) clear() bool {
 	n := emptied(m.nodes) + emptied(m.edges) + emptied(m.episodes) + emptied(m.aliases) +
-		emptied(m.identity) + emptied(m.applied) + emptied(m.newNodes) + emptied(m.newEdges) +
+		emptied(m.identity) + emptied(m.applied) + emptied(m.newNodes) + emptied(m.newEdges) + emptied(m.newFrom) +
 		emptied(m.deletedNodes) + emptied(m.deletedEdges) + emptied(m.preds) + emptied(m.predAliases) +
 		emptied(m.redirects)
 	return n <= keptMapEntries
@@ -330,6 +334,7 @@ func (b *Batch) putEdge(e *Edge, ik []byte) error {
 			e.Status = StatusActive
 		}
 		b.newEdges[e.ID] = key
+		b.newFrom[e.Source] = append(b.newFrom[e.Source], e.ID)
 		b.identity[key] = e.ID
 	}
 	e.UpdatedAt = b.now

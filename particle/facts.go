@@ -39,8 +39,10 @@ func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
 	b.s.mu.RLock()
 	ids := b.s.v.edgeIDs(b.s.v.out[subject], nil)
 	b.s.mu.RUnlock()
-	for id := range b.newEdges {
-		ids = append(ids, id)
+	for _, id := range b.newFrom[subject] {
+		if _, ok := b.newEdges[id]; ok { // not deleted since
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)

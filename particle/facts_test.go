@@ -2,6 +2,7 @@ package particle_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -145,6 +146,90 @@ func TestSingleActivePredicateSupersedes(t *testing.T) {
 	}
 }
 
+// observeIn states subject -pred-> object at time at inside batch b
+// (the nodes resolved and put first) and returns the fact.
+func observeIn(b *particle.Batch, subject, pred, object string, at time.Time) (*particle.Edge, error) {
+	a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, subject)
+	if err != nil {
+		return nil, err
+	}
+	o, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, object)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.PutNode(a); err != nil {
+		return nil, err
+	}
+	if err := b.PutNode(o); err != nil {
+		return nil, err
+	}
+	e, _, err := b.Observe(particle.Observation{
+		Source: a.ID, Target: o.ID, Type: particle.EdgeAssertion, Predicate: pred, At: at, Confidence: 0.9,
+		Provenance: particle.Provenance{EpisodeID: "ep-facts", ObservedAt: at},
+		Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
+	})
+	return e, err
+}
+
+// TestFactsOfOneBatchSettleAmongThemselves: facts created in the same
+// batch supersede one another as facts of separate batches do, among
+// the many other edges the batch creates, and a fact deleted in the
+// batch is not one of them.
+func TestFactsOfOneBatchSettleAmongThemselves(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	configure(t, s, "located_in", particle.Single, particle.PredicateActive)
+	var first, gone, last, other *particle.Edge
+	_, err := s.Update(context.Background(), func(b *particle.Batch) error {
+		var err error
+		for i := range 50 { // other subjects' facts and plain edges, created first
+			if _, err = observeIn(b, fmt.Sprintf("cup %d", i), "located_in", "shelf", t0); err != nil {
+				return err
+			}
+			if _, err = observeIn(b, "red block", fmt.Sprintf("near %d", i), "thing", t0); err != nil {
+				return err
+			}
+		}
+		if gone, err = observeIn(b, "red block", "located_in", "bin x", t0.Add(-time.Hour)); err != nil {
+			return err
+		}
+		if err = b.DeleteEdge(gone.ID); err != nil {
+			return err
+		}
+		if first, err = observeIn(b, "red block", "located_in", "bin a", t0); err != nil {
+			return err
+		}
+		if last, err = observeIn(b, "red block", "located_in", "bin b", t0.Add(time.Hour)); err != nil {
+			return err
+		}
+		other, err = observeIn(b, "cup 7", "located_in", "bin c", t0.Add(time.Hour))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1, f2 := edgeByID(t, s, first.ID), edgeByID(t, s, last.ID)
+	if f2.Status != particle.StatusActive || f1.Status != particle.StatusSuperseded || f1.SupersededBy != f2.ID {
+		t.Errorf("red block: first %s superseded by %q, last %s; want the first superseded by the last", f1.Status, f1.SupersededBy, f2.Status)
+	}
+	if e, err := s.Edge(gone.ID); err == nil && e != nil {
+		t.Errorf("the fact deleted in the batch was stored: %+v", e)
+	}
+	recs, err := s.Supersessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	news := map[string]bool{}
+	for _, r := range recs {
+		news[r.New] = true
+		if r.New == gone.ID || r.Old == gone.ID {
+			t.Errorf("a supersession names the fact deleted in the batch: %+v", r)
+		}
+	}
+	if !news[last.ID] || !news[other.ID] || len(recs) != 2 {
+		t.Errorf("supersessions %+v, want the red block's and cup 7's", recs)
+	}
+}
+
 func TestConflictWithoutSupersessionIsAContradiction(t *testing.T) {
 	s := openStore(t, t.TempDir())
 	configure(t, s, "color", particle.Single, particle.PredicatePending)
@@ -228,5 +313,56 @@ func TestAliasResolutionAndMerge(t *testing.T) {
 	merges, err := s2.Merges()
 	if err != nil || len(merges) != 1 || merges[0].Merged != mug2.ID {
 		t.Errorf("merges = %+v, %v", merges, err)
+	}
+}
+
+// BenchmarkSettleBesideNewEdges times a new single-cardinality fact's
+// settle in a batch that has created others=N plain edges first (as a
+// bulk pull does): openFacts looks at its subject's new edges, so a
+// fact's cost does not grow with the batch.
+//
+//	go test ./particle -run '^$' -bench SettleBesideNewEdges
+func BenchmarkSettleBesideNewEdges(b *testing.B) {
+	for _, others := range []int{0, 4000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			dir := b.TempDir()
+			o := particle.DefaultOptions(dir)
+			o.SyncWrites = false
+			s, err := particle.Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.ConfigurePredicate(context.Background(), particle.Predicate{
+				Name: "located_in", Scope: particle.DefaultNamespace, Cardinality: particle.Single, Status: particle.PredicateActive,
+			}, "operator:ana", "bench"); err != nil {
+				b.Fatal(err)
+			}
+			const facts = 200
+			var settle time.Duration
+			batches := 0
+			for b.Loop() {
+				_, err := s.Update(context.Background(), func(bt *particle.Batch) error {
+					for i := range others {
+						if _, err := observeIn(bt, fmt.Sprintf("thing %d", i), "near", fmt.Sprintf("place %d", batches), t0); err != nil {
+							return err
+						}
+					}
+					t := time.Now()
+					for i := range facts {
+						if _, err := observeIn(bt, fmt.Sprintf("cup %d", i), "located_in", fmt.Sprintf("bin %d", batches), t0.Add(time.Duration(batches)*time.Minute)); err != nil {
+							return err
+						}
+					}
+					settle += time.Since(t)
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				batches++
+			}
+			b.ReportMetric(float64(settle.Microseconds())/float64(batches*facts), "µs/fact")
+		})
 	}
 }
