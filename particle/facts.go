@@ -36,8 +36,32 @@ type Contradiction struct {
 // not superseded) that subject holds for predicate at location, other
 // than except.
 func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
+	key := factKey(pred, location)
+	// Only the subject's open assertions of this predicate and location
+	// can be its facts: the rest of its edges (a hub's thousands, its
+	// facts' history) are passed over here, under one lock, by the
+	// records their seqs hold, and not cloned. A fact the view holds
+	// closed is closed for good, unless this batch holds a copy.
+	var ids []string
+	var fk []byte
 	b.s.mu.RLock()
-	ids := b.s.v.edgeIDs(b.s.v.out[subject], nil)
+	v := b.s.v
+	list := v.out[subject]
+	for i := range list {
+		e := atSeq(v.edgeSeq, list[i].seq)
+		if e == nil || e.Namespace != ns || !hasFactKey(e) {
+			continue
+		}
+		if fk = appendFactKey(fk[:0], e.Assertion.Predicate, e.Scope.Location); string(fk) != key {
+			continue
+		}
+		if !e.ValidTo.IsZero() || e.Status == StatusSuperseded {
+			if _, mine := b.edges[e.ID]; !mine {
+				continue
+			}
+		}
+		ids = append(ids, e.ID)
+	}
 	b.s.mu.RUnlock()
 	for _, id := range b.newFrom[subject] {
 		if _, ok := b.newEdges[id]; ok { // not deleted since
@@ -46,17 +70,10 @@ func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	key := factKey(pred, location)
 	var out []*Edge
 	for _, id := range ids {
 		if id == except {
 			continue
-		}
-		b.s.mu.RLock()
-		cur := b.s.v.edge(id)
-		b.s.mu.RUnlock()
-		if cur != nil && (cur.Source != subject || cur.Type != EdgeAssertion) {
-			continue // skip cloning what cannot match
 		}
 		e := b.Edge(id)
 		if e == nil || e.Source != subject || e.Namespace != ns || e.Type != EdgeAssertion || identityPredicate(e) != key {

@@ -319,7 +319,9 @@ func TestAliasResolutionAndMerge(t *testing.T) {
 // BenchmarkSettleBesideNewEdges times a new single-cardinality fact's
 // settle in a batch that has created others=N plain edges first (as a
 // bulk pull does): openFacts looks at its subject's new edges, so a
-// fact's cost does not grow with the batch.
+// fact's cost does not grow with the batch. hub=4000: facts about a
+// subject that has 4,000 stored edges, of which openFacts reads only
+// the assertions.
 //
 //	go test ./particle -run '^$' -bench SettleBesideNewEdges
 func BenchmarkSettleBesideNewEdges(b *testing.B) {
@@ -365,4 +367,50 @@ func BenchmarkSettleBesideNewEdges(b *testing.B) {
 			b.ReportMetric(float64(settle.Microseconds())/float64(batches*facts), "µs/fact")
 		})
 	}
+	// A hub: the subject of each fact already has 4,000 edges stored.
+	b.Run("hub=4000", func(b *testing.B) {
+		o := particle.DefaultOptions(b.TempDir())
+		o.SyncWrites = false
+		s, err := particle.Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.ConfigurePredicate(context.Background(), particle.Predicate{
+			Name: "located_in", Scope: particle.DefaultNamespace, Cardinality: particle.Single, Status: particle.PredicateActive,
+		}, "operator:ana", "bench"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Update(context.Background(), func(bt *particle.Batch) error {
+			for i := range 4000 {
+				if _, err := observeIn(bt, "hub robot", "saw", fmt.Sprintf("thing %d", i), t0); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		const facts = 20
+		var settle time.Duration
+		batches := 0
+		for b.Loop() {
+			_, err := s.Update(context.Background(), func(bt *particle.Batch) error {
+				t := time.Now()
+				for i := range facts {
+					at := t0.Add(time.Duration(batches*facts+i) * time.Minute)
+					if _, err := observeIn(bt, "hub robot", "located_in", fmt.Sprintf("bin %d", i), at); err != nil {
+						return err
+					}
+				}
+				settle += time.Since(t)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			batches++
+		}
+		b.ReportMetric(float64(settle.Microseconds())/float64(batches*facts), "µs/fact")
+	})
 }
