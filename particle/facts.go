@@ -43,7 +43,11 @@ func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
 	// records their seqs hold, and not cloned. A fact the view holds
 	// closed is closed for good, unless this batch holds a copy.
 	var ids []string
+	// A subject's edges share a few predicates and locations: the key of
+	// the last pair met is kept, and built again only for another.
 	var fk []byte
+	var lastPred, lastLoc string
+	lastMatch, met := false, false
 	b.s.mu.RLock()
 	v := b.s.v
 	list := v.out[subject]
@@ -52,7 +56,11 @@ func (b *Batch) openFacts(ns, subject, pred, location, except string) []*Edge {
 		if e == nil || e.Namespace != ns || !hasFactKey(e) {
 			continue
 		}
-		if fk = appendFactKey(fk[:0], e.Assertion.Predicate, e.Scope.Location); string(fk) != key {
+		if p, l := e.Assertion.Predicate, e.Scope.Location; !met || p != lastPred || l != lastLoc {
+			fk = appendFactKey(fk[:0], p, l)
+			lastPred, lastLoc, lastMatch, met = p, l, string(fk) == key, true
+		}
+		if !lastMatch {
 			continue
 		}
 		if !e.ValidTo.IsZero() || e.Status == StatusSuperseded {

@@ -321,38 +321,52 @@ func TestAliasResolutionAndMerge(t *testing.T) {
 // bulk pull does): openFacts looks at its subject's new edges, so a
 // fact's cost does not grow with the batch. hub=4000: facts about a
 // subject that has 4,000 stored edges, of which openFacts reads only
-// the assertions.
+// the open assertions of the fact's predicate.
 //
 //	go test ./particle -run '^$' -bench SettleBesideNewEdges
 func BenchmarkSettleBesideNewEdges(b *testing.B) {
-	for _, others := range []int{0, 4000} {
-		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
-			dir := b.TempDir()
-			o := particle.DefaultOptions(dir)
-			o.SyncWrites = false
-			s, err := particle.Open(o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+	for _, c := range []struct {
+		name           string
+		stored, others int // the hub's edges stored first; plain edges each batch creates before its facts
+		facts          int
+		subject        func(i int) string
+	}{
+		{"others=0", 0, 0, 200, func(i int) string { return fmt.Sprintf("cup %d", i) }},
+		{"others=4000", 0, 4000, 200, func(i int) string { return fmt.Sprintf("cup %d", i) }},
+		{"hub=4000", 4000, 0, 20, func(int) string { return "hub robot" }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := openStore(b, b.TempDir())
 			if _, err := s.ConfigurePredicate(context.Background(), particle.Predicate{
 				Name: "located_in", Scope: particle.DefaultNamespace, Cardinality: particle.Single, Status: particle.PredicateActive,
 			}, "operator:ana", "bench"); err != nil {
 				b.Fatal(err)
 			}
-			const facts = 200
+			// plain creates n new edges subject(i) -saw-> thing i of round.
+			plain := func(bt *particle.Batch, n, round int, subject func(int) string) error {
+				for i := range n {
+					if _, err := observeIn(bt, subject(i), "saw", fmt.Sprintf("thing %d of %d", i, round), t0); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if _, err := s.Update(context.Background(), func(bt *particle.Batch) error {
+				return plain(bt, c.stored, -1, func(int) string { return "hub robot" })
+			}); err != nil {
+				b.Fatal(err)
+			}
 			var settle time.Duration
 			batches := 0
 			for b.Loop() {
 				_, err := s.Update(context.Background(), func(bt *particle.Batch) error {
-					for i := range others {
-						if _, err := observeIn(bt, fmt.Sprintf("thing %d", i), "near", fmt.Sprintf("place %d", batches), t0); err != nil {
-							return err
-						}
+					if err := plain(bt, c.others, batches, func(i int) string { return fmt.Sprintf("robot %d", i%50) }); err != nil {
+						return err
 					}
 					t := time.Now()
-					for i := range facts {
-						if _, err := observeIn(bt, fmt.Sprintf("cup %d", i), "located_in", fmt.Sprintf("bin %d", batches), t0.Add(time.Duration(batches)*time.Minute)); err != nil {
+					for i := range c.facts {
+						n := batches*c.facts + i
+						if _, err := observeIn(bt, c.subject(i), "located_in", fmt.Sprintf("bin %d", n), t0.Add(time.Duration(n)*time.Minute)); err != nil {
 							return err
 						}
 					}
@@ -364,53 +378,7 @@ func BenchmarkSettleBesideNewEdges(b *testing.B) {
 				}
 				batches++
 			}
-			b.ReportMetric(float64(settle.Microseconds())/float64(batches*facts), "µs/fact")
+			b.ReportMetric(float64(settle.Microseconds())/float64(batches*c.facts), "µs/fact")
 		})
 	}
-	// A hub: the subject of each fact already has 4,000 edges stored.
-	b.Run("hub=4000", func(b *testing.B) {
-		o := particle.DefaultOptions(b.TempDir())
-		o.SyncWrites = false
-		s, err := particle.Open(o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		if _, err := s.ConfigurePredicate(context.Background(), particle.Predicate{
-			Name: "located_in", Scope: particle.DefaultNamespace, Cardinality: particle.Single, Status: particle.PredicateActive,
-		}, "operator:ana", "bench"); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Update(context.Background(), func(bt *particle.Batch) error {
-			for i := range 4000 {
-				if _, err := observeIn(bt, "hub robot", "saw", fmt.Sprintf("thing %d", i), t0); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			b.Fatal(err)
-		}
-		const facts = 20
-		var settle time.Duration
-		batches := 0
-		for b.Loop() {
-			_, err := s.Update(context.Background(), func(bt *particle.Batch) error {
-				t := time.Now()
-				for i := range facts {
-					at := t0.Add(time.Duration(batches*facts+i) * time.Minute)
-					if _, err := observeIn(bt, "hub robot", "located_in", fmt.Sprintf("bin %d", i), at); err != nil {
-						return err
-					}
-				}
-				settle += time.Since(t)
-				return nil
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			batches++
-		}
-		b.ReportMetric(float64(settle.Microseconds())/float64(batches*facts), "µs/fact")
-	})
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-func openStore(t *testing.T, dir string) *particle.Store {
+func openStore(t testing.TB, dir string) *particle.Store {
 	t.Helper()
 	o := particle.DefaultOptions(dir)
 	o.SyncWrites = false
