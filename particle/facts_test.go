@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
-	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -17,32 +16,21 @@ func assert(t *testing.T, s *particle.Store, subject, pred, object string, step 
 	t.Helper()
 	var out *particle.Edge
 	_, err := s.Update(context.Background(), func(b *particle.Batch) error {
-		a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, subject)
-		if err != nil {
-			return err
-		}
-		o, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, object)
-		if err != nil {
-			return err
-		}
-		if err := b.PutNode(a); err != nil {
-			return err
-		}
-		if err := b.PutNode(o); err != nil {
-			return err
-		}
-		idx := step
-		out, _, err = b.Observe(particle.Observation{
-			Source: a.ID, Target: o.ID, Type: particle.EdgeAssertion, Predicate: pred, At: at, Confidence: conf,
-			Provenance: particle.Provenance{EpisodeID: "ep-facts", StepIndex: &idx, ObservedAt: at},
-			Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
-		})
+		var err error
+		out, err = fact(b, subject, pred, object, &step, at, conf)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// fact states subject -pred-> object in batch b at time at, from the
+// episode step step (nil: none), with confidence conf.
+func fact(b *particle.Batch, subject, pred, object string, step *int, at time.Time, conf float64) (*particle.Edge, error) {
+	return sight(b, subject, object, particle.Observation{Type: particle.EdgeAssertion, Predicate: pred, At: at, Confidence: conf,
+		Provenance: particle.Provenance{EpisodeID: "ep-facts", StepIndex: step, ObservedAt: at}})
 }
 
 func edgeByID(t *testing.T, s *particle.Store, id string) *particle.Edge {
@@ -146,29 +134,9 @@ func TestSingleActivePredicateSupersedes(t *testing.T) {
 	}
 }
 
-// observeIn states subject -pred-> object at time at inside batch b
-// (the nodes resolved and put first) and returns the fact.
+// observeIn is fact with no step, at confidence 0.9.
 func observeIn(b *particle.Batch, subject, pred, object string, at time.Time) (*particle.Edge, error) {
-	a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, subject)
-	if err != nil {
-		return nil, err
-	}
-	o, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, object)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.PutNode(a); err != nil {
-		return nil, err
-	}
-	if err := b.PutNode(o); err != nil {
-		return nil, err
-	}
-	e, _, err := b.Observe(particle.Observation{
-		Source: a.ID, Target: o.ID, Type: particle.EdgeAssertion, Predicate: pred, At: at, Confidence: 0.9,
-		Provenance: particle.Provenance{EpisodeID: "ep-facts", ObservedAt: at},
-		Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
-	})
-	return e, err
+	return fact(b, subject, pred, object, nil, at, 0.9)
 }
 
 // TestFactsOfOneBatchSettleAmongThemselves: facts created in the same

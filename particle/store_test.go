@@ -45,31 +45,38 @@ func TestCanonical(t *testing.T) {
 func observe(t *testing.T, s *particle.Store, typ particle.EdgeType, src, pred, dst string, step int, at time.Time) {
 	t.Helper()
 	_, err := s.Update(context.Background(), func(b *particle.Batch) error {
-		a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, src)
-		if err != nil {
-			return err
-		}
-		c, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, dst)
-		if err != nil {
-			return err
-		}
-		if err := b.PutNode(a); err != nil {
-			return err
-		}
-		if err := b.PutNode(c); err != nil {
-			return err
-		}
-		idx := step
-		_, _, err = b.Observe(particle.Observation{
-			Source: a.ID, Target: c.ID, Type: typ, Predicate: pred, At: at,
-			Provenance: particle.Provenance{EpisodeID: "ep", StepIndex: &idx},
-			Decay:      wave.DecayExp, HalfLife: time.Hour, Reinforce: 0.2,
-		})
+		_, err := sight(b, src, dst, particle.Observation{Type: typ, Predicate: pred, At: at,
+			Provenance: particle.Provenance{EpisodeID: "ep", StepIndex: &step}})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sight resolves and puts the entities named src and dst in batch b and
+// observes o between them (its source and target set to theirs, its
+// salience decaying exponentially with an hour's half-life, reinforced
+// by 0.2), and returns the edge.
+func sight(b *particle.Batch, src, dst string, o particle.Observation) (*particle.Edge, error) {
+	a, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, src)
+	if err != nil {
+		return nil, err
+	}
+	c, _, err := b.Resolve(particle.DefaultNamespace, particle.NodeEntity, dst)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.PutNode(a); err != nil {
+		return nil, err
+	}
+	if err := b.PutNode(c); err != nil {
+		return nil, err
+	}
+	o.Source, o.Target = a.ID, c.ID
+	o.Decay, o.HalfLife, o.Reinforce = wave.DecayExp, time.Hour, 0.2
+	e, _, err := b.Observe(o)
+	return e, err
 }
 
 func TestObserveReinforcesInsteadOfDuplicating(t *testing.T) {
