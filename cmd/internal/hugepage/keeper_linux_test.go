@@ -279,7 +279,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 		return
 	}
 	const n = 256 << 20
-	adv := ForLoad(n)
+	adv := forLoad(n, false) // as on a host that keeps the guest's free memory
 	if adv.Advised == 0 {
 		if adv.Reason == "" {
 			t.Fatal("nothing advised, and no reason given")
@@ -326,6 +326,23 @@ const freshHeapEnv = "CTXGRAPH_HUGEPAGE_TEST_FRESH_HEAP"
 // /proc/self/smaps ("hg": marked MADV_HUGEPAGE).
 func vmFlagsAt(t *testing.T, addr uintptr) []string {
 	return strings.Fields(smapsField(t, addr, "VmFlags:"))
+}
+
+// TestForLoadLeavesMemoryTheHostTakesBack: on a host that takes free
+// memory back, a load is left to 4 KiB pages and says why; on one that
+// does not, that is never the reason.
+func TestForLoadLeavesMemoryTheHostTakesBack(t *testing.T) {
+	if adv := forLoad(256<<20, true); adv.Advised != 0 || !strings.Contains(adv.Reason, "takes free memory back") && !strings.Contains(adv.Reason, "mode") {
+		t.Errorf("told the host takes free memory back: %+v", adv)
+	}
+	adv := ForLoad(256 << 20)
+	taken := strings.Contains(adv.Reason, "takes free memory back")
+	switch want := HostReclaimsFree() && Mode() == "madvise"; {
+	case want && (!taken || adv.Advised != 0):
+		t.Errorf("on a host that takes free memory back: %+v", adv)
+	case !want && taken:
+		t.Errorf("on a host that does not take free memory back: %+v", adv)
+	}
 }
 
 // TestForLoadSkipsSmallLoads: a load under a huge page is left alone.

@@ -134,3 +134,15 @@ func meminfo(r io.Reader, names ...string) ([]int64, error) {
 	}
 	return v, nil
 }
+
+// virtioBalloonReporting is the virtio balloon's feature bit for free
+// page reporting (VIRTIO_BALLOON_F_REPORTING).
+const virtioBalloonReporting = 5
+
+// reportsFreePages reports whether a virtio device's sysfs features
+// (one '0' or '1' per feature bit, bit 0 first) include free page
+// reporting.
+func reportsFreePages(features string) bool {
+	f := strings.TrimSpace(features)
+	return len(f) > virtioBalloonReporting && f[virtioBalloonReporting] == '1'
+}

@@ -5,6 +5,7 @@ package hugepage
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -33,19 +34,29 @@ import (
 // cut its free memory into small blocks: sixty-first round), and only
 // while those blocks hold half the load and free memory all of it
 // (advisable).
-// On a host that takes the guest's free memory back (a VM reporting its
-// free pages, as this bench's does two seconds after they are freed), a
-// 2 MiB page of that memory faults in in about 5 ms, and the 1M-edge
-// start took 5.0-7.1 s in huge pages against 3.2-6.6 in 4 KiB ones;
-// right after another start's exit, 1.4-1.8 s against 3.0-4.1. Timing
-// a few pages first does not tell which a load will meet: they come
-// from the memory freed last (seventy-fourth round).
+// On a host that takes the guest's free memory back (a VM whose balloon
+// device reports free pages: virtio's free page reporting, as this
+// bench's VM does two seconds after they are freed), a 2 MiB page of
+// that memory faults in in about 5 ms; 4 KiB pages come from blocks
+// under 2 MiB, which are never reported, and cost the same either way.
+// Only the memory a huge-page load freed seconds before is warm in
+// 2 MiB blocks; that freed by a 4 KiB load is not. So ForLoad marks
+// nothing on such a host: the 1M-edge start took 3.5-5.1 s in 4 KiB
+// pages at every gap after a stop (median 4.3), in huge pages 2.3-3.0 s
+// within 4 s of a huge-page start's exit but 4.1-6.7 s after a 4 KiB
+// one's, 4.8 s 8 s after a stop, 6.0-6.4 s 20 s after and 9.5 s after
+// minutes (seventy-fifth round). Timing a few pages at the start does
+// not tell which a load will meet: they come from the memory freed last
+// (seventy-fourth round).
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
 // reservation and the load (the reservation is an allocation, and one
 // the kernel refuses kills a Go process).
-func ForLoad(n int64) LoadAdvice {
+func ForLoad(n int64) LoadAdvice { return forLoad(n, HostReclaimsFree()) }
+
+// forLoad is ForLoad on a host that takes free memory back or not.
+func forLoad(n int64, reclaims bool) LoadAdvice {
 	if n < hugeSize {
 		return LoadAdvice{Reason: "a load too small to matter"}
 	}
@@ -56,6 +67,10 @@ func ForLoad(n int64) LoadAdvice {
 		// The reservation would count against the limit, and the
 		// collector would work to free it at every step of the load.
 		return LoadAdvice{Reason: "a Go memory limit under twice the load"}
+	}
+	if reclaims {
+		return LoadAdvice{Reason: "this host takes free memory back (virtio free page reporting): " +
+			"its 2 MiB pages fault in slower than 4 KiB ones"}
 	}
 	free, err := readProc("/proc/buddyinfo", freeHugeBytes)
 	if err != nil {
@@ -116,4 +131,17 @@ func quoteMode(m string) string {
 		return "unknown (no THP here)"
 	}
 	return `"` + m + `"`
+}
+
+// HostReclaimsFree reports whether this machine's host takes back the
+// memory the guest frees: a virtio balloon device that negotiated free
+// page reporting (feature bit 5 in its sysfs features).
+func HostReclaimsFree() bool {
+	devs, _ := filepath.Glob("/sys/bus/virtio/drivers/virtio_balloon/virtio*/features")
+	for _, f := range devs {
+		if b, err := os.ReadFile(f); err == nil && reportsFreePages(string(b)) {
+			return true
+		}
+	}
+	return false
 }

@@ -6,3 +6,7 @@ package hugepage
 func ForLoad(n int64) LoadAdvice {
 	return LoadAdvice{Reason: "transparent huge pages are managed only on Linux"}
 }
+
+// HostReclaimsFree is false off Linux: nothing here reads the host's
+// free page reporting.
+func HostReclaimsFree() bool { return false }

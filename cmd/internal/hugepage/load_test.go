@@ -88,3 +88,23 @@ func TestMemFree(t *testing.T) {
 		t.Error("a meminfo without MemFree was read")
 	}
 }
+
+// TestReportsFreePages reads a virtio device's sysfs features: free page
+// reporting is bit 5, the sixth character.
+func TestReportsFreePages(t *testing.T) {
+	for _, c := range []struct {
+		features string
+		want     bool
+	}{
+		// This bench's VM's balloon: stats, deflate on OOM, reporting.
+		{"01100101000000000000000000000000100000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\n", true},
+		{"0110000100000000000000000000000010000000", false}, // the same without reporting
+		{"000001", true},
+		{"00000", false}, // too short to hold the bit
+		{"", false},
+	} {
+		if got := reportsFreePages(c.features); got != c.want {
+			t.Errorf("reportsFreePages(%q) = %v, want %v", c.features, got, c.want)
+		}
+	}
+}
