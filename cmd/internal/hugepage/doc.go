@@ -38,5 +38,7 @@
 // A start is the exception: it loads gigabytes at once, before anything
 // is served, and [ForLoad] marks the heap that load is about to fill,
 // when the kernel has free 2 MiB blocks enough for it (BENCHMARKS.md,
-// fifty-third round).
+// fifty-third round) and the host does not take the guest's free memory
+// back ([HostReclaimsFree]: there a 2 MiB page of it faults in slower
+// than 4 KiB ones, seventy-fifth round).
 package hugepage
