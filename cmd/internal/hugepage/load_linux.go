@@ -41,8 +41,8 @@ import (
 // under 2 MiB, which are never reported, and cost the same either way.
 // Only the memory a huge-page load freed seconds before is warm in
 // 2 MiB blocks; that freed by a 4 KiB load is not. So ForLoad marks
-// nothing on such a host: the 1M-edge start took 3.5-5.1 s in 4 KiB
-// pages at every gap after a stop (median 4.3), in huge pages 2.3-3.0 s
+// nothing on such a host: the 1M-edge start took 3.4-5.1 s in 4 KiB
+// pages at every gap after a stop (median 4.2), in huge pages 2.3-3.0 s
 // within 4 s of a huge-page start's exit but 4.1-6.7 s after a 4 KiB
 // one's, 4.8 s 8 s after a stop, 6.0-6.4 s 20 s after and 9.5 s after
 // minutes (seventy-fifth round). Timing a few pages at the start does
