@@ -68,10 +68,6 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 		// collector would work to free it at every step of the load.
 		return LoadAdvice{Reason: "a Go memory limit under twice the load"}
 	}
-	if reclaims {
-		return LoadAdvice{Reason: "this host takes free memory back (virtio free page reporting): " +
-			"its 2 MiB pages fault in slower than 4 KiB ones"}
-	}
 	free, err := readProc("/proc/buddyinfo", freeHugeBytes)
 	if err != nil {
 		return LoadAdvice{Reason: err.Error()}
@@ -79,6 +75,10 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	total, err := readProc("/proc/meminfo", memFree)
 	if err != nil {
 		return LoadAdvice{Free: free, Reason: err.Error()}
+	}
+	if reclaims {
+		return LoadAdvice{Free: free, FreeAll: total, Reason: "this host takes free memory back (virtio free page reporting): " +
+			"its 2 MiB pages fault in slower than 4 KiB ones"}
 	}
 	a := advisable(n, free, max(total-free, 0))
 	if a == 0 {
