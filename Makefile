@@ -101,7 +101,7 @@ reopen-time: build
 	done; \
 	e=$$(date +%s.%N); rb=$$(awk '/^read_bytes/ {print $$2}' /proc/$$pid/io 2>/dev/null); \
 	cpu=$$(awk '{ printf "user %.1f s, system %.1f s, %d minor faults", $$14 / 100, $$15 / 100, $$10 }' /proc/$$pid/stat); \
-	hp=$$(grep -o "msg=\"the load's heap faults in [^\"]*\".*" $$log | head -1); \
+	hp=$$(grep -o "msg=\"the load.s heap fault[^\"]*\".*" $$log | head -1); \
 	kill -INT $$pid; wait $$pid; rm -f $$log; \
 	awk -v s=$$s -v e=$$e -v rb="$$rb" -v cpu="$$cpu" 'BEGIN { printf "ready after %.2f s", e - s; if (rb != "") printf ", %.0f MB read from the disk", rb / 1e6; printf "; %s\n", cpu }'; \
 	if [ -n "$$hp" ]; then echo "$$hp"; fi

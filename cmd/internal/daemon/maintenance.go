@@ -168,7 +168,8 @@ func (d *Daemon) hugePages(ctx context.Context) {
 
 // readyHeapForLoad has the start's load fault its heap in huge pages
 // where memory.huge_pages is on and the host has free 2 MiB blocks to
-// spare (hugepage.ForLoad). The load is about what the view snapshot
+// spare, or, on a host that takes free memory back, faults it in ahead
+// in 4 KiB pages (hugepage.ForLoad). The load is about what the view snapshot
 // (when the store so loads its view) and the vector snapshot hold, plus
 // a quarter for the maps and lists built beside them; without snapshots
 // (a new store, a start from Badger) there is little to gain and
@@ -192,6 +193,11 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 	if adv.Advised > 0 {
 		d.log.Info("the load's heap faults in huge pages", "advised_mib", adv.Advised>>20, "load_mib", n>>20,
 			"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
+		return
+	}
+	if adv.Populated > 0 {
+		d.log.Info("the load's heap faulted in ahead, in 4 KiB pages", "why", adv.Reason, "populated_mib", adv.Populated>>20,
+			"load_mib", n>>20, "free_mib", adv.FreeAll>>20)
 		return
 	}
 	// A large load in 4 KiB pages takes seconds longer (BENCHMARKS.md,

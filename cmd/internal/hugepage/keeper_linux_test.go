@@ -328,21 +328,72 @@ func vmFlagsAt(t *testing.T, addr uintptr) []string {
 	return strings.Fields(smapsField(t, addr, "VmFlags:"))
 }
 
-// TestForLoadLeavesMemoryTheHostTakesBack: on a host that takes free
-// memory back, a load is left to 4 KiB pages and says why; on one that
-// does not, that is never the reason.
-func TestForLoadLeavesMemoryTheHostTakesBack(t *testing.T) {
-	if adv := forLoad(256<<20, true); adv.Advised != 0 || !strings.Contains(adv.Reason, "takes free memory back") && !strings.Contains(adv.Reason, "mode") {
-		t.Errorf("told the host takes free memory back: %+v", adv)
+// TestForLoadFaultsTheLoadInAhead: told the host takes free memory back
+// (mode "madvise", memory free), ForLoad marks nothing for huge pages
+// but faults a reservation in, and a load allocated after it (1 MiB
+// slices, touched) lies mostly there and faults few pages of its own.
+// Elsewhere it says why not. ForLoad itself takes that path only on
+// such a host, and says so.
+func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
+	if os.Getenv(freshHeapEnv) == "" { // as TestForLoadFaultsTheLoadInHugePages
+		cmd := exec.Command(os.Args[0], "-test.run=^TestForLoadFaultsTheLoadInAhead$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), freshHeapEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a process of its own:\n%s", out)
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestForLoadFaultsTheLoadInAhead") {
+			t.Fatalf("did not pass in a process of its own: %v", err)
+		}
+		adv := ForLoad(256 << 20)
+		taken := strings.Contains(adv.Reason, "takes free memory back")
+		switch want := HostReclaimsFree() && Mode() == "madvise"; {
+		case want && (!taken || adv.Advised != 0):
+			t.Errorf("on a host that takes free memory back: %+v", adv)
+		case !want && (taken || adv.Populated != 0):
+			t.Errorf("on a host that does not take free memory back: %+v", adv)
+		}
+		return
 	}
-	adv := ForLoad(256 << 20)
-	taken := strings.Contains(adv.Reason, "takes free memory back")
-	switch want := HostReclaimsFree() && Mode() == "madvise"; {
-	case want && (!taken || adv.Advised != 0):
-		t.Errorf("on a host that takes free memory back: %+v", adv)
-	case !want && taken:
-		t.Errorf("on a host that does not take free memory back: %+v", adv)
+	const n = 256 << 20
+	adv := forLoad(n, true)
+	if adv.Advised != 0 {
+		t.Fatalf("marked %d bytes for huge pages on a host that takes free memory back", adv.Advised)
 	}
+	if adv.Populated == 0 {
+		if adv.Reason == "" {
+			t.Fatal("nothing populated, and no reason given")
+		}
+		if Mode() == "madvise" && adv.FreeAll >= 2*n && !strings.Contains(adv.Reason, "refused") {
+			t.Fatalf("mode madvise with %d MiB free, and nothing populated: %s", adv.FreeAll>>20, adv.Reason)
+		}
+		t.Logf("nothing populated here: %s", adv.Reason)
+		return
+	}
+	if adv.Populated < n-2*hugeSize || adv.hi-adv.lo != uintptr(adv.Populated) {
+		t.Fatalf("populated %d bytes [%x, %x) of a %d-byte load", adv.Populated, adv.lo, adv.hi, n)
+	}
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
+		t.Fatal(err)
+	}
+	load := make([][]byte, 192)
+	inside := 0
+	for i := range load {
+		load[i] = make([]byte, 1<<20)
+		for j := 0; j < len(load[i]); j += 4096 {
+			load[i][j] = 1
+		}
+		if a := uintptr(unsafe.Pointer(&load[i][0])); adv.lo <= a && a < adv.hi {
+			inside++
+		}
+	}
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
+		t.Fatal(err)
+	}
+	faults, pages := after.Minflt-before.Minflt, int64(len(load)<<20/4096)
+	if inside < len(load)/2 || faults > pages/4 {
+		t.Fatalf("%d of the load's %d slices in the populated range, %d faults for its %d pages", inside, len(load), faults, pages)
+	}
+	t.Logf("%d MiB of the load in the populated range; %d faults for its %d pages", inside, faults, pages)
 }
 
 // TestForLoadSkipsSmallLoads: a load under a huge page is left alone.

@@ -10,16 +10,21 @@ import (
 )
 
 // LoadAdvice is what ForLoad did: Advised bytes of the heap marked for
-// huge pages ahead of a load, or why none were.
+// huge pages ahead of a load, or Populated bytes faulted in, or why none
+// were marked.
 type LoadAdvice struct {
 	Advised int64
+	// Populated is the bytes of the heap faulted in ahead instead, in
+	// 4 KiB pages, on a host that takes free memory back.
+	Populated int64
 	// Free is the free memory the kernel holds in blocks of a huge
 	// page or more, as ForLoad read it (0 where it read none), and
 	// FreeAll in blocks of every size (MemFree).
 	Free, FreeAll int64
-	// Reason says why nothing was advised ("" when something was).
+	// Reason says why nothing was advised ("" when something was; set
+	// beside Populated).
 	Reason string
-	// lo and hi are the range advised.
+	// lo and hi are the range advised or populated.
 	lo, hi uintptr
 }
 
