@@ -268,14 +268,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 	// process that has already freed a load (this test run before, with
 	// -count), the next load reuses those spans, below the range
 	// reserved. So the test runs in a process of its own.
-	if os.Getenv(freshHeapEnv) == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestForLoadFaultsTheLoadInHugePages$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), freshHeapEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a process of its own:\n%s", out)
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestForLoadFaultsTheLoadInHugePages") {
-			t.Fatalf("did not pass in a process of its own: %v", err)
-		}
+	if ranApart(t) {
 		return
 	}
 	const n = 256 << 20
@@ -318,9 +311,27 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 	t.Logf("%d MiB of the load in the advised range; the range's mapping holds %d MiB of huge pages", inside, hugeBytesAt(t, adv.lo)>>20)
 }
 
-// freshHeapEnv, set, has TestForLoadFaultsTheLoadInHugePages run its
-// checks in the process it runs in.
+// freshHeapEnv, set, has the ForLoad tests that need a fresh heap run
+// their checks in the process they run in (ranApart).
 const freshHeapEnv = "CTXGRAPH_HUGEPAGE_TEST_FRESH_HEAP"
+
+// ranApart runs t alone in a process of its own and fails t unless it
+// passes there; it reports whether it did (the caller then returns), or
+// false in that process, where the caller goes on to its checks.
+func ranApart(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(freshHeapEnv) != "" {
+		return false
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), freshHeapEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a process of its own:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("did not pass in a process of its own: %v", err)
+	}
+	return true
+}
 
 // vmFlagsAt is the VmFlags of the mapping holding addr, from
 // /proc/self/smaps ("hg": marked MADV_HUGEPAGE).
@@ -335,14 +346,7 @@ func vmFlagsAt(t *testing.T, addr uintptr) []string {
 // Elsewhere it says why not. ForLoad itself takes that path only on
 // such a host, and says so.
 func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
-	if os.Getenv(freshHeapEnv) == "" { // as TestForLoadFaultsTheLoadInHugePages
-		cmd := exec.Command(os.Args[0], "-test.run=^TestForLoadFaultsTheLoadInAhead$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), freshHeapEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a process of its own:\n%s", out)
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestForLoadFaultsTheLoadInAhead") {
-			t.Fatalf("did not pass in a process of its own: %v", err)
-		}
+	if ranApart(t) { // as TestForLoadFaultsTheLoadInHugePages
 		adv := ForLoad(256 << 20)
 		taken := strings.Contains(adv.Reason, "takes free memory back")
 		switch want := HostReclaimsFree() && Mode() == "madvise"; {

@@ -109,14 +109,14 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	}
 	if reclaims {
 		const why = "this host takes free memory back (virtio free page reporting): its 2 MiB pages fault in slower than 4 KiB ones"
-		lo, hi := reservePopulated(a)
+		lo, hi := reserveAdvised(a, unix.MADV_POPULATE_WRITE)
 		runtime.GC() // the reserve's pages go back to the heap, resident
 		if hi <= lo {
 			return LoadAdvice{Free: free, FreeAll: total, Reason: why + "; the kernel refused MADV_POPULATE_WRITE"}
 		}
 		return LoadAdvice{Populated: int64(hi - lo), Free: free, FreeAll: total, Reason: why, lo: lo, hi: hi}
 	}
-	lo, hi := reserveAdvised(a)
+	lo, hi := reserveAdvised(a, unix.MADV_HUGEPAGE)
 	runtime.GC() // the reserve's pages go back to the heap, untouched and marked
 	if hi <= lo {
 		return LoadAdvice{Free: free, FreeAll: total, Reason: "the kernel refused MADV_HUGEPAGE"}
@@ -124,33 +124,19 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	return LoadAdvice{Advised: int64(hi - lo), Free: free, FreeAll: total, lo: lo, hi: hi}
 }
 
-// reservePopulated allocates n bytes and faults in the 2 MiB-aligned
-// range inside them with one MADV_POPULATE_WRITE (Linux 5.14+), and
-// returns the range (empty if the kernel refused). The allocation is
-// garbage once it returns; its pages stay resident for the load.
+// reserveAdvised allocates n bytes it never touches (fresh address
+// space: the runtime does not zero it), gives the 2 MiB-aligned range
+// inside them the advice (MADV_HUGEPAGE: marked for huge pages;
+// MADV_POPULATE_WRITE, Linux 5.14+: faulted in, resident for the load)
+// and returns that range (empty if the kernel refused). The allocation
+// is garbage once it returns.
 //
 //go:noinline
-func reservePopulated(n int64) (lo, hi uintptr) {
+func reserveAdvised(n int64, advice int) (lo, hi uintptr) {
 	b := make([]byte, n)
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo, hi = alignUp(start), alignDown(start+uintptr(n))
-	if hi <= lo || madvise(lo, hi-lo, unix.MADV_POPULATE_WRITE) != nil {
-		return 0, 0
-	}
-	return lo, hi
-}
-
-// reserveAdvised allocates n bytes it never touches, marks the 2 MiB
-// pages inside them MADV_HUGEPAGE and returns the range it marked
-// (empty if the kernel refused). The allocation is garbage once it
-// returns.
-//
-//go:noinline
-func reserveAdvised(n int64) (lo, hi uintptr) {
-	b := make([]byte, n) // fresh address space: the runtime does not zero it
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	lo, hi = alignUp(start), alignDown(start+uintptr(n))
-	if hi <= lo || madvise(lo, hi-lo, unix.MADV_HUGEPAGE) != nil {
+	if hi <= lo || madvise(lo, hi-lo, advice) != nil {
 		return 0, 0
 	}
 	return lo, hi
