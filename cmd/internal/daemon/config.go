@@ -191,8 +191,8 @@ type Config struct {
 		// HugePages lets the daemon ask for transparent huge pages on
 		// Linux (package hugepage), for hosts whose THP mode is madvise:
 		// a start that loads snapshots has its load fault in huge pages
-		// where memory is free for them and the host does not take free
-		// memory back (hugepage.ForLoad), and with
+		// where memory is free for them, or on a host that takes free
+		// memory back faults it in ahead in 4 KiB pages (hugepage.ForLoad), and with
 		// CollapseIdle the heap is collapsed while the daemon is idle.
 		// On by default; a host in THP mode "always" needs none of it,
 		// one in mode "never" is left so.

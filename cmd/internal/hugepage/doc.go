@@ -38,7 +38,8 @@
 // A start is the exception: it loads gigabytes at once, before anything
 // is served, and [ForLoad] marks the heap that load is about to fill,
 // when the kernel has free 2 MiB blocks enough for it (BENCHMARKS.md,
-// fifty-third round) and the host does not take the guest's free memory
-// back ([HostReclaimsFree]: there a 2 MiB page of it faults in slower
-// than 4 KiB ones, seventy-fifth round).
+// fifty-third round); where the host takes the guest's free memory back
+// ([HostReclaimsFree]: there a 2 MiB page of it faults in slower than
+// 4 KiB ones) it faults that heap in ahead, in 4 KiB pages, with one
+// MADV_POPULATE_WRITE (seventy-fifth round).
 package hugepage
