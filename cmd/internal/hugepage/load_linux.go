@@ -53,7 +53,8 @@ import (
 // to take: on a VM a fault is a trip through the hypervisor, and the
 // kernel's loop is cheaper a page. The 1M-edge start took 3.1-3.7 s
 // against 4.0-4.8 (system CPU 1.4-1.8 s against 3.6-4.6), right after a
-// stop and 20 s after one alike. What the load does not use of it stays
+// stop and 20 s after one alike, with the whole estimate populated; with
+// populateShare of it, 2.7-2.9 s. What the load does not use of it stays
 // resident until the runtime's scavenger returns it.
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
@@ -85,11 +86,11 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	}
 	a := advisable(n, free, max(total-free, 0))
 	if reclaims {
-		// Faulted in ahead, in 4 KiB pages: the load's whole estimate,
-		// while free memory holds it.
+		// Faulted in ahead, in 4 KiB pages: a share of the load's
+		// estimate (populateShare), while free memory holds the whole.
 		a = 0
 		if total >= n {
-			a = n - n%hugeSize
+			a = int64(float64(n)*populateShare) &^ (hugeSize - 1)
 		}
 	}
 	if a == 0 {
@@ -123,6 +124,18 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	}
 	return LoadAdvice{Advised: int64(hi - lo), Free: free, FreeAll: total, lo: lo, hi: hi}
 }
+
+// populateShare is the share of a load's estimate that ForLoad faults
+// in ahead on a host that takes free memory back. The estimate (the
+// snapshots' size and a quarter) counts the view snapshot's embeddings
+// and strings, which stay mapped from its file: on the 1M-edge store
+// the load's heap was about three quarters of it, and populating all of
+// it held some 700 MB resident for nothing. Fresh starts by share,
+// right after a stop: 1.0 2.9-3.8 s (RSS 3.7-3.8 GB), 0.75 2.8-3.4 s
+// (3.1 GB), 0.6 2.7-2.9 s (3.0-3.1 GB), 0.45 3.6-4.0 s, none 3.6-4.3 s
+// (2.9-3.0 GB) (BENCHMARKS.md, seventy-fifth round). The rest of the
+// load faults in as it goes.
+const populateShare = 0.6
 
 // reserveAdvised allocates n bytes it never touches (fresh address
 // space: the runtime does not zero it), gives the 2 MiB-aligned range
