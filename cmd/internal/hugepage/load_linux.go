@@ -48,13 +48,13 @@ import (
 // minutes (seventy-fifth round). Timing a few pages at the start does
 // not tell which a load will meet: they come from the memory freed last
 // (seventy-fourth round). It faults the load's heap in ahead instead,
-// in 4 KiB pages, with one MADV_POPULATE_WRITE over a reservation of n
-// bytes (while free memory holds them) that it then frees for the load
-// to take: on a VM a fault is a trip through the hypervisor, and the
-// kernel's loop is cheaper a page. The 1M-edge start took 3.1-3.7 s
-// against 4.0-4.8 (system CPU 1.4-1.8 s against 3.6-4.6), right after a
-// stop and 20 s after one alike, with the whole estimate populated; with
-// populateShare of it, 2.7-2.9 s. What the load does not use of it stays
+// in 4 KiB pages, with one MADV_POPULATE_WRITE over a reservation of
+// populateShare of n bytes (while free memory holds all n) that it then
+// frees for the load to take: on a VM a fault is a trip through the
+// hypervisor, and the kernel's loop is cheaper a page. The 1M-edge
+// start took 2.5-2.9 s right after a stop and 2.7-4.2 s 20 s after one,
+// against 3.6-4.8 s with the load's own faults (system CPU 1.1-1.4 s
+// against 3.6-4.6). What the load does not use of the reservation stays
 // resident until the runtime's scavenger returns it.
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
