@@ -286,17 +286,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 	if want := advisable(n, adv.Free, max(adv.FreeAll-adv.Free, 0)); adv.Advised < want-2*hugeSize || adv.Advised > want || adv.hi-adv.lo != uintptr(adv.Advised) {
 		t.Fatalf("advised %d bytes [%x, %x) of a %d-byte load with %d bytes free in 2 MiB blocks, want about %d", adv.Advised, adv.lo, adv.hi, n, adv.Free, want)
 	}
-	load := make([][]byte, 192)
-	inside := 0
-	for i := range load {
-		load[i] = make([]byte, 1<<20)
-		for j := 0; j < len(load[i]); j += 4096 {
-			load[i][j] = 1
-		}
-		if a := uintptr(unsafe.Pointer(&load[i][0])); adv.lo <= a && a < adv.hi {
-			inside++
-		}
-	}
+	load, inside := touchLoad(192, adv)
 	if inside < len(load)/2 {
 		t.Fatalf("%d of the load's %d slices lie in the advised range", inside, len(load))
 	}
@@ -309,6 +299,23 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 		}
 	}
 	t.Logf("%d MiB of the load in the advised range; the range's mapping holds %d MiB of huge pages", inside, hugeBytesAt(t, adv.lo)>>20)
+}
+
+// touchLoad allocates a load of n 1 MiB slices after ForLoad's advice
+// adv, writes a byte in each of their pages, and counts the slices that
+// start in the range adv advised or populated.
+func touchLoad(n int, adv LoadAdvice) (load [][]byte, inside int) {
+	load = make([][]byte, n)
+	for i := range load {
+		load[i] = make([]byte, 1<<20)
+		for j := 0; j < len(load[i]); j += 4096 {
+			load[i][j] = 1
+		}
+		if a := uintptr(unsafe.Pointer(&load[i][0])); adv.lo <= a && a < adv.hi {
+			inside++
+		}
+	}
+	return load, inside
 }
 
 // freshHeapEnv, set, has the ForLoad tests that need a fresh heap run
@@ -386,17 +393,7 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
 		t.Fatal(err)
 	}
-	load := make([][]byte, 128) // within the populated share
-	inside := 0
-	for i := range load {
-		load[i] = make([]byte, 1<<20)
-		for j := 0; j < len(load[i]); j += 4096 {
-			load[i][j] = 1
-		}
-		if a := uintptr(unsafe.Pointer(&load[i][0])); adv.lo <= a && a < adv.hi {
-			inside++
-		}
-	}
+	load, inside := touchLoad(128, adv) // within the populated share
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
 		t.Fatal(err)
 	}

@@ -84,21 +84,23 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	if err != nil {
 		return LoadAdvice{Free: free, Reason: err.Error()}
 	}
+	// What to reserve, and what to tell: marked for huge pages, or, on a
+	// host that takes free memory back, faulted in ahead in 4 KiB pages
+	// (a share of the load's estimate, while free memory holds the whole).
 	a := advisable(n, free, max(total-free, 0))
+	advice, short := unix.MADV_HUGEPAGE, "too little memory free in 2 MiB blocks, or in all for the load (a huge page's fault would compact memory)"
+	reason, refused := "", "the kernel refused MADV_HUGEPAGE"
 	if reclaims {
-		// Faulted in ahead, in 4 KiB pages: a share of the load's
-		// estimate (populateShare), while free memory holds the whole.
 		a = 0
 		if total >= n {
 			a = int64(float64(n)*populateShare) &^ (hugeSize - 1)
 		}
+		advice, short = unix.MADV_POPULATE_WRITE, "too little memory free to fault the load in ahead"
+		reason = "this host takes free memory back (virtio free page reporting): its 2 MiB pages fault in slower than 4 KiB ones"
+		refused = reason + "; the kernel refused MADV_POPULATE_WRITE"
 	}
 	if a == 0 {
-		why := "too little memory free in 2 MiB blocks, or in all for the load (a huge page's fault would compact memory)"
-		if reclaims {
-			why = "too little memory free to fault the load in ahead"
-		}
-		return LoadAdvice{Free: free, FreeAll: total, Reason: why}
+		return LoadAdvice{Free: free, FreeAll: total, Reason: short}
 	}
 	if strict, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || strings.TrimSpace(string(strict)) == "2" {
 		// Under strict overcommit the reservation is committed memory:
@@ -108,21 +110,18 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 			return LoadAdvice{Free: free, FreeAll: total, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
 		}
 	}
-	if reclaims {
-		const why = "this host takes free memory back (virtio free page reporting): its 2 MiB pages fault in slower than 4 KiB ones"
-		lo, hi := reserveAdvised(a, unix.MADV_POPULATE_WRITE)
-		runtime.GC() // the reserve's pages go back to the heap, resident
-		if hi <= lo {
-			return LoadAdvice{Free: free, FreeAll: total, Reason: why + "; the kernel refused MADV_POPULATE_WRITE"}
-		}
-		return LoadAdvice{Populated: int64(hi - lo), Free: free, FreeAll: total, Reason: why, lo: lo, hi: hi}
-	}
-	lo, hi := reserveAdvised(a, unix.MADV_HUGEPAGE)
-	runtime.GC() // the reserve's pages go back to the heap, untouched and marked
+	lo, hi := reserveAdvised(a, advice)
+	runtime.GC() // the reserve's pages go back to the heap, marked or resident
 	if hi <= lo {
-		return LoadAdvice{Free: free, FreeAll: total, Reason: "the kernel refused MADV_HUGEPAGE"}
+		return LoadAdvice{Free: free, FreeAll: total, Reason: refused}
 	}
-	return LoadAdvice{Advised: int64(hi - lo), Free: free, FreeAll: total, lo: lo, hi: hi}
+	adv := LoadAdvice{Free: free, FreeAll: total, Reason: reason, lo: lo, hi: hi}
+	if reclaims {
+		adv.Populated = int64(hi - lo)
+	} else {
+		adv.Advised = int64(hi - lo)
+	}
+	return adv
 }
 
 // populateShare is the share of a load's estimate that ForLoad faults
