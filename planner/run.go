@@ -223,9 +223,9 @@ func (run *run) addNode(n *particle.Node, score float64, hop int, seed bool) boo
 // addEdge keeps a seed edge, scored alone.
 func (run *run) addEdge(e *particle.Edge) {
 	st := run.state()
-	if !st.hasEdge(e) {
+	if !st.hasEdge(e, e.Seq) {
 		sal := run.salience(e)
-		st.keepEdge(runEdge{e: e, score: run.scoreEdge(e, sal), salience: sal})
+		st.keepEdge(runEdge{e: e, score: run.scoreEdge(e, sal), salience: sal}, e.Seq)
 	}
 }
 
@@ -348,8 +348,17 @@ func (run *run) keepBest(from *particle.Node, hop, fan int) bool {
 		cs := st.cands
 		run.scoreCands(cs, fan)
 		cs = bestCands(cs, fan)
-		// The nodes reached are scored below (their 1.5 KB embeddings,
-		// at random addresses): hinted first, their misses overlap.
+		// The nodes reached are read below, each at a random address:
+		// their namespace, seq, embedding header and belief, four of
+		// their five lines, and their 1.5 KB embeddings. Hinted first,
+		// in two passes (the node's lines, then the embedding its
+		// header names, which has arrived or is on its way), their
+		// misses overlap instead of following one another.
+		for i := done; i < len(cs); i++ {
+			if on := r.NodeBySeq(cs[i].end); on != nil {
+				wave.PrefetchRange(unsafe.Pointer(on), unsafe.Sizeof(particle.Node{}))
+			}
+		}
 		for i := done; i < len(cs); i++ {
 			if on := r.NodeBySeq(cs[i].end); on != nil {
 				wave.Prefetch(on.Embedding)
@@ -380,7 +389,7 @@ func (run *run) keepBest(from *particle.Node, hop, fan int) bool {
 			if c.in {
 				src, dst = on, from
 			}
-			st.keepEdge(runEdge{e: e, score: c.score, salience: c.salience, src: src, dst: dst})
+			st.keepEdge(runEdge{e: e, score: c.score, salience: c.salience, src: src, dst: dst}, c.seq)
 			own := run.ownScore(on)
 			if run.addNode(on, own*0.5+c.score*0.5, hop, false) {
 				last := &st.nodes[len(st.nodes)-1]
@@ -554,6 +563,9 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 		// Every candidate is scored: their embeddings are hinted first,
 		// so that the misses overlap (as below).
 		for i := range cands {
+			hintEmbeddingHeader(run.edge(&cands[i]))
+		}
+		for i := range cands {
 			wave.Prefetch(run.edge(&cands[i]).Embedding)
 		}
 		for i := range cands {
@@ -572,7 +584,11 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 	best := &st.best
 	best.k, best.h = fanout, best.h[:0]
 	// The first fanout in order are scored whatever their bounds: their
-	// embeddings (1.5 KB each, at random addresses) are hinted first.
+	// embeddings (1.5 KB each, at random addresses) are hinted first,
+	// after the edges' lines that name them (hintEmbeddingHeader).
+	for _, key := range order[:fanout] {
+		hintEmbeddingHeader(run.edge(&cands[uint32(key)]))
+	}
 	for _, key := range order[:fanout] {
 		wave.Prefetch(run.edge(&cands[uint32(key)]).Embedding)
 	}
@@ -590,6 +606,16 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 		cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
 		best.push(cands[i].score)
 	}
+}
+
+// hintEmbeddingHeader hints into the caches the line of e that holds
+// its embedding's slice header. An edge is read at a random address,
+// and hinting its embedding reads that line first: a pass of these
+// hints before the pass that hints the embeddings lets the edges'
+// misses overlap one another, where the embeddings' hints would each
+// wait for their own.
+func hintEmbeddingHeader(e *particle.Edge) {
+	wave.PrefetchRange(unsafe.Pointer(&e.Embedding), unsafe.Sizeof(e.Embedding))
 }
 
 // boundKey is candidate i's sort key for a score bound b: keys in
