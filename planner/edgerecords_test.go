@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/ctxgraph/ctxgraph/particle"
+	"github.com/ctxgraph/ctxgraph/wave"
 )
 
 // candsOf holds edges as candidates without view records: scoring them
-// reads every factor from the edges, as the planner did before the
-// records.
+// reads every factor but the codes (by seq) from the edges, as the
+// planner did before the records.
 func candsOf(edges []*particle.Edge) []edgeCand {
 	cs := make([]edgeCand, len(edges))
 	for i, e := range edges {
@@ -31,15 +32,16 @@ func scoresOf(cs []edgeCand) []float64 {
 	return out
 }
 
-// scoreEdges scores every edge exactly, from the edges alone.
+// scoreEdges scores every edge (by its code where it has one,
+// codeSimilarity), from the edges alone.
 func (run *run) scoreEdges(edges []*particle.Edge) []float64 {
 	cs := candsOf(edges)
 	run.scoreCands(cs, len(cs))
 	return scoresOf(cs)
 }
 
-// topScores is scoreCands for edges alone: exact scores for the best
-// fanout, -Inf for those it could leave unscored.
+// topScores is scoreCands for edges alone: scores for the best fanout,
+// -Inf for those it could leave unscored.
 func (run *run) topScores(edges []*particle.Edge, fanout int) []float64 {
 	cs := candsOf(edges)
 	run.scoreCands(cs, fanout)
@@ -140,6 +142,27 @@ func recordRuns(f *fixture) []*run {
 	return runs
 }
 
+// readRecordRuns builds recordsGraph(seed) in a fresh fixture, waits
+// for its codes and calls fn for each of recordRuns' runs inside a read
+// of the store, the run reading through r. The coder makes the graph's
+// codes after its commit; a code it is making reads as none, so two
+// scorings compared could otherwise use a code one did not have yet.
+func readRecordRuns(t *testing.T, seed uint64, fn func(ri int, run *run, r particle.Reader)) {
+	t.Helper()
+	f := newFixture(t, false)
+	recordsGraph(t, f, seed)
+	f.store.WaitCoded()
+	for ri, run := range recordRuns(f) {
+		f.store.Read(func(r particle.Reader) {
+			run.r = r
+			run.ns = r.Namespace(run.ns)
+			run.fcReady = false
+			defer run.release()
+			fn(ri, run, r)
+		})
+	}
+}
+
 // TestEdgeRecordsScoreAsTheEdges is the differential test of the
 // expansion on the view's records: for every node of random graphs and
 // every request, the candidates gathered from the facts are those the
@@ -151,101 +174,89 @@ func recordRuns(f *fixture) []*run {
 func TestEdgeRecordsScoreAsTheEdges(t *testing.T) {
 	deferred, fromRecords, pruned, byCode := 0, 0, 0, 0
 	for seed := range uint64(3) {
-		f := newFixture(t, false)
-		recordsGraph(t, f, seed)
-		// The coder makes the graph's codes after its commit; a code it
-		// is making reads as none, so one of the two scorings compared
-		// below could prune by a code the other did not have yet.
-		f.store.WaitCoded()
-		for ri, run := range recordRuns(f) {
-			f.store.Read(func(r particle.Reader) {
-				run.r = r
-				run.ns = r.Namespace(run.ns)
-				run.fcReady = false
-				defer run.release()
-				r.Nodes(func(n *particle.Node) bool {
-					var cs []edgeCand
-					var edges []*particle.Edge
-					collect := func(seq uint64, facts *particle.EdgeFacts, _ uint64) bool {
-						if run.admitsSeq(seq, facts) {
-							cs = append(cs, edgeCand{seq: seq, f: facts})
-						}
-						if e := r.EdgeBySeq(seq); run.admits(e) {
-							edges = append(edges, e)
-						}
-						return true
+		readRecordRuns(t, seed, func(ri int, run *run, r particle.Reader) {
+			r.Nodes(func(n *particle.Node) bool {
+				var cs []edgeCand
+				var edges []*particle.Edge
+				collect := func(seq uint64, facts *particle.EdgeFacts, _ uint64) bool {
+					if run.admitsSeq(seq, facts) {
+						cs = append(cs, edgeCand{seq: seq, f: facts})
 					}
-					r.OutNewestFacts(n.ID, collect)
-					r.InNewestFacts(n.ID, collect)
-					if len(cs) != len(edges) {
-						t.Fatalf("seed %d run %d node %s: %d candidates by the facts, %d by the edges", seed, ri, n.ID, len(cs), len(edges))
-					}
-					for i := range cs {
-						if cs[i].seq != edges[i].Seq {
-							t.Fatalf("seed %d run %d node %s: candidate %d is seq %d by the facts, %d by the edges", seed, ri, n.ID, i, cs[i].seq, edges[i].Seq)
-						}
-					}
-					static := run.staticScores(cs)
-					for i, c := range cs {
-						want := edgeStaticScore(run, edges[i])
-						if math.Float64bits(static[i]) != math.Float64bits(want) {
-							t.Fatalf("seed %d run %d: edge %+v: static score %v from the records, %v from the edge", seed, ri, edges[i], static[i], want)
-						}
-						if sal := edgeDecayedSalience(run, edges[i]); math.Float64bits(c.salience) != math.Float64bits(sal) {
-							t.Fatalf("seed %d run %d: edge %+v: decayed salience %v from the records, %v from the edge", seed, ri, edges[i], c.salience, sal)
-						}
-						exact := c.f.Decay != particle.FactDecayEdge && (!run.temporal || c.f.Flags&particle.FactExact != 0)
-						switch {
-						case exact && c.e != nil:
-							t.Fatalf("seed %d run %d: edge %s read though its records hold its static score", seed, ri, edges[i].ID)
-						case exact:
-							fromRecords++
-						default:
-							deferred++
-						}
-					}
-					full := run.scoreEdges(edges)
-					for _, fanout := range []int{1, 3, 8, len(cs) + 1} {
-						run.scoreCands(cs, fanout)
-						// The best fanout are those of scoring every
-						// candidate exactly, with the same scores; any
-						// other scored one has its exact score. A
-						// candidate left unscored whose static score
-						// alone did not rule it out was ruled out by its
-						// embedding's code.
-						best := slices.Sorted(slices.Values(full))
-						slices.Reverse(best)
-						cut := best[min(fanout, len(best))-1]
-						got := scoresOf(cs)
-						top := slices.Sorted(slices.Values(got))
-						slices.Reverse(top)
-						for i := range min(fanout, len(best)) {
-							if math.Float64bits(top[i]) != math.Float64bits(best[i]) {
-								t.Fatalf("seed %d run %d fanout %d: best scores %v, scoring all gives %v", seed, ri, fanout, top[:min(fanout, len(top))], best[:min(fanout, len(best))])
-							}
-						}
-						for i := range cs {
-							if !math.IsInf(got[i], -1) && math.Float64bits(got[i]) != math.Float64bits(full[i]) {
-								t.Fatalf("seed %d run %d fanout %d: edge %s scored %v, exactly %v", seed, ri, fanout, edges[i].ID, got[i], full[i])
-							}
-							if math.IsInf(got[i], -1) && static[i] >= cut && static[i] >= 0 {
-								byCode++
-							}
-						}
-						want := run.topScores(edges, fanout)
-						for i := range cs {
-							if math.Float64bits(cs[i].score) != math.Float64bits(want[i]) {
-								t.Fatalf("seed %d run %d fanout %d: edge %s scored %v from the records, %v from the edge", seed, ri, fanout, edges[i].ID, cs[i].score, want[i])
-							}
-							if math.IsInf(want[i], -1) {
-								pruned++
-							}
-						}
+					if e := r.EdgeBySeq(seq); run.admits(e) {
+						edges = append(edges, e)
 					}
 					return true
-				})
+				}
+				r.OutNewestFacts(n.ID, collect)
+				r.InNewestFacts(n.ID, collect)
+				if len(cs) != len(edges) {
+					t.Fatalf("seed %d run %d node %s: %d candidates by the facts, %d by the edges", seed, ri, n.ID, len(cs), len(edges))
+				}
+				for i := range cs {
+					if cs[i].seq != edges[i].Seq {
+						t.Fatalf("seed %d run %d node %s: candidate %d is seq %d by the facts, %d by the edges", seed, ri, n.ID, i, cs[i].seq, edges[i].Seq)
+					}
+				}
+				static := run.staticScores(cs)
+				for i, c := range cs {
+					want := edgeStaticScore(run, edges[i])
+					if math.Float64bits(static[i]) != math.Float64bits(want) {
+						t.Fatalf("seed %d run %d: edge %+v: static score %v from the records, %v from the edge", seed, ri, edges[i], static[i], want)
+					}
+					if sal := edgeDecayedSalience(run, edges[i]); math.Float64bits(c.salience) != math.Float64bits(sal) {
+						t.Fatalf("seed %d run %d: edge %+v: decayed salience %v from the records, %v from the edge", seed, ri, edges[i], c.salience, sal)
+					}
+					exact := c.f.Decay != particle.FactDecayEdge && (!run.temporal || c.f.Flags&particle.FactExact != 0)
+					switch {
+					case exact && c.e != nil:
+						t.Fatalf("seed %d run %d: edge %s read though its records hold its static score", seed, ri, edges[i].ID)
+					case exact:
+						fromRecords++
+					default:
+						deferred++
+					}
+				}
+				full := run.scoreEdges(edges)
+				for _, fanout := range []int{1, 3, 8, len(cs) + 1} {
+					run.scoreCands(cs, fanout)
+					// The best fanout are those of scoring every
+					// candidate, with the same scores; any other
+					// scored one has its full scoring's score. A
+					// candidate left unscored whose static score
+					// alone did not rule it out was ruled out by its
+					// embedding's code.
+					best := slices.Sorted(slices.Values(full))
+					slices.Reverse(best)
+					cut := best[min(fanout, len(best))-1]
+					got := scoresOf(cs)
+					top := slices.Sorted(slices.Values(got))
+					slices.Reverse(top)
+					for i := range min(fanout, len(best)) {
+						if math.Float64bits(top[i]) != math.Float64bits(best[i]) {
+							t.Fatalf("seed %d run %d fanout %d: best scores %v, scoring all gives %v", seed, ri, fanout, top[:min(fanout, len(top))], best[:min(fanout, len(best))])
+						}
+					}
+					for i := range cs {
+						if !math.IsInf(got[i], -1) && math.Float64bits(got[i]) != math.Float64bits(full[i]) {
+							t.Fatalf("seed %d run %d fanout %d: edge %s scored %v, exactly %v", seed, ri, fanout, edges[i].ID, got[i], full[i])
+						}
+						if math.IsInf(got[i], -1) && static[i] >= cut && static[i] >= 0 {
+							byCode++
+						}
+					}
+					want := run.topScores(edges, fanout)
+					for i := range cs {
+						if math.Float64bits(cs[i].score) != math.Float64bits(want[i]) {
+							t.Fatalf("seed %d run %d fanout %d: edge %s scored %v from the records, %v from the edge", seed, ri, fanout, edges[i].ID, cs[i].score, want[i])
+						}
+						if math.IsInf(want[i], -1) {
+							pruned++
+						}
+					}
+				}
+				return true
 			})
-		}
+		})
 	}
 	if fromRecords == 0 || deferred == 0 || pruned == 0 || byCode == 0 {
 		t.Fatalf("%d static scores from the records, %d from the edges, %d candidates pruned (%d by their codes): the test does not exercise each", fromRecords, deferred, pruned, byCode)
@@ -323,5 +334,63 @@ func TestAllowByFactsAsByEdge(t *testing.T) {
 	}
 	if allowed == 0 || otherNS == 0 {
 		t.Fatalf("%d edges allowed, %d of another namespace: the test does not exercise both", allowed, otherNS)
+	}
+}
+
+// TestCodeSimilarityIsNearTheEmbeddings: an expansion step scores a
+// candidate whose embedding has an int8 code by that code
+// (codeSimilarity). For every candidate of random graphs, under every
+// request, its score is within the code's error bound (wave.CodeBound,
+// halved as similarity maps the cosine) of the score its float32
+// embedding gives, and a candidate without a code is scored by its
+// embedding, exactly. Most candidates must have a code, and some codes'
+// scores must differ from the embeddings': else the codes are not what
+// scored them.
+func TestCodeSimilarityIsNearTheEmbeddings(t *testing.T) {
+	coded, uncoded, differ := 0, 0, 0
+	var worst float64
+	readRecordRuns(t, 5, func(ri int, run *run, r particle.Reader) {
+		qNorm := float32(math.Sqrt(float64(wave.Dot(run.q, run.q))))
+		r.Nodes(func(n *particle.Node) bool {
+			var cs []edgeCand
+			collect := func(seq uint64, facts *particle.EdgeFacts, _ uint64) bool {
+				if run.admitsSeq(seq, facts) {
+					cs = append(cs, edgeCand{seq: seq, f: facts})
+				}
+				return true
+			}
+			r.OutNewestFacts(n.ID, collect)
+			r.InNewestFacts(n.ID, collect)
+			static := slices.Clone(run.staticScores(cs))
+			run.scoreCands(cs, len(cs))
+			for i := range cs {
+				e := r.EdgeBySeq(cs[i].seq)
+				want := static[i] * run.similarity(e)
+				got := cs[i].score
+				code, scale, ok := r.EdgeCode(cs[i].seq)
+				if !ok || len(code) != len(run.q) || static[i] < 0 {
+					uncoded++
+					if math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("run %d: edge %s without a code scored %v, by its embedding %v", ri, e.ID, got, want)
+					}
+					continue
+				}
+				coded++
+				bound := static[i] * float64(wave.CodeBound(qNorm, scale, len(run.q))) / 2
+				if d := math.Abs(got - want); d > bound+1e-12 {
+					t.Fatalf("run %d: edge %s scored %v by its code, %v by its embedding: %v apart, over the bound %v", ri, e.ID, got, want, d, bound)
+				} else if d > 0 {
+					differ++
+					if static[i] > 0 {
+						worst = max(worst, d/static[i])
+					}
+				}
+			}
+			return true
+		})
+	})
+	t.Logf("%d candidates scored by their codes (%d of them not as by their embeddings; the largest difference %.2g of the similarity), %d by their embeddings", coded, differ, worst, uncoded)
+	if coded == 0 || uncoded == 0 || differ == 0 || coded < uncoded {
+		t.Fatalf("%d candidates scored by codes (%d unlike their embeddings), %d by embeddings: the test does not exercise each", coded, differ, uncoded)
 	}
 }

@@ -241,9 +241,10 @@ func (st *runState) byScore(ids []int32) {
 
 // edgeCand is an edge an expansion step considers, held by seq: its
 // facts admit it and, with its salience record, give the part of its
-// score that needs no embedding, so the edge itself is read only for
-// its embedding (the candidates that may rank), to keep it, or where
-// the records defer to it.
+// score that needs no embedding, and the int8 code of its embedding
+// (by seq) its similarity, so the edge itself is read only to keep it,
+// where the records defer to it, or for the embedding of an edge
+// without a code.
 type edgeCand struct {
 	seq   uint64
 	f     *particle.EdgeFacts // the view's; nil: read everything from e
@@ -318,11 +319,11 @@ var keepBestResumed atomic.Int64
 var fanoutToBudget = true
 
 // fanoutFor is how many of a node's candidates an expansion step scores
-// exactly and keeps: PerNodeFanout, or fewer once the budget has less
-// room left. Each edge kept takes an item (its node may take another),
-// so no more than that room can be kept before the budget is full, and
-// the best that many are the first of the best PerNodeFanout: their
-// embeddings (1.5 KB apiece) are all that need reading.
+// and keeps: PerNodeFanout, or fewer once the budget has less room
+// left. Each edge kept takes an item (its node may take another), so no
+// more than that room can be kept before the budget is full, and the
+// best that many are the first of the best PerNodeFanout: their scores
+// are all that need computing.
 func (run *run) fanoutFor() int {
 	fan := run.p.opts.PerNodeFanout
 	st := run.state()
@@ -538,7 +539,8 @@ func (run *run) salienceOf(c *edgeCand, now int64) (score, ageS float64, k decay
 
 // similarity is the cosine of q and e's embedding mapped to [0, 1], 0.5
 // for an edge without one: the factor of an edge's score that reads its
-// embedding.
+// embedding. A seed edge is scored by it; an expansion step scores its
+// candidates by their codes where they have one (codeSimilarity).
 func (run *run) similarity(e *particle.Edge) float64 {
 	if len(e.Embedding) == len(run.q) {
 		return min(cos01(wave.Dot(run.q, e.Embedding)), 1)
@@ -548,32 +550,33 @@ func (run *run) similarity(e *particle.Edge) float64 {
 
 // scoreCands sets the scores of a candidate set, as scoreEdge would
 // give them (saliences are decayed with gonum over each group of
-// candidates that share decay parameters), exactly for the best fanout
-// of them and for as few others as it can: the rest get -Inf. A
-// candidate's score is its similarity times the rest of it (decayed
-// salience, confidence, recency), which needs no embedding; the
-// similarity is bounded by 1, or tighter by the int8 code of the
-// embedding (codeBounds). Candidates are scored in order of that bound
-// until the next bound is below the fanout-th best score found, so the
-// embeddings read are those of the edges that may rank, not those of
-// every candidate (each a 1.5 KB read from a random address).
+// candidates that share decay parameters) but for the similarity of a
+// candidate with a code (codeSimilarity), for the best fanout of them
+// and for as few others as it can: the rest get -Inf. A candidate's
+// score is its similarity times the rest of it (decayed salience,
+// confidence, recency), which needs no embedding; the similarity is
+// bounded by 1, or tighter by the int8 code of the embedding
+// (codeBounds). Candidates are scored in order of that bound until the
+// next bound is below the fanout-th best score found.
+//
+// A candidate with a code is scored by it: its code was read for its
+// bound, and its float32 embedding is 1.5 KB behind a pointer in the
+// edge, two reads at random addresses. Scored by their codes, the
+// medium bench's expansion took 0.80-0.81 of its time per query
+// (median) against their embeddings (BENCHMARKS.md, seventy-sixth
+// round).
 func (run *run) scoreCands(cands []edgeCand, fanout int) {
 	static := run.staticScores(cands)
+	bounds, sims := run.codeBounds(cands, static)
 	if len(cands) <= fanout {
-		// Every candidate is scored: their embeddings are hinted first,
-		// so that the misses overlap (as below).
+		// Every candidate is scored: the embeddings of those without a
+		// code are hinted first, so that the misses overlap (as below).
+		run.hintEmbeddings(cands, sims, nil)
 		for i := range cands {
-			hintEmbeddingHeader(run.edge(&cands[i]))
-		}
-		for i := range cands {
-			wave.Prefetch(run.edge(&cands[i]).Embedding)
-		}
-		for i := range cands {
-			cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
+			cands[i].score = static[i] * run.codeSimilarity(&cands[i], sims[i])
 		}
 		return
 	}
-	bounds := run.codeBounds(cands, static)
 	st := run.state()
 	order := slices.Grow(st.order[:0], len(cands))[:len(cands)]
 	for i, b := range bounds {
@@ -583,15 +586,9 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 	st.order = order
 	best := &st.best
 	best.k, best.h = fanout, best.h[:0]
-	// The first fanout in order are scored whatever their bounds: their
-	// embeddings (1.5 KB each, at random addresses) are hinted first,
-	// after the edges' lines that name them (hintEmbeddingHeader).
-	for _, key := range order[:fanout] {
-		hintEmbeddingHeader(run.edge(&cands[uint32(key)]))
-	}
-	for _, key := range order[:fanout] {
-		wave.Prefetch(run.edge(&cands[uint32(key)]).Embedding)
-	}
+	// The first fanout in order are scored whatever their bounds: the
+	// embeddings of those without a code are hinted first.
+	run.hintEmbeddings(cands, sims, order[:fanout])
 	for j, key := range order {
 		i := uint32(key)
 		// Keys order the bounds as float32s: the next float32 up
@@ -603,8 +600,49 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 			}
 			break
 		}
-		cands[i].score = static[i] * run.similarity(run.edge(&cands[i]))
+		cands[i].score = static[i] * run.codeSimilarity(&cands[i], sims[i])
 		best.push(cands[i].score)
+	}
+}
+
+// codeSimilarity is c's similarity for its score: est, the dot product
+// of the query with the int8 code of c's embedding (codeBounds), mapped
+// as similarity maps the cosine; run.similarity of c's edge when c has
+// no code (est is NaN). The code's estimate is within wave.CodeBound
+// of the float32 dot product: for a unit query and a unit embedding of
+// 384 dimensions, about 0.01 at worst (every component off by half a
+// step, all the same way) and a few 1e-4 as the errors fall.
+func (run *run) codeSimilarity(c *edgeCand, est float32) float64 {
+	if est == est {
+		return min(cos01(est), 1)
+	}
+	return run.similarity(run.edge(c))
+}
+
+// hintEmbeddings hints into the caches the embeddings of the candidates
+// without a code (sims NaN), of those at the keys' positions (boundKey)
+// or of all when keys is nil: first the edges' lines that name them
+// (hintEmbeddingHeader), then the embeddings.
+func (run *run) hintEmbeddings(cands []edgeCand, sims []float32, keys []uint64) {
+	n := len(cands)
+	if keys != nil {
+		n = len(keys)
+	}
+	at := func(j int) int {
+		if keys != nil {
+			return int(uint32(keys[j]))
+		}
+		return j
+	}
+	for j := range n {
+		if i := at(j); sims[i] != sims[i] {
+			hintEmbeddingHeader(run.edge(&cands[i]))
+		}
+	}
+	for j := range n {
+		if i := at(j); sims[i] != sims[i] {
+			wave.Prefetch(run.edge(&cands[i]).Embedding)
+		}
 	}
 }
 
@@ -626,19 +664,22 @@ func boundKey(b float64, i int) uint64 {
 	return uint64(^wave.OrderedBits(float32(b)))<<32 | uint64(uint32(i))
 }
 
-// codeBounds returns the candidates' score bounds: their static scores
-// (for a similarity of at most 1), tightened by their similarity as
-// bounded from the int8 code of their embedding
-// (particle.Reader.EdgeCode, wave.CodeBound), a read of 384 bytes at
-// their seq instead of the edge and its 1.5 KB embedding. A bound is
-// static × the similarity of the code's dot product plus its error:
-// never below the exact score, as scoreCands needs. A candidate without
-// a code keeps its static score. The result is scratch, valid until the
-// next call.
-func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
+// codeBounds returns the candidates' score bounds and the dot products
+// of the query with the int8 codes of their embeddings
+// (particle.Reader.EdgeCode, wave.CodeDot; NaN for a candidate without
+// a code), a read of 384 bytes at their seq instead of the edge and its
+// 1.5 KB embedding. A bound is the static score (for a similarity of at
+// most 1) × the similarity of the code's dot product plus its error
+// (wave.CodeBound): never below the score, from the code or from the
+// embedding, as scoreCands needs. A candidate without a code keeps its
+// static score. The results are scratch, valid until the next call.
+func (run *run) codeBounds(cands []edgeCand, static []float64) (bounds []float64, sims []float32) {
 	st := run.state()
-	bounds := append(st.bounds[:0], static...)
+	bounds = append(st.bounds[:0], static...)
 	st.bounds = bounds
+	nan := float32(math.NaN())
+	sims = slices.Grow(st.sims[:0], len(cands))[:len(cands)]
+	st.sims = sims
 	if run.qNorm == 0 {
 		run.qNorm = float32(math.Sqrt(float64(wave.Dot(run.q, run.q))))
 	}
@@ -651,6 +692,7 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
 	scales := slices.Grow(st.scales[:0], len(cands))[:len(cands)]
 	st.codes, st.scales = codes, scales
 	for i := range cands {
+		sims[i] = nan
 		if bounds[i] < 0 || cands[i].seq == 0 {
 			continue // a similarity bound only bounds a non-negative factor; no seq, no code
 		}
@@ -665,11 +707,11 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) []float64 {
 		if code == nil {
 			continue
 		}
-		hi := wave.CodeDot(run.q, code, scales[i]) + wave.CodeBound(run.qNorm, scales[i], dim)
-		bounds[i] *= min(cos01(hi), 1)
+		sims[i] = wave.CodeDot(run.q, code, scales[i])
+		bounds[i] *= min(cos01(sims[i]+wave.CodeBound(run.qNorm, scales[i], dim)), 1)
 	}
 	clear(codes) // the view's memory: not kept past the call
-	return bounds
+	return bounds, sims
 }
 
 // staticScores is every candidate's score without its similarity

@@ -112,7 +112,8 @@ type runState struct {
 	frontier, next []int32
 	cands          []edgeCand // one expansion step's candidates
 	scores, ages   []float64
-	bounds         []float64 // codeBounds' result
+	bounds         []float64 // codeBounds' results
+	sims           []float32
 	codes          [][]int8  // codeBounds' scratch: the candidates' codes
 	scales         []float32 // and their scales
 	groups         []decayGroup
