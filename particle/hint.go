@@ -35,3 +35,19 @@ func (r Reader) HintEdgeScore(seq uint64) {
 		wave.PrefetchRange(unsafe.Pointer(st), unsafe.Sizeof(*st))
 	}
 }
+
+// HintBySeq hints into the caches the pointers by which EdgeBySeq and
+// NodeBySeq find the edge at edge and the node at node (0: none): each
+// lies at a random seq, a miss of its own before the edge or node can
+// be read or hinted.
+func (r Reader) HintBySeq(edge, node uint64) {
+	if r.v == nil {
+		return
+	}
+	if edge != 0 && edge < uint64(len(r.v.edgeSeq)) {
+		wave.PrefetchRange(unsafe.Pointer(&r.v.edgeSeq[edge]), unsafe.Sizeof(r.v.edgeSeq[edge]))
+	}
+	if node != 0 && node < uint64(len(r.v.nodeSeq)) {
+		wave.PrefetchRange(unsafe.Pointer(&r.v.nodeSeq[node]), unsafe.Sizeof(r.v.nodeSeq[node]))
+	}
+}

@@ -42,7 +42,7 @@ func TestHintsChangeNothing(t *testing.T) {
 	read := func(r Reader, last uint64) []any {
 		var out []any
 		for seq := range last {
-			out = append(out, r.EdgeFactsBySeq(seq), r.EdgeSalienceBySeq(seq))
+			out = append(out, r.EdgeFactsBySeq(seq), r.EdgeSalienceBySeq(seq), r.EdgeBySeq(seq), r.NodeBySeq(seq))
 		}
 		for k := range r.v.codes.chunks {
 			ch := r.v.codes.chunks[k].Load()
@@ -64,11 +64,14 @@ func TestHintsChangeNothing(t *testing.T) {
 		for seq := range last {
 			r.HintEdgeFacts(seq)
 			r.HintEdgeScore(seq)
+			r.HintBySeq(seq, seq)
 		}
 		r.HintEdgeFacts(math.MaxUint64)
 		r.HintEdgeScore(math.MaxUint64)
+		r.HintBySeq(math.MaxUint64, math.MaxUint64)
 		Reader{}.HintEdgeFacts(1)
 		Reader{}.HintEdgeScore(1)
+		Reader{}.HintBySeq(1, 1)
 		after := read(r, last)
 		if len(after) != len(before) {
 			t.Fatalf("%d records after hints, %d before", len(after), len(before))

@@ -349,12 +349,16 @@ func (run *run) keepBest(from *particle.Node, hop, fan int) bool {
 		cs := st.cands
 		run.scoreCands(cs, fan)
 		cs = bestCands(cs, fan)
-		// The nodes reached are read below, each at a random address:
-		// their namespace, seq, embedding header and belief, four of
-		// their five lines, and their 1.5 KB embeddings. Hinted first,
-		// in two passes (the node's lines, then the embedding its
-		// header names, which has arrived or is on its way), their
-		// misses overlap instead of following one another.
+		// The edges kept and the nodes reached are read below, each
+		// at a random address: the edge's pointer by seq; the node's
+		// pointer, its namespace, seq, embedding header and belief (four
+		// of its five lines) and its 1.5 KB embedding. Hinted first, in
+		// passes (the pointers, the node's lines, then the embedding
+		// its header names, each arrived or on its way), their misses
+		// overlap instead of following one another.
+		for i := done; i < len(cs); i++ {
+			r.HintBySeq(cs[i].seq, cs[i].end)
+		}
 		for i := done; i < len(cs); i++ {
 			if on := r.NodeBySeq(cs[i].end); on != nil {
 				wave.PrefetchRange(unsafe.Pointer(on), unsafe.Sizeof(particle.Node{}))
