@@ -1,10 +1,10 @@
 package particle
 
-// The coder makes the edges' int8 codes (edgecodes.go) on a goroutine of
-// its own, so that the planner's expansion finds them made. Left to
-// their first readers, codes were made inside planner calls: about 1 µs
-// each, with the embedding read cold, a few hundred in a call that
-// reaches fresh edges. After each commit the coder makes the codes the
+// The coder makes the edges' and nodes' int8 codes (edgecodes.go) on a
+// goroutine of its own, so that the planner's expansion finds them
+// made. Left to their first readers, codes were made inside planner
+// calls: about 1 µs each, with the embedding read cold, a few hundred
+// in a call that reaches fresh edges. After each commit the coder makes the codes the
 // commit made stale (the embeddings are still warm from the commit);
 // [Store.CodeAll] has it make every code, after a load.
 //
@@ -20,8 +20,8 @@ type coder struct {
 	done  chan struct{}
 }
 
-// coderJob is the coder's work: the codes of seqs, or of every edge.
-// done, when set, is closed once the job is over.
+// coderJob is the coder's work: the codes of seqs, or of every edge and
+// node. done, when set, is closed once the job is over.
 type coderJob struct {
 	seqs []uint64
 	all  bool
@@ -51,9 +51,9 @@ func (s *Store) stopCoder() {
 	}
 }
 
-// CodeAll has the coder make the code of every edge that has none, in
-// the background: a daemon calls it once its store is open, so that the
-// first planner calls after a reopen find the codes made.
+// CodeAll has the coder make the code of every edge and node that has
+// none, in the background: a daemon calls it once its store is open, so
+// that the first planner calls after a reopen find the codes made.
 func (s *Store) CodeAll() { s.toCoder(coderJob{all: true}) }
 
 // WaitCoded returns once the coder has made the codes the commits before
@@ -130,17 +130,18 @@ func (s *Store) code(job coderJob, stop <-chan struct{}) bool {
 		}
 		r := Reader{v: s.v}
 		if job.all {
-			end := min(uint64(len(s.v.edgeSeq)), next+coderChunk)
+			last := uint64(max(len(s.v.edgeSeq), len(s.v.nodeSeq)))
+			end := min(last, next+coderChunk)
 			for ; next < end; next++ {
-				if atSeq(s.v.edgeSeq, next) != nil {
-					r.EdgeCode(next)
+				if atSeq(s.v.edgeSeq, next) != nil || atSeq(s.v.nodeSeq, next) != nil {
+					r.EmbeddingCode(next)
 				}
 			}
-			job.all = next < uint64(len(s.v.edgeSeq))
+			job.all = next < last
 		} else {
 			n := min(len(seqs), coderChunk)
 			for _, seq := range seqs[:n] {
-				r.EdgeCode(seq)
+				r.EmbeddingCode(seq)
 			}
 			seqs = seqs[n:]
 		}

@@ -20,7 +20,7 @@ func codeState(r Reader, seq uint64) uint32 {
 }
 
 // checkCodesMade checks that every edge with an embedding has its code
-// made, without making any (EdgeCode would), and that it is the code of
+// made, without making any (EmbeddingCode would), and that it is the code of
 // its embedding.
 func checkCodesMade(t *testing.T, s *Store, when string) {
 	t.Helper()
@@ -35,7 +35,7 @@ func checkCodesMade(t *testing.T, s *Store, when string) {
 			case codeStale, codeBusy, codeNone:
 				t.Fatalf("%s: edge %s (seq %d): code state %#x, not made", when, e.ID, e.Seq, st)
 			}
-			code, scale, ok := r.EdgeCode(e.Seq)
+			code, scale, ok := r.EmbeddingCode(e.Seq)
 			want := make([]int8, len(e.Embedding))
 			if ws := wave.Quantize(e.Embedding, want); !ok || ws != scale || !slices.Equal(code, want) {
 				t.Fatalf("%s: edge %s: code is not its embedding's", when, e.ID)
@@ -174,4 +174,102 @@ func TestReobservedEdgeKeepsCode(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(fmt.Errorf("close with the coder stopped: %w", err))
 	}
+}
+
+// TestNodeCodesFollowTheirEmbeddings: a node's embedding has its int8
+// code at the node's seq, as an edge's has (nodes and edges are numbered
+// from one sequence). The coder makes it after the commit that puts the
+// node; a node put again (a new seq, a new embedding) has its code made
+// at its new seq and none left at its old one; a removal drops it; after
+// a reopen CodeAll makes every node's code. A node with no embedding has
+// none.
+func TestNodeCodesFollowTheirEmbeddings(t *testing.T) {
+	fs := openFactsStore(t)
+	ctx := context.Background()
+	emb := func(i, v int) []float32 { return []float32{float32(i), 1, -0.25 * float32(v), float32(i % 3)} }
+	put := func(v int, ids ...int) {
+		t.Helper()
+		if _, err := fs.Update(ctx, func(b *Batch) error {
+			for _, i := range ids {
+				n := &Node{ID: fmt.Sprintf("node-%d", i), Namespace: DefaultNamespace, Type: NodeEntity, Name: fmt.Sprintf("node %d", i)}
+				if i%4 != 3 {
+					n.Embedding = emb(i, v)
+				}
+				if err := b.PutNode(n); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// check finds every node's code made (by the coder, not by this
+	// read) and the quantisation of the embedding the node has; want
+	// maps a node to the version of its embedding, -1 once removed.
+	// gone lists seqs that must hold no code now.
+	seqs := map[int]uint64{}
+	var gone []uint64
+	check := func(when string, want map[int]int) {
+		t.Helper()
+		fs.syncCoder()
+		fs.Read(func(r Reader) {
+			for _, seq := range gone {
+				if _, _, ok := r.EmbeddingCode(seq); ok {
+					t.Fatalf("%s: a code at seq %d, whose node is gone from it", when, seq)
+				}
+			}
+			for i, v := range want {
+				n := r.Node(fmt.Sprintf("node-%d", i))
+				if v < 0 {
+					if n != nil {
+						t.Fatalf("%s: node %d removed, still there", when, i)
+					}
+					continue
+				}
+				if n == nil || r.NodeBySeq(n.Seq) != n {
+					t.Fatalf("%s: node %d not at its seq", when, i)
+				}
+				if old, ok := seqs[i]; ok && old != n.Seq {
+					gone = append(gone, old)
+				}
+				seqs[i] = n.Seq
+				if i%4 == 3 {
+					if _, _, ok := r.EmbeddingCode(n.Seq); ok {
+						t.Fatalf("%s: node %d has no embedding, yet a code", when, i)
+					}
+					continue
+				}
+				switch st := codeState(r, n.Seq); st {
+				case codeStale, codeBusy, codeNone:
+					t.Fatalf("%s: node %d (seq %d): code state %#x, not made", when, i, n.Seq, st)
+				}
+				code, scale, ok := r.EmbeddingCode(n.Seq)
+				wantCode := make([]int8, 4)
+				if ws := wave.Quantize(emb(i, v), wantCode); !ok || ws != scale || !slices.Equal(code, wantCode) {
+					t.Fatalf("%s: node %d: code %v × %v, want %v × %v (embedding version %d)", when, i, code, scale, wantCode, ws, v)
+				}
+			}
+		})
+	}
+	put(0, 0, 1, 2, 3, 4, 5, 6, 7)
+	want := map[int]int{0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0}
+	check("put", want)
+	put(1, 1, 2) // new embeddings
+	want[1], want[2] = 1, 1
+	check("put again", want)
+	if len(gone) == 0 {
+		t.Fatal("no node put again moved to a new seq: the old seqs' codes are not checked")
+	}
+	check("put again, the old seqs", want)
+	removed := seqs[5]
+	if _, err := fs.Update(ctx, func(b *Batch) error { return b.DeleteNode("node-5") }); err != nil {
+		t.Fatal(err)
+	}
+	want[5] = -1
+	gone = append(gone, removed)
+	check("removed", want)
+	fs.reload(t)
+	fs.CodeAll()
+	check("reopened", want)
 }

@@ -132,6 +132,7 @@ func (v *view) removeNode(id string) bool {
 	}
 	delete(v.nodes, id)
 	v.nodeSeq = unsetSeq(v.nodeSeq, n.Seq, n)
+	v.codes.unset(n.Seq)
 	v.apart.set(n.Seq, false)
 	for ak, nid := range v.aliases {
 		if nid == id {

@@ -9,11 +9,12 @@ import (
 	"github.com/ctxgraph/ctxgraph/wave"
 )
 
-// edgeCodes holds, by seq, the int8 code of each edge's embedding
-// (wave.Quantize): a quarter of the bytes of the float32 embedding, so
-// that the expansion bounds a candidate's similarity to the query
-// (wave.CodeBound) without reading the embedding, and reads embeddings
-// only for the candidates whose bound may rank ([Reader.EdgeCode]).
+// edgeCodes holds, by seq, the int8 code of each edge's and node's
+// embedding (wave.Quantize; nodes and edges are numbered from one
+// sequence): a quarter of the bytes of the float32 embedding, so that
+// the expansion bounds and scores a candidate's similarity to the query
+// (wave.CodeDot, wave.CodeBound) and a node's without reading the
+// embedding ([Reader.EmbeddingCode]).
 //
 // A put marks its seq's code stale only when it changes the edge's
 // embedding (a re-observation keeps the array: the code stays), and
@@ -52,7 +53,7 @@ const codeChunkSeqs = 1 << 12
 // a 1M-edge store's start, on its critical path (BENCHMARKS.md,
 // fifty-fourth round). The memory goes back to the kernel once the
 // chunk is unreachable: a reader never keeps a code past its call
-// ([Reader.EdgeCode]), and the view holds its chunks while it is read.
+// ([Reader.EmbeddingCode]), and the view holds its chunks while it is read.
 func newCodeChunk(dim int) *codeChunk {
 	n := codeChunkSeqs * dim
 	ch := &codeChunk{}
@@ -174,8 +175,8 @@ func (c *edgeCodes) cover(seq uint64) {
 	}
 }
 
-// loaded ends a load: room for a code at every seq of edges, all
-// stale, in chunks made now. A chunk made on first use is made by the
+// loaded ends a load: room for a code at every seq of edges and nodes,
+// all stale, in chunks made now. A chunk made on first use is made by the
 // reader that needs it: after a reopen, the first planner calls made
 // them by the hundred (1.5 MB each at 384 dimensions), while the
 // collection the daemon's start had held off marked its heap, and
@@ -185,15 +186,15 @@ func (c *edgeCodes) cover(seq uint64) {
 // mapped memory the kernel zeroes when the coder writes it (every code
 // is made soon after a daemon serves: Store.CodeAll), off the start's
 // path (newCodeChunk).
-func (c *edgeCodes) loaded(edges []*Edge) {
+func (c *edgeCodes) loaded(edges []*Edge, nodes []*Node) {
 	for _, e := range edges {
 		if e != nil && len(e.Embedding) > 0 {
 			c.dim = len(e.Embedding)
 			break
 		}
 	}
-	if len(edges) > 0 {
-		c.cover(uint64(len(edges) - 1))
+	if n := max(len(edges), len(nodes)); n > 0 {
+		c.cover(uint64(n - 1))
 	}
 	if c.dim > 0 {
 		for k := range c.chunks {
@@ -202,13 +203,16 @@ func (c *edgeCodes) loaded(edges []*Edge) {
 	}
 }
 
-// EdgeCode returns the code of the embedding of the edge at seq and its
-// scale (wave.Quantize), making it if it is stale. ok is false when
-// there is no code: no edge at seq, an embedding missing or of another
-// dimension than the view's codes, or another reader making it right
-// now. The code stands for the embedding the edge has. Read it, don't
-// keep it.
-func (r Reader) EdgeCode(seq uint64) (code []int8, scale float32, ok bool) {
+// EmbeddingCode returns the code of the embedding of the edge or node
+// at seq and its scale (wave.Quantize), making it if it is stale. ok is
+// false when there is no code: no edge or node at seq, an embedding
+// missing or of another dimension than the view's codes, or another
+// reader making it right now. The code stands for the embedding the
+// edge or node has. Read it, don't keep it.
+func (r Reader) EmbeddingCode(seq uint64) (code []int8, scale float32, ok bool) {
+	if r.v == nil {
+		return nil, 0, false
+	}
 	c := &r.v.codes
 	k := seq / codeChunkSeqs
 	if seq == 0 || c.dim == 0 || k >= uint64(len(c.chunks)) {
@@ -228,15 +232,15 @@ func (r Reader) EdgeCode(seq uint64) (code []int8, scale float32, ok bool) {
 	case codeNone, codeBusy:
 		return nil, 0, false
 	case codeStale:
-		e := atSeq(r.v.edgeSeq, seq)
-		if e == nil || len(e.Embedding) != c.dim {
+		emb := r.v.embeddingAt(seq)
+		if len(emb) != c.dim {
 			st.CompareAndSwap(codeStale, codeNone)
 			return nil, 0, false
 		}
 		if !st.CompareAndSwap(codeStale, codeBusy) {
 			return nil, 0, false
 		}
-		scale = wave.Quantize(e.Embedding, code)
+		scale = wave.Quantize(emb, code)
 		bits := math.Float32bits(scale)
 		if bits == codeStale {
 			bits = negZero
@@ -246,4 +250,15 @@ func (r Reader) EdgeCode(seq uint64) (code []int8, scale float32, ok bool) {
 	default:
 		return code, math.Float32frombits(s), true
 	}
+}
+
+// embeddingAt is the embedding of the edge or node at seq (nil: none).
+func (v *view) embeddingAt(seq uint64) []float32 {
+	if e := atSeq(v.edgeSeq, seq); e != nil {
+		return e.Embedding
+	}
+	if n := atSeq(v.nodeSeq, seq); n != nil {
+		return n.Embedding
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ func viewFacts(r Reader, e *Edge) EdgeFacts {
 // edge has facts or a salience record.
 func checkFacts(t *testing.T, s *Store, when string) {
 	t.Helper()
-	// The coder may be making a code as the check asks for it (EdgeCode
+	// The coder may be making a code as the check asks for it (EmbeddingCode
 	// then holds none): let it finish what the commits gave it.
 	s.syncCoder()
 	s.Read(func(r Reader) {
@@ -70,7 +70,7 @@ func checkFacts(t *testing.T, s *Store, when string) {
 			}
 			// Its code is that of its embedding, where it has one of the
 			// codes' dimension.
-			code, scale, ok := r.EdgeCode(e.Seq)
+			code, scale, ok := r.EmbeddingCode(e.Seq)
 			if want := len(e.Embedding) > 0 && len(e.Embedding) == r.v.codes.dim; ok != want {
 				t.Fatalf("%s: edge %s with a %d-dimension embedding (codes %d): code held %v", when, e.ID, len(e.Embedding), r.v.codes.dim, ok)
 			} else if ok {
@@ -92,7 +92,7 @@ func checkFacts(t *testing.T, s *Store, when string) {
 			t.Fatalf("%s: %d namespace numbers in the facts, %d in the view", when, len(nsOf), len(r.v.nsKeys))
 		}
 		for seq := range uint64(max(len(r.v.edgeFacts), len(r.v.edgeSal))) {
-			if _, _, ok := r.EdgeCode(seq); !live[seq] && ok {
+			if _, _, ok := r.EmbeddingCode(seq); !live[seq] && ok {
 				t.Fatalf("%s: seq %d has a code and no edge", when, seq)
 			}
 			if !live[seq] && (r.EdgeFactsBySeq(seq) != nil || r.EdgeSalienceBySeq(seq) != nil && !sameSalience(*r.EdgeSalienceBySeq(seq), EdgeSalience{})) {
@@ -542,7 +542,7 @@ func TestEdgeCodesMadeByConcurrentReaders(t *testing.T) {
 				var bad error
 				s.Read(func(r Reader) {
 					for _, seq := range seqs {
-						code, scale, ok := r.EdgeCode(seq)
+						code, scale, ok := r.EmbeddingCode(seq)
 						if !ok {
 							continue // another reader is making it
 						}

@@ -23,7 +23,7 @@ func (r Reader) HintEdgeFacts(seq uint64) {
 
 // HintEdgeScore hints what scoring the edge at seq reads by its seq
 // besides its facts: its salience record (EdgeSalienceBySeq) and the
-// state of its int8 code (EdgeCode).
+// state of its int8 code (EmbeddingCode).
 func (r Reader) HintEdgeScore(seq uint64) {
 	if r.v == nil {
 		return
@@ -50,4 +50,25 @@ func (r Reader) HintBySeq(edge, node uint64) {
 	if node != 0 && node < uint64(len(r.v.nodeSeq)) {
 		wave.PrefetchRange(unsafe.Pointer(&r.v.nodeSeq[node]), unsafe.Sizeof(r.v.nodeSeq[node]))
 	}
+}
+
+// HintEmbeddingCode hints into the caches the int8 code of the embedding
+// of the edge or node at seq and its state, as EmbeddingCode is about to
+// read them (a chunk not made yet is left alone).
+func (r Reader) HintEmbeddingCode(seq uint64) {
+	if r.v == nil {
+		return
+	}
+	c := &r.v.codes
+	k := seq / codeChunkSeqs
+	if seq == 0 || c.dim == 0 || k >= uint64(len(c.chunks)) {
+		return
+	}
+	ch := c.chunks[k].Load()
+	if ch == nil {
+		return
+	}
+	i := int(seq % codeChunkSeqs)
+	wave.PrefetchRange(unsafe.Pointer(&ch.state[i]), unsafe.Sizeof(ch.state[i]))
+	wave.PrefetchCode(ch.codes[i*c.dim : (i+1)*c.dim])
 }

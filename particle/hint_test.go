@@ -36,7 +36,7 @@ func TestHintsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.syncCoder() // it makes the commit's codes: not while the hints run
-	// What the hints might touch, read without making codes (EdgeCode
+	// What the hints might touch, read without making codes (EmbeddingCode
 	// would): the facts and salience records, and every code chunk's
 	// presence and states.
 	read := func(r Reader, last uint64) []any {
@@ -65,13 +65,16 @@ func TestHintsChangeNothing(t *testing.T) {
 			r.HintEdgeFacts(seq)
 			r.HintEdgeScore(seq)
 			r.HintBySeq(seq, seq)
+			r.HintEmbeddingCode(seq)
 		}
 		r.HintEdgeFacts(math.MaxUint64)
 		r.HintEdgeScore(math.MaxUint64)
 		r.HintBySeq(math.MaxUint64, math.MaxUint64)
+		r.HintEmbeddingCode(math.MaxUint64)
 		Reader{}.HintEdgeFacts(1)
 		Reader{}.HintEdgeScore(1)
 		Reader{}.HintBySeq(1, 1)
+		Reader{}.HintEmbeddingCode(1)
 		after := read(r, last)
 		if len(after) != len(before) {
 			t.Fatalf("%d records after hints, %d before", len(after), len(before))

@@ -195,8 +195,12 @@ func (v *view) putNode(n *Node) (created bool) {
 	v.nodes[n.ID] = n
 	if had && old.Seq != n.Seq {
 		v.nodeSeq = unsetSeq(v.nodeSeq, old.Seq, old)
+		v.codes.unset(old.Seq)
 	}
 	v.nodeSeq = setSeq(v.nodeSeq, n.Seq, n)
+	if n.Seq != 0 && (!had || old.Seq != n.Seq || !sameVector(old.Embedding, n.Embedding)) {
+		v.codes.stale(n.Seq, n.Embedding)
+	}
 	v.aliases[aliasKey(n.Namespace, n.Type, n.Name)] = n.ID
 	for _, a := range n.Aliases {
 		v.aliases[aliasKey(n.Namespace, n.Type, a)] = n.ID
@@ -382,7 +386,7 @@ func (v *view) rekeyAdj(n *Node) {
 // goroutine, which the caller's next work (a daemon's vector index fill)
 // runs beside: awaitLinks waits for it.
 func (v *view) linkLoaded() {
-	v.codes.loaded(v.edgeSeq)
+	v.codes.loaded(v.edgeSeq, v.nodeSeq)
 	v.linking = new(sync.Once)
 	go v.awaitLinks()
 }

@@ -618,7 +618,7 @@ func TestViewSnapshotEdgeEmbeddingsMended(t *testing.T) {
 	}
 	s.Read(func(r Reader) {
 		r.Edges(func(e *Edge) bool {
-			code, scale, ok := r.EdgeCode(e.Seq)
+			code, scale, ok := r.EmbeddingCode(e.Seq)
 			if !ok || len(e.Embedding) == 0 {
 				return true
 			}

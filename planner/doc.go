@@ -11,9 +11,9 @@
 //     edges that pass every constraint (policy allow/deny and audience,
 //     time window, location, min confidence, same agent, as-of);
 //  3. re-rank: edges by cosine × decayed salience × confidence, nodes by
-//     cosine × belief; an edge the expansion reaches has the cosine of
-//     its embedding's int8 code (within wave.CodeBound of the float32
-//     cosine), read by seq instead of the edge and its embedding;
+//     cosine × belief; a node, and an edge the expansion reaches, have
+//     the cosine of their embedding's int8 code (within wave.CodeBound of
+//     the float32 cosine), read by seq instead of the embedding;
 //  4. stitch: the kept subgraph within the budget, every edge with its
 //     provenance and confidence, unknowns (asked for, absent),
 //     hypotheses (low belief), contradictions, and the context state

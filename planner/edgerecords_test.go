@@ -339,7 +339,7 @@ func TestAllowByFactsAsByEdge(t *testing.T) {
 
 // TestCodeSimilarityIsNearTheEmbeddings: an expansion step scores a
 // candidate whose embedding has an int8 code by that code
-// (codeSimilarity). For every candidate of random graphs, under every
+// (codeSimilarity), and a node by its code (scoreNode). For every candidate of random graphs, under every
 // request, its score is within the code's error bound (wave.CodeBound,
 // halved as similarity maps the cosine) of the score its float32
 // embedding gives, and a candidate without a code is scored by its
@@ -347,11 +347,21 @@ func TestAllowByFactsAsByEdge(t *testing.T) {
 // scores must differ from the embeddings': else the codes are not what
 // scored them.
 func TestCodeSimilarityIsNearTheEmbeddings(t *testing.T) {
-	coded, uncoded, differ := 0, 0, 0
+	coded, uncoded, differ, nodes := 0, 0, 0, 0
 	var worst float64
 	readRecordRuns(t, 5, func(ri int, run *run, r particle.Reader) {
 		qNorm := float32(math.Sqrt(float64(wave.Dot(run.q, run.q))))
 		r.Nodes(func(n *particle.Node) bool {
+			// The node's own score, by its code (scoreNode).
+			if code, scale, ok := r.EmbeddingCode(n.Seq); ok && len(n.Embedding) == len(run.q) {
+				nodes++
+				factor := 0.5 + 0.5*n.Belief.Score
+				want := cos01(wave.Dot(run.q, n.Embedding)) * factor
+				bound := factor * float64(wave.CodeBound(qNorm, scale, len(code))) / 2
+				if got := run.scoreNode(n); math.Abs(got-want) > bound+1e-12 {
+					t.Fatalf("run %d: node %s scored %v by its code, %v by its embedding: over the bound %v", ri, n.ID, got, want, bound)
+				}
+			}
 			var cs []edgeCand
 			collect := func(seq uint64, facts *particle.EdgeFacts, _ uint64) bool {
 				if run.admitsSeq(seq, facts) {
@@ -367,7 +377,7 @@ func TestCodeSimilarityIsNearTheEmbeddings(t *testing.T) {
 				e := r.EdgeBySeq(cs[i].seq)
 				want := static[i] * run.similarity(e)
 				got := cs[i].score
-				code, scale, ok := r.EdgeCode(cs[i].seq)
+				code, scale, ok := r.EmbeddingCode(cs[i].seq)
 				if !ok || len(code) != len(run.q) || static[i] < 0 {
 					uncoded++
 					if math.Float64bits(got) != math.Float64bits(want) {
@@ -390,6 +400,9 @@ func TestCodeSimilarityIsNearTheEmbeddings(t *testing.T) {
 		})
 	})
 	t.Logf("%d candidates scored by their codes (%d of them not as by their embeddings; the largest difference %.2g of the similarity), %d by their embeddings", coded, differ, worst, uncoded)
+	if nodes == 0 {
+		t.Fatal("no node has a code: their scores by codes are not checked")
+	}
 	if coded == 0 || uncoded == 0 || differ == 0 || coded < uncoded {
 		t.Fatalf("%d candidates scored by codes (%d unlike their embeddings), %d by embeddings: the test does not exercise each", coded, differ, uncoded)
 	}

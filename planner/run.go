@@ -362,11 +362,7 @@ func (run *run) keepBest(from *particle.Node, hop, fan int) bool {
 		for i := done; i < len(cs); i++ {
 			if on := r.NodeBySeq(cs[i].end); on != nil {
 				wave.PrefetchRange(unsafe.Pointer(on), unsafe.Sizeof(particle.Node{}))
-			}
-		}
-		for i := done; i < len(cs); i++ {
-			if on := r.NodeBySeq(cs[i].end); on != nil {
-				wave.Prefetch(on.Embedding)
+				r.HintEmbeddingCode(cs[i].end)
 			}
 		}
 		for i := done; i < len(cs); i++ {
@@ -670,7 +666,7 @@ func boundKey(b float64, i int) uint64 {
 
 // codeBounds returns the candidates' score bounds and the dot products
 // of the query with the int8 codes of their embeddings
-// (particle.Reader.EdgeCode, wave.CodeDot; NaN for a candidate without
+// (particle.Reader.EmbeddingCode, wave.CodeDot; NaN for a candidate without
 // a code), a read of 384 bytes at their seq instead of the edge and its
 // 1.5 KB embedding. A bound is the static score (for a similarity of at
 // most 1) × the similarity of the code's dot product plus its error
@@ -700,7 +696,7 @@ func (run *run) codeBounds(cands []edgeCand, static []float64) (bounds []float64
 		if bounds[i] < 0 || cands[i].seq == 0 {
 			continue // a similarity bound only bounds a non-negative factor; no seq, no code
 		}
-		code, scale, ok := run.r.EdgeCode(cands[i].seq)
+		code, scale, ok := run.r.EmbeddingCode(cands[i].seq)
 		if !ok || len(code) != dim {
 			continue
 		}
@@ -845,10 +841,19 @@ func decayOf(fn string, halfLifeS float64) wave.Decay {
 	return wave.Decay{Fn: wave.DecayFn(fn), HalfLife: time.Duration(halfLifeS * float64(time.Second))}
 }
 
+// scoreNode is n's own score: its similarity to the query × (0.5 + 0.5
+// × belief), the similarity that of the int8 code of its embedding
+// where it has one (as an expansion step's edges, codeSimilarity: 384
+// bytes by seq, hinted with the node, instead of 1.5 KB behind a
+// pointer in it), else of its embedding.
 func (run *run) scoreNode(n *particle.Node) float64 {
 	sim := 0.5
 	if len(n.Embedding) == len(run.q) {
-		sim = cos01(wave.Dot(run.q, n.Embedding))
+		if code, scale, ok := run.r.EmbeddingCode(n.Seq); ok && len(code) == len(run.q) {
+			sim = min(cos01(wave.CodeDot(run.q, code, scale)), 1)
+		} else {
+			sim = cos01(wave.Dot(run.q, n.Embedding))
+		}
 	}
 	return sim * (0.5 + 0.5*n.Belief.Score)
 }
