@@ -16,8 +16,8 @@ import (
 // (wave.CodeDot, wave.CodeBound) and a node's without reading the
 // embedding ([Reader.EmbeddingCode]).
 //
-// A put marks its seq's code stale only when it changes the edge's
-// embedding (a re-observation keeps the array: the code stays), and
+// A put marks its seq's code stale only when it changes the edge's or
+// node's embedding (a re-observation keeps the array: the code stays), and
 // lists the seq for the store's coder (coder.go), which makes the code
 // off the commit path soon after; a load leaves every code stale until
 // [Store.CodeAll]. A reader that finds a code stale makes it itself.
@@ -26,8 +26,8 @@ import (
 // the scale; a writer, holding the store's lock, has no reader beside
 // it.
 //
-// Codes are of one dimension, the first embedding's; an edge with an
-// embedding of another has none. They live in fixed chunks, made on
+// Codes are of one dimension, the first embedding's; an edge or node
+// with an embedding of another has none. They live in fixed chunks, made on
 // first use, so growing never copies the codes held.
 type edgeCodes struct {
 	dim int
@@ -176,7 +176,8 @@ func (c *edgeCodes) cover(seq uint64) {
 }
 
 // loaded ends a load: room for a code at every seq of edges and nodes,
-// all stale, in chunks made now. A chunk made on first use is made by the
+// all stale, in chunks made now (a load puts nodes as a batch does, and
+// their puts set dim where no edge has an embedding). A chunk made on first use is made by the
 // reader that needs it: after a reopen, the first planner calls made
 // them by the hundred (1.5 MB each at 384 dimensions), while the
 // collection the daemon's start had held off marked its heap, and

@@ -352,10 +352,10 @@ func (run *run) keepBest(from *particle.Node, hop, fan int) bool {
 		// The edges kept and the nodes reached are read below, each
 		// at a random address: the edge's pointer by seq; the node's
 		// pointer, its namespace, seq, embedding header and belief (four
-		// of its five lines) and its 1.5 KB embedding. Hinted first, in
-		// passes (the pointers, the node's lines, then the embedding
-		// its header names, each arrived or on its way), their misses
-		// overlap instead of following one another.
+		// of its five lines) and its embedding's code (scoreNode).
+		// Hinted first, in passes (the pointers, then what they point
+		// to, arrived or on its way), their misses overlap instead of
+		// following one another.
 		for i := done; i < len(cs); i++ {
 			r.HintBySeq(cs[i].seq, cs[i].end)
 		}
@@ -613,7 +613,7 @@ func (run *run) scoreCands(cands []edgeCand, fanout int) {
 // 384 dimensions, about 0.01 at worst (every component off by half a
 // step, all the same way) and a few 1e-4 as the errors fall.
 func (run *run) codeSimilarity(c *edgeCand, est float32) float64 {
-	if est == est {
+	if !math.IsNaN(float64(est)) {
 		return min(cos01(est), 1)
 	}
 	return run.similarity(run.edge(c))
@@ -628,19 +628,21 @@ func (run *run) hintEmbeddings(cands []edgeCand, sims []float32, keys []uint64) 
 	if keys != nil {
 		n = len(keys)
 	}
-	at := func(j int) int {
+	// uncoded is the candidate at position j, and whether it has no code.
+	uncoded := func(j int) (int, bool) {
+		i := j
 		if keys != nil {
-			return int(uint32(keys[j]))
+			i = int(uint32(keys[j]))
 		}
-		return j
+		return i, math.IsNaN(float64(sims[i]))
 	}
 	for j := range n {
-		if i := at(j); sims[i] != sims[i] {
+		if i, ok := uncoded(j); ok {
 			hintEmbeddingHeader(run.edge(&cands[i]))
 		}
 	}
 	for j := range n {
-		if i := at(j); sims[i] != sims[i] {
+		if i, ok := uncoded(j); ok {
 			wave.Prefetch(run.edge(&cands[i]).Embedding)
 		}
 	}
@@ -666,9 +668,9 @@ func boundKey(b float64, i int) uint64 {
 
 // codeBounds returns the candidates' score bounds and the dot products
 // of the query with the int8 codes of their embeddings
-// (particle.Reader.EmbeddingCode, wave.CodeDot; NaN for a candidate without
-// a code), a read of 384 bytes at their seq instead of the edge and its
-// 1.5 KB embedding. A bound is the static score (for a similarity of at
+// (particle.Reader.EmbeddingCode, wave.CodeDot; NaN for a candidate
+// without a code), a read of 384 bytes at their seq instead of the edge
+// and its 1.5 KB embedding. A bound is the static score (for a similarity of at
 // most 1) × the similarity of the code's dot product plus its error
 // (wave.CodeBound): never below the score, from the code or from the
 // embedding, as scoreCands needs. A candidate without a code keeps its
