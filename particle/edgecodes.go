@@ -156,12 +156,27 @@ func (c *edgeCodes) unset(seq uint64) {
 // stateAt returns the state word of the code at seq, nil where its
 // chunk is not made (it makes none).
 func (c *edgeCodes) stateAt(seq uint64) *atomic.Uint32 {
-	if k := seq / codeChunkSeqs; k < uint64(len(c.chunks)) {
-		if ch := c.chunks[k].Load(); ch != nil {
-			return &ch.state[seq%codeChunkSeqs]
-		}
+	if ch, i := c.chunkOf(seq, false); ch != nil {
+		return &ch.state[i]
 	}
 	return nil
+}
+
+// chunkOf returns the chunk that holds the code at seq and the code's
+// index in it: nil where seq is past the chunks, or where its chunk is
+// not made and create is false. With create, a chunk not made yet is
+// made (a reader racing this one may make it too; one of them is kept).
+func (c *edgeCodes) chunkOf(seq uint64, create bool) (*codeChunk, int) {
+	k := seq / codeChunkSeqs
+	if k >= uint64(len(c.chunks)) {
+		return nil, 0
+	}
+	ch := c.chunks[k].Load()
+	if ch == nil && create {
+		c.chunks[k].CompareAndSwap(nil, newCodeChunk(c.dim))
+		ch = c.chunks[k].Load()
+	}
+	return ch, int(seq % codeChunkSeqs)
 }
 
 // cover grows chunks to cover seq (a writer's call).
@@ -215,18 +230,13 @@ func (r Reader) EmbeddingCode(seq uint64) (code []int8, scale float32, ok bool) 
 		return nil, 0, false
 	}
 	c := &r.v.codes
-	k := seq / codeChunkSeqs
-	if seq == 0 || c.dim == 0 || k >= uint64(len(c.chunks)) {
+	if seq == 0 || c.dim == 0 {
 		return nil, 0, false
 	}
-	ch := c.chunks[k].Load()
+	ch, i := c.chunkOf(seq, true) // the first code of its chunk makes it
 	if ch == nil {
-		// The first code of its chunk: make the chunk (a reader racing
-		// this one may make it too; one of them is kept).
-		c.chunks[k].CompareAndSwap(nil, newCodeChunk(c.dim))
-		ch = c.chunks[k].Load()
+		return nil, 0, false
 	}
-	i := int(seq % codeChunkSeqs)
 	code = ch.codes[i*c.dim : (i+1)*c.dim : (i+1)*c.dim]
 	st := &ch.state[i]
 	switch s := st.Load(); s {

@@ -60,15 +60,13 @@ func (r Reader) HintEmbeddingCode(seq uint64) {
 		return
 	}
 	c := &r.v.codes
-	k := seq / codeChunkSeqs
-	if seq == 0 || c.dim == 0 || k >= uint64(len(c.chunks)) {
+	if seq == 0 || c.dim == 0 {
 		return
 	}
-	ch := c.chunks[k].Load()
+	ch, i := c.chunkOf(seq, false)
 	if ch == nil {
 		return
 	}
-	i := int(seq % codeChunkSeqs)
 	wave.PrefetchRange(unsafe.Pointer(&ch.state[i]), unsafe.Sizeof(ch.state[i]))
 	wave.PrefetchCode(ch.codes[i*c.dim : (i+1)*c.dim])
 }

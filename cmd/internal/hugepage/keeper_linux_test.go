@@ -273,14 +273,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 	}
 	const n = 256 << 20
 	adv := forLoad(n, false) // as on a host that keeps the guest's free memory
-	if adv.Advised == 0 {
-		if adv.Reason == "" {
-			t.Fatal("nothing advised, and no reason given")
-		}
-		if Mode() == "madvise" && adv.Free >= 2*n && !strings.Contains(adv.Reason, "refused") {
-			t.Fatalf("mode madvise with %d MiB free in 2 MiB blocks, and nothing advised: %s", adv.Free>>20, adv.Reason)
-		}
-		t.Logf("nothing advised here: %s", adv.Reason)
+	if nothingDone(t, "advised", adv.Advised, adv.Free, 2*n, "free in 2 MiB blocks", adv.Reason) {
 		return
 	}
 	if want := advisable(n, adv.Free, max(adv.FreeAll-adv.Free, 0)); adv.Advised < want-2*hugeSize || adv.Advised > want || adv.hi-adv.lo != uintptr(adv.Advised) {
@@ -375,14 +368,7 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 	if adv.Advised != 0 {
 		t.Fatalf("marked %d bytes for huge pages on a host that takes free memory back", adv.Advised)
 	}
-	if adv.Populated == 0 {
-		if adv.Reason == "" {
-			t.Fatal("nothing populated, and no reason given")
-		}
-		if Mode() == "madvise" && adv.FreeAll >= 2*n && !strings.Contains(adv.Reason, "refused") {
-			t.Fatalf("mode madvise with %d MiB free, and nothing populated: %s", adv.FreeAll>>20, adv.Reason)
-		}
-		t.Logf("nothing populated here: %s", adv.Reason)
+	if nothingDone(t, "populated", adv.Populated, adv.FreeAll, 2*n, "free", adv.Reason) {
 		return
 	}
 	share := populateShare
@@ -418,4 +404,23 @@ func TestForLoadRespectsTheMemoryLimit(t *testing.T) {
 	if adv := ForLoad(256 << 20); adv.Advised != 0 || !strings.Contains(adv.Reason, "limit") && !strings.Contains(adv.Reason, "mode") {
 		t.Errorf("a 256 MiB load under a 256 MiB memory limit: %+v", adv)
 	}
+}
+
+// nothingDone reports whether ForLoad did nothing (done, the bytes it
+// advised or populated, is 0), failing t if it gave no reason, or if
+// the mode was madvise and free (the free memory that counts, as what
+// says) was at least enough and the kernel did not refuse.
+func nothingDone(t *testing.T, did string, done, free, enough int64, what, reason string) bool {
+	t.Helper()
+	if done != 0 {
+		return false
+	}
+	if reason == "" {
+		t.Fatalf("nothing %s, and no reason given", did)
+	}
+	if Mode() == "madvise" && free >= enough && !strings.Contains(reason, "refused") {
+		t.Fatalf("mode madvise with %d MiB %s, and nothing %s: %s", free>>20, what, did, reason)
+	}
+	t.Logf("nothing %s here: %s", did, reason)
+	return true
 }

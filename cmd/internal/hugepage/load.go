@@ -151,3 +151,26 @@ func reportsFreePages(features string) bool {
 	f := strings.TrimSpace(features)
 	return len(f) > virtioBalloonReporting && f[virtioBalloonReporting] == '1'
 }
+
+// populateShare is the share of a load's estimate that ForLoad faults
+// in ahead on a host that takes free memory back. The estimate (the
+// snapshots' size and a quarter) counts the view snapshot's embeddings
+// and strings, which stay mapped from its file: on the 1M-edge store
+// the load's heap was about three quarters of it, and populating all of
+// it held some 700 MB resident for nothing. Fresh starts by share,
+// right after a stop: 1.0 2.9-3.8 s (RSS 3.7-3.8 GB), 0.75 2.8-3.4 s
+// (3.1 GB), 0.6 2.7-2.9 s (3.0-3.1 GB), 0.45 3.6-4.0 s, none 3.6-4.3 s
+// (2.9-3.0 GB) (BENCHMARKS.md, seventy-fifth round). The rest of the
+// load faults in as it goes.
+const populateShare = 0.6
+
+// populatable is how much of a load of n bytes ForLoad faults in ahead
+// on a host that takes free memory back, with free bytes free in all:
+// populateShare of n in whole huge pages, while free memory holds all
+// of n, else nothing.
+func populatable(n, free int64) int64 {
+	if free < n {
+		return 0
+	}
+	return int64(float64(n)*populateShare) &^ (hugeSize - 1)
+}

@@ -87,17 +87,16 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	// What to reserve, and what to tell: marked for huge pages, or, on a
 	// host that takes free memory back, faulted in ahead in 4 KiB pages
 	// (a share of the load's estimate, while free memory holds the whole).
-	a := advisable(n, free, max(total-free, 0))
+	var a int64
 	advice, short := unix.MADV_HUGEPAGE, "too little memory free in 2 MiB blocks, or in all for the load (a huge page's fault would compact memory)"
 	reason, refused := "", "the kernel refused MADV_HUGEPAGE"
 	if reclaims {
-		a = 0
-		if total >= n {
-			a = int64(float64(n)*populateShare) &^ (hugeSize - 1)
-		}
+		a = populatable(n, total)
 		advice, short = unix.MADV_POPULATE_WRITE, "too little memory free to fault the load in ahead"
 		reason = "this host takes free memory back (virtio free page reporting): its 2 MiB pages fault in slower than 4 KiB ones"
 		refused = reason + "; the kernel refused MADV_POPULATE_WRITE"
+	} else {
+		a = advisable(n, free, max(total-free, 0))
 	}
 	if a == 0 {
 		return LoadAdvice{Free: free, FreeAll: total, Reason: short}
@@ -123,18 +122,6 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	}
 	return adv
 }
-
-// populateShare is the share of a load's estimate that ForLoad faults
-// in ahead on a host that takes free memory back. The estimate (the
-// snapshots' size and a quarter) counts the view snapshot's embeddings
-// and strings, which stay mapped from its file: on the 1M-edge store
-// the load's heap was about three quarters of it, and populating all of
-// it held some 700 MB resident for nothing. Fresh starts by share,
-// right after a stop: 1.0 2.9-3.8 s (RSS 3.7-3.8 GB), 0.75 2.8-3.4 s
-// (3.1 GB), 0.6 2.7-2.9 s (3.0-3.1 GB), 0.45 3.6-4.0 s, none 3.6-4.3 s
-// (2.9-3.0 GB) (BENCHMARKS.md, seventy-fifth round). The rest of the
-// load faults in as it goes.
-const populateShare = 0.6
 
 // reserveAdvised allocates n bytes it never touches (fresh address
 // space: the runtime does not zero it), gives the 2 MiB-aligned range
