@@ -197,7 +197,7 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 	}
 	if adv.Populated > 0 {
 		d.log.Info("the load's heap faulted in ahead, in 4 KiB pages", "why", adv.Reason, "populated_mib", adv.Populated>>20,
-			"load_mib", n>>20, "free_mib", adv.FreeAll>>20)
+			"of_it_freed_before_mib", adv.Reused>>20, "load_mib", n>>20, "free_mib", adv.FreeAll>>20)
 		return
 	}
 	// A large load in 4 KiB pages takes seconds longer (BENCHMARKS.md,

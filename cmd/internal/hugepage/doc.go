@@ -40,6 +40,8 @@
 // when the kernel has free 2 MiB blocks enough for it (BENCHMARKS.md,
 // fifty-third round); where the host takes the guest's free memory back
 // ([HostReclaimsFree]: there a 2 MiB page of it faults in slower than
-// 4 KiB ones) it faults that heap in ahead, in 4 KiB pages, with one
-// MADV_POPULATE_WRITE (seventy-fifth round).
+// 4 KiB ones) it faults that heap in ahead, in 4 KiB pages, with
+// MADV_POPULATE_WRITE: the heap's lowest pages that are not resident,
+// where the load allocates first (seventy-fifth and seventy-seventh
+// rounds).
 package hugepage

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -371,9 +372,8 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 	if nothingDone(t, "populated", adv.Populated, adv.FreeAll, 2*n, "free", adv.Reason) {
 		return
 	}
-	share := populateShare
-	if want := int64(float64(n)*share) &^ (hugeSize - 1); adv.Populated < want-2*hugeSize || adv.Populated > want || adv.hi-adv.lo != uintptr(adv.Populated) {
-		t.Fatalf("populated %d bytes [%x, %x) of a %d-byte load, want about %d", adv.Populated, adv.lo, adv.hi, n, want)
+	if want := populatable(n, adv.FreeAll); adv.Populated != want || adv.hi-adv.lo != uintptr(want) {
+		t.Fatalf("populated %d bytes, reserved [%x, %x), of a %d-byte load, want %d of each", adv.Populated, adv.lo, adv.hi, n, want)
 	}
 	var before, after unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
@@ -388,6 +388,80 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 		t.Fatalf("%d of the load's %d slices in the populated range, %d faults for its %d pages", inside, len(load), faults, pages)
 	}
 	t.Logf("%d MiB of the load in the populated range; %d faults for its %d pages", inside, faults, pages)
+}
+
+// TestForLoadFaultsTheFreedHeapInFirst: in a process that has freed
+// much of its heap and returned it to the kernel (the bench restarts
+// its daemon so), ForLoad on a host that takes free memory back faults
+// in the holes that memory left first, below its reservation: the load
+// takes the lowest free pages, so it fills those holes before it
+// reaches the reservation. A load as large as the holes then faults few
+// pages of its own.
+func TestForLoadFaultsTheFreedHeapInFirst(t *testing.T) {
+	if ranApart(t) { // the holes are this test's own
+		return
+	}
+	// The collector off while the heap is built, or the slices freed
+	// early would be reused by the next ones; and during the load, as
+	// in the daemon.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	const count, size = 128, 1 << 20
+	held := make([][]byte, 0, count/2)
+	var holes []uintptr
+	for i := range count {
+		b := make([]byte, size)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		if i%2 == 0 {
+			held = append(held, b)
+		} else {
+			holes = append(holes, uintptr(unsafe.Pointer(&b[0])))
+		}
+	}
+	debug.FreeOSMemory() // the odd slices freed, and returned
+	if r := residentBytes(t, holes, size); r > int64(len(holes)*size)/4 {
+		t.Fatalf("%d of the freed slices' %d bytes still resident after FreeOSMemory", r, len(holes)*size)
+	}
+	const n = 256 << 20
+	adv := forLoad(n, true)
+	if nothingDone(t, "populated", adv.Populated, adv.FreeAll, 2*n, "free", adv.Reason) {
+		return
+	}
+	if r := residentBytes(t, holes, size); r != int64(len(holes)*size) || adv.Reused < r {
+		t.Fatalf("%d of the freed slices' %d bytes resident after ForLoad, which faulted in %d below its reservation (%d in all)",
+			r, len(holes)*size, adv.Reused, adv.Populated)
+	}
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
+		t.Fatal(err)
+	}
+	load, _ := touchLoad(len(holes), adv)
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
+		t.Fatal(err)
+	}
+	if faults, pages := after.Minflt-before.Minflt, int64(len(load)*size/4096); faults > pages/4 {
+		t.Fatalf("%d faults for the load's %d pages", faults, pages)
+	}
+	runtime.KeepAlive(held)
+	t.Logf("%d MiB faulted in below the reservation, %d MiB in all", adv.Reused>>20, adv.Populated>>20)
+}
+
+// residentBytes is how many bytes of the size-byte ranges at addrs are
+// resident.
+func residentBytes(t *testing.T, addrs []uintptr, size int) int64 {
+	t.Helper()
+	vec := make([]byte, size/4096)
+	var n int64
+	for _, a := range addrs {
+		if err := mincore(a, uintptr(size), vec); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vec {
+			n += int64(v&1) * 4096
+		}
+	}
+	return n
 }
 
 // TestForLoadSkipsSmallLoads: a load under a huge page is left alone.

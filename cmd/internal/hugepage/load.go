@@ -15,8 +15,10 @@ import (
 type LoadAdvice struct {
 	Advised int64
 	// Populated is the bytes of the heap faulted in ahead instead, in
-	// 4 KiB pages, on a host that takes free memory back.
-	Populated int64
+	// 4 KiB pages, on a host that takes free memory back; Reused is how
+	// many of them were free pages the heap held already, below the
+	// reservation (memory the process had freed and returned).
+	Populated, Reused int64
 	// Free is the free memory the kernel holds in blocks of a huge
 	// page or more, as ForLoad read it (0 where it read none), and
 	// FreeAll in blocks of every size (MemFree).
@@ -24,7 +26,8 @@ type LoadAdvice struct {
 	// Reason says why nothing was advised ("" when something was; set
 	// beside Populated).
 	Reason string
-	// lo and hi are the range advised or populated.
+	// lo and hi are the range advised, or the reservation populated
+	// (with the free pages below it).
 	lo, hi uintptr
 }
 

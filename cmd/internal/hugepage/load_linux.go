@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -48,14 +49,18 @@ import (
 // minutes (seventy-fifth round). Timing a few pages at the start does
 // not tell which a load will meet: they come from the memory freed last
 // (seventy-fourth round). It faults the load's heap in ahead instead,
-// in 4 KiB pages, with one MADV_POPULATE_WRITE over a reservation of
-// populateShare of n bytes (while free memory holds all n) that it then
-// frees for the load to take: on a VM a fault is a trip through the
-// hypervisor, and the kernel's loop is cheaper a page. The 1M-edge
-// start took 2.5-2.9 s right after a stop and 2.7-4.2 s 20 s after one,
-// against 3.6-4.8 s with the load's own faults (system CPU 1.1-1.4 s
-// against 3.6-4.6). What the load does not use of the reservation stays
-// resident until the runtime's scavenger returns it.
+// in 4 KiB pages, with MADV_POPULATE_WRITE: populateShare of n bytes
+// (while free memory holds all n) of the heap's pages that are not
+// resident, lowest first, as far as the end of a reservation of that
+// size that it then frees for the load to take (reservePopulated). In
+// a fresh process those are the reservation's; in one that freed and
+// returned much of its heap before, the holes below it, which the load
+// fills first. On a VM a fault is a trip through the hypervisor, and
+// the kernel's loop is cheaper a page. The 1M-edge start took 2.5-2.9 s
+// right after a stop and 2.7-4.2 s 20 s after one, against 3.6-4.8 s
+// with the load's own faults (system CPU 1.1-1.4 s against 3.6-4.6).
+// What the load does not use of what was faulted in stays resident
+// until the runtime's scavenger returns it.
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
@@ -88,11 +93,11 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	// host that takes free memory back, faulted in ahead in 4 KiB pages
 	// (a share of the load's estimate, while free memory holds the whole).
 	var a int64
-	advice, short := unix.MADV_HUGEPAGE, "too little memory free in 2 MiB blocks, or in all for the load (a huge page's fault would compact memory)"
+	short := "too little memory free in 2 MiB blocks, or in all for the load (a huge page's fault would compact memory)"
 	reason, refused := "", "the kernel refused MADV_HUGEPAGE"
 	if reclaims {
 		a = populatable(n, total)
-		advice, short = unix.MADV_POPULATE_WRITE, "too little memory free to fault the load in ahead"
+		short = "too little memory free to fault the load in ahead"
 		reason = "this host takes free memory back (virtio free page reporting): its 2 MiB pages fault in slower than 4 KiB ones"
 		refused = reason + "; the kernel refused MADV_POPULATE_WRITE"
 	} else {
@@ -109,36 +114,148 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 			return LoadAdvice{Free: free, FreeAll: total, Reason: "strict overcommit leaves too little room to reserve the load's heap"}
 		}
 	}
-	lo, hi := reserveAdvised(a, advice)
-	runtime.GC() // the reserve's pages go back to the heap, marked or resident
-	if hi <= lo {
-		return LoadAdvice{Free: free, FreeAll: total, Reason: refused}
-	}
-	adv := LoadAdvice{Free: free, FreeAll: total, Reason: reason, lo: lo, hi: hi}
+	adv := LoadAdvice{Free: free, FreeAll: total, Reason: reason}
 	if reclaims {
-		adv.Populated = int64(hi - lo)
+		// The reservation is not marked: a share of the load in 4 KiB
+		// pages is faulted in.
+		adv.lo, adv.hi, adv.Populated, adv.Reused = reservePopulated(a)
 	} else {
-		adv.Advised = int64(hi - lo)
+		adv.lo, adv.hi = reserveHuge(a)
+		adv.Advised = int64(adv.hi - adv.lo)
+	}
+	runtime.GC() // the reserve's pages go back to the heap, marked or resident
+	if adv.Advised == 0 && adv.Populated == 0 {
+		return LoadAdvice{Free: free, FreeAll: total, Reason: refused}
 	}
 	return adv
 }
 
-// reserveAdvised allocates n bytes it never touches (fresh address
-// space: the runtime does not zero it), gives the 2 MiB-aligned range
-// inside them the advice (MADV_HUGEPAGE: marked for huge pages;
-// MADV_POPULATE_WRITE, Linux 5.14+: faulted in, resident for the load)
-// and returns that range (empty if the kernel refused). The allocation
-// is garbage once it returns.
+// reserveHuge allocates n bytes it never touches (fresh address space:
+// the runtime does not zero it), marks the 2 MiB-aligned range inside
+// them MADV_HUGEPAGE and returns that range (empty if the kernel
+// refused). The allocation is garbage once it returns.
 //
 //go:noinline
-func reserveAdvised(n int64, advice int) (lo, hi uintptr) {
+func reserveHuge(n int64) (lo, hi uintptr) {
 	b := make([]byte, n)
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo, hi = alignUp(start), alignDown(start+uintptr(n))
-	if hi <= lo || madvise(lo, hi-lo, advice) != nil {
+	if hi <= lo || madvise(lo, hi-lo, unix.MADV_HUGEPAGE) != nil {
 		return 0, 0
 	}
 	return lo, hi
+}
+
+// reservePopulated allocates n bytes it never touches (fresh address
+// space: the runtime does not zero it) and faults in n bytes of the
+// heap's pages that are not resident, lowest first, as far as the
+// reservation's end (populateLowest): the free pages the load takes
+// first. In a fresh process those are the reservation's own. In one
+// that has freed much of its heap and returned it to the kernel (the
+// bench restarts the daemon inside its process so), they are mostly
+// the holes that freed memory left below it, which the load's
+// allocations, taking the lowest free pages, fill before they reach
+// the reservation. It returns the reservation's range, the bytes
+// faulted in and how many of them lay below it (reused). The
+// allocation is garbage once it returns.
+//
+//go:noinline
+func reservePopulated(n int64) (lo, hi uintptr, populated, reused int64) {
+	b := make([]byte, n)
+	lo = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	hi = lo + uintptr(n)
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0, 0, 0, 0
+	}
+	ranges, err := anonMappings(strings.NewReader(string(maps)), 0)
+	if err != nil {
+		return 0, 0, 0, 0
+	}
+	heap := heapBelow(ranges, lo, hi)
+	populated, reused = populateLowest(heap, n, lo)
+	runtime.KeepAlive(b)
+	return lo, hi, populated, reused
+}
+
+// heapBelow returns the heap below hi, the end of a reservation at lo:
+// the anonymous read-write mapping holding the reservation, cut at hi,
+// and those right below it, each ending where the next begins. The Go
+// runtime maps its heap's arenas one after another from a base (random
+// since Go 1.26), between reserved, inaccessible ones, and the kernel
+// merges them into one mapping or a few; memory the heap freed stays
+// mapped there (the runtime returns it with madvise). Without a
+// mapping holding lo, it is the reservation alone.
+func heapBelow(ranges []mapping, lo, hi uintptr) []mapping {
+	i := slices.IndexFunc(ranges, func(m mapping) bool { return m.lo <= lo && lo < m.hi })
+	if i < 0 {
+		return []mapping{{lo, hi}}
+	}
+	first := i
+	for first > 0 && ranges[first-1].hi == ranges[first].lo {
+		first--
+	}
+	heap := slices.Clone(ranges[first : i+1])
+	heap[len(heap)-1].hi = min(heap[len(heap)-1].hi, hi)
+	return heap
+}
+
+// populateGap is how many resident pages populateLowest bridges between
+// two runs of missing ones, faulting both in with one call (the kernel
+// skips resident pages in its loop).
+const populateGap = 16
+
+// populateLowest faults in, in address order, the pages of ranges that
+// are not resident (mincore) until budget bytes of them are, with
+// MADV_POPULATE_WRITE: each becomes a zeroed page, as the runtime
+// expects of memory it returned to the kernel. It returns the bytes
+// faulted in and how many of them lay below below.
+func populateLowest(ranges []mapping, budget int64, below uintptr) (populated, under int64) {
+	page := uintptr(os.Getpagesize())
+	var vec []byte
+	for _, m := range ranges {
+		if populated >= budget {
+			break
+		}
+		n := (m.hi - m.lo) / page
+		vec = slices.Grow(vec[:0], int(n))[:n]
+		if n == 0 || mincore(m.lo, n*page, vec) != nil {
+			continue
+		}
+		for i := uintptr(0); i < n && populated < budget; {
+			if vec[i]&1 != 0 {
+				i++
+				continue
+			}
+			// A run of missing pages from i to end, bridging gaps of
+			// fewer than populateGap resident ones.
+			end, missing, lower := i, int64(0), int64(0)
+			for k := i; k < n && k-end < populateGap && populated+missing < budget; k++ {
+				if vec[k]&1 == 0 {
+					end = k + 1
+					missing += int64(page)
+					if m.lo+k*page < below {
+						lower += int64(page)
+					}
+				}
+			}
+			if madvise(m.lo+i*page, (end-i)*page, unix.MADV_POPULATE_WRITE) != nil {
+				return populated, under
+			}
+			populated, under = populated+missing, under+lower
+			i = end
+		}
+	}
+	return populated, under
+}
+
+// mincore fills vec with the residency of the n bytes of pages at addr
+// (bit 0 set: resident).
+func mincore(addr, n uintptr, vec []byte) error {
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, addr, n, uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // readProc reads the kernel's file at path with parse.
