@@ -393,68 +393,107 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 // TestForLoadFaultsTheFreedHeapInFirst: in a process that has freed
 // much of its heap and returned it to the kernel (the bench restarts
 // its daemon so), ForLoad on a host that takes free memory back faults
-// in the holes that memory left first, below its reservation: the load
-// takes the lowest free pages, so it fills those holes before it
-// reaches the reservation. A load as large as the holes then faults few
-// pages of its own.
+// in the holes that memory left first: the load takes the lowest free
+// pages, so it fills those holes before anything above them. A load as
+// large as the holes then faults few pages of its own. Where the holes
+// hold less than the share to fault in, a reservation takes the rest.
 func TestForLoadFaultsTheFreedHeapInFirst(t *testing.T) {
 	if ranApart(t) { // the holes are this test's own
 		return
 	}
-	// The collector off while the heap is built, or the slices freed
-	// early would be reused by the next ones; and during the load, as
-	// in the daemon.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	const count, size = 128, 1 << 20
-	held := make([][]byte, 0, count/2)
-	var holes []uintptr
-	for i := range count {
-		b := make([]byte, size)
+	held, holes, adv, ok := forLoadAfterFreeing(t, 64)
+	if !ok {
+		return
+	}
+	if r := residentBytes(t, holes); r != int64(len(holes))<<20 || adv.Reused < r || adv.Populated != populatable(freedLoad, adv.FreeAll) || adv.hi <= adv.lo {
+		t.Fatalf("%d of the holes' %d bytes resident after ForLoad, which faulted in %d before its reservation [%x, %x) (%d in all)",
+			r, len(holes)<<20, adv.Reused, adv.lo, adv.hi, adv.Populated)
+	}
+	loadFaultsFew(t, len(holes), adv)
+	runtime.KeepAlive(held)
+	t.Logf("%d MiB faulted in before the reservation, %d MiB in all", adv.Reused>>20, adv.Populated>>20)
+}
+
+// TestForLoadTakesTheHolesAlone: where the holes a freed heap left hold
+// the whole share to fault in, ForLoad faults in the lowest of them and
+// reserves nothing (so collects nothing either).
+func TestForLoadTakesTheHolesAlone(t *testing.T) {
+	if ranApart(t) {
+		return
+	}
+	held, holes, adv, ok := forLoadAfterFreeing(t, 256)
+	if !ok {
+		return
+	}
+	want := populatable(freedLoad, adv.FreeAll)
+	if r := residentBytes(t, holes); r < want/2 || adv.Reused != want || adv.Populated != want || adv.hi != adv.lo {
+		t.Fatalf("%d of the holes' %d bytes resident after ForLoad, which faulted in %d of them (%d in all, want %d) and reserved [%x, %x)",
+			r, len(holes)<<20, adv.Reused, adv.Populated, want, adv.lo, adv.hi)
+	}
+	loadFaultsFew(t, int(want>>20), adv)
+	runtime.KeepAlive(held)
+}
+
+// freedLoad is the load the freed-heap tests ask ForLoad to ready.
+const freedLoad = 256 << 20
+
+// forLoadAfterFreeing builds a heap of 2·holes 1 MiB slices, touched,
+// frees every other one and returns the memory to the kernel, as the
+// bench's daemon leaves its heap before a restart, then calls forLoad
+// for a freedLoad as on a host that takes free memory back. It returns
+// the slices held, the holes' addresses and ForLoad's advice; ok is
+// false when ForLoad did nothing here (nothingDone). The collector
+// stays off from the start (on while the heap is built, it would free
+// slices early for the next ones to reuse; off in the daemon's load)
+// until the test ends.
+func forLoadAfterFreeing(t *testing.T, holes int) (held [][]byte, at []uintptr, adv LoadAdvice, ok bool) {
+	gc := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(gc) })
+	for i := range 2 * holes {
+		b := make([]byte, 1<<20)
 		for j := 0; j < len(b); j += 4096 {
 			b[j] = 1
 		}
 		if i%2 == 0 {
 			held = append(held, b)
 		} else {
-			holes = append(holes, uintptr(unsafe.Pointer(&b[0])))
+			at = append(at, uintptr(unsafe.Pointer(&b[0])))
 		}
 	}
 	debug.FreeOSMemory() // the odd slices freed, and returned
-	if r := residentBytes(t, holes, size); r > int64(len(holes)*size)/4 {
-		t.Fatalf("%d of the freed slices' %d bytes still resident after FreeOSMemory", r, len(holes)*size)
+	if r := residentBytes(t, at); r > int64(len(at))<<20/4 {
+		t.Fatalf("%d of the freed slices' %d bytes still resident after FreeOSMemory", r, len(at)<<20)
 	}
-	const n = 256 << 20
-	adv := forLoad(n, true)
-	if nothingDone(t, "populated", adv.Populated, adv.FreeAll, 2*n, "free", adv.Reason) {
-		return
-	}
-	if r := residentBytes(t, holes, size); r != int64(len(holes)*size) || adv.Reused < r {
-		t.Fatalf("%d of the freed slices' %d bytes resident after ForLoad, which faulted in %d below its reservation (%d in all)",
-			r, len(holes)*size, adv.Reused, adv.Populated)
-	}
+	adv = forLoad(freedLoad, true)
+	return held, at, adv, !nothingDone(t, "populated", adv.Populated, adv.FreeAll, 2*freedLoad, "free", adv.Reason)
+}
+
+// loadFaultsFew allocates a load of mib 1 MiB slices after ForLoad's
+// advice adv, touching each page, and fails t if it faulted more than a
+// quarter of them in itself.
+func loadFaultsFew(t *testing.T, mib int, adv LoadAdvice) {
+	t.Helper()
 	var before, after unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
 		t.Fatal(err)
 	}
-	load, _ := touchLoad(len(holes), adv)
+	load, _ := touchLoad(mib, adv)
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
 		t.Fatal(err)
 	}
-	if faults, pages := after.Minflt-before.Minflt, int64(len(load)*size/4096); faults > pages/4 {
+	if faults, pages := after.Minflt-before.Minflt, int64(len(load)<<20/4096); faults > pages/4 {
 		t.Fatalf("%d faults for the load's %d pages", faults, pages)
 	}
-	runtime.KeepAlive(held)
-	t.Logf("%d MiB faulted in below the reservation, %d MiB in all", adv.Reused>>20, adv.Populated>>20)
 }
 
-// residentBytes is how many bytes of the size-byte ranges at addrs are
+// residentBytes is how many bytes of the 1 MiB ranges at addrs are
 // resident.
-func residentBytes(t *testing.T, addrs []uintptr, size int) int64 {
+func residentBytes(t *testing.T, addrs []uintptr) int64 {
 	t.Helper()
-	vec := make([]byte, size/4096)
+	vec := make([]byte, 1<<20/4096)
 	var n int64
 	for _, a := range addrs {
-		if err := mincore(a, uintptr(size), vec); err != nil {
+		if err := mincore(a, 1<<20, vec); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range vec {

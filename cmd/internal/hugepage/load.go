@@ -16,8 +16,9 @@ type LoadAdvice struct {
 	Advised int64
 	// Populated is the bytes of the heap faulted in ahead instead, in
 	// 4 KiB pages, on a host that takes free memory back; Reused is how
-	// many of them were free pages the heap held already, below the
-	// reservation (memory the process had freed and returned).
+	// many of them were free pages the heap held already (memory the
+	// process had freed and returned), faulted in before any
+	// reservation.
 	Populated, Reused int64
 	// Free is the free memory the kernel holds in blocks of a huge
 	// page or more, as ForLoad read it (0 where it read none), and
@@ -27,7 +28,7 @@ type LoadAdvice struct {
 	// beside Populated).
 	Reason string
 	// lo and hi are the range advised, or the reservation populated
-	// (with the free pages below it).
+	// (empty when the heap's free pages held the share).
 	lo, hi uintptr
 }
 

@@ -51,16 +51,16 @@ import (
 // (seventy-fourth round). It faults the load's heap in ahead instead,
 // in 4 KiB pages, with MADV_POPULATE_WRITE: populateShare of n bytes
 // (while free memory holds all n) of the heap's pages that are not
-// resident, lowest first, as far as the end of a reservation of that
-// size that it then frees for the load to take (reservePopulated). In
-// a fresh process those are the reservation's; in one that freed and
-// returned much of its heap before, the holes below it, which the load
-// fills first. On a VM a fault is a trip through the hypervisor, and
-// the kernel's loop is cheaper a page. The 1M-edge start took 2.5-2.9 s
-// right after a stop and 2.7-4.2 s 20 s after one, against 3.6-4.8 s
-// with the load's own faults (system CPU 1.1-1.4 s against 3.6-4.6).
-// What the load does not use of what was faulted in stays resident
-// until the runtime's scavenger returns it.
+// resident, lowest first, where the load allocates first. In a process
+// that freed and returned much of its heap before, those are the holes
+// that memory left (populateHeap); in a fresh one, or for what the
+// holes do not hold, a reservation's, which it then frees for the load
+// to take (reservePopulated). On a VM a fault is a trip through the
+// hypervisor, and the kernel's loop is cheaper a page. The 1M-edge
+// start took 2.5-2.9 s right after a stop and 2.7-4.2 s 20 s after
+// one, against 3.6-4.8 s with the load's own faults (system CPU 1.1-1.4
+// s against 3.6-4.6). What the load does not use of what was faulted in
+// stays resident until the runtime's scavenger returns it.
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
@@ -116,14 +116,22 @@ func forLoad(n int64, reclaims bool) LoadAdvice {
 	}
 	adv := LoadAdvice{Free: free, FreeAll: total, Reason: reason}
 	if reclaims {
-		// The reservation is not marked: a share of the load in 4 KiB
-		// pages is faulted in.
-		adv.lo, adv.hi, adv.Populated, adv.Reused = reservePopulated(a)
+		// A share of the load in 4 KiB pages is faulted in: the
+		// holes freed memory left in the heap first, then, for the
+		// rest, a reservation (not marked).
+		adv.Reused = populateHeap(a)
+		adv.Populated = adv.Reused
+		if rest := a - adv.Reused; rest >= hugeSize {
+			var more int64
+			adv.lo, adv.hi, more = reservePopulated(a, rest)
+			adv.Populated += more
+			runtime.GC() // the reserve's pages go back to the heap, resident
+		}
 	} else {
 		adv.lo, adv.hi = reserveHuge(a)
 		adv.Advised = int64(adv.hi - adv.lo)
+		runtime.GC() // the reserve's pages go back to the heap, marked
 	}
-	runtime.GC() // the reserve's pages go back to the heap, marked or resident
 	if adv.Advised == 0 && adv.Populated == 0 {
 		return LoadAdvice{Free: free, FreeAll: total, Reason: refused}
 	}
@@ -146,56 +154,81 @@ func reserveHuge(n int64) (lo, hi uintptr) {
 	return lo, hi
 }
 
+// heapProbe is an object of the heap, whose address says where the
+// heap lies (populateHeap).
+var heapProbe *[64]byte
+
+// populateHeap faults in up to budget bytes of the heap's pages that
+// are not resident, lowest first (populateLowest over heapMappings):
+// the holes that memory the process freed and returned to the kernel
+// left, which the load's allocations, taking the lowest free pages,
+// fill first, and then the free end of the heap. In a fresh process
+// there are few; in one that freed much of its heap (the bench restarts
+// the daemon inside its process so, after returning its memory), the
+// load's first gigabytes. It returns the bytes faulted in.
+func populateHeap(budget int64) int64 {
+	heapProbe = new([64]byte)
+	at := uintptr(unsafe.Pointer(heapProbe))
+	heapProbe = nil
+	ranges, err := readAnonMappings()
+	if err != nil {
+		return 0
+	}
+	return populateLowest(heapMappings(ranges, at, ^uintptr(0)), budget)
+}
+
 // reservePopulated allocates n bytes it never touches (fresh address
-// space: the runtime does not zero it) and faults in n bytes of the
-// heap's pages that are not resident, lowest first, as far as the
-// reservation's end (populateLowest): the free pages the load takes
-// first. In a fresh process those are the reservation's own. In one
-// that has freed much of its heap and returned it to the kernel (the
-// bench restarts the daemon inside its process so), they are mostly
-// the holes that freed memory left below it, which the load's
-// allocations, taking the lowest free pages, fill before they reach
-// the reservation. It returns the reservation's range, the bytes
-// faulted in and how many of them lay below it (reused). The
-// allocation is garbage once it returns.
+// space: the runtime does not zero it) and faults in budget bytes of
+// the heap's pages that are not resident, lowest first, up to the
+// reservation's end: after populateHeap, the reservation's own (n
+// leaves room for budget beside pages populateHeap faulted in that the
+// reservation took). It returns the reservation's range and the bytes
+// faulted in. The allocation is garbage once it returns.
 //
 //go:noinline
-func reservePopulated(n int64) (lo, hi uintptr, populated, reused int64) {
+func reservePopulated(n, budget int64) (lo, hi uintptr, populated int64) {
 	b := make([]byte, n)
 	lo = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	hi = lo + uintptr(n)
-	maps, err := os.ReadFile("/proc/self/maps")
+	ranges, err := readAnonMappings()
 	if err != nil {
-		return 0, 0, 0, 0
+		return 0, 0, 0
 	}
-	ranges, err := anonMappings(strings.NewReader(string(maps)), 0)
-	if err != nil {
-		return 0, 0, 0, 0
-	}
-	heap := heapBelow(ranges, lo, hi)
-	populated, reused = populateLowest(heap, n, lo)
+	populated = populateLowest(heapMappings(ranges, lo, hi), budget)
 	runtime.KeepAlive(b)
-	return lo, hi, populated, reused
+	return lo, hi, populated
 }
 
-// heapBelow returns the heap below hi, the end of a reservation at lo:
-// the anonymous read-write mapping holding the reservation, cut at hi,
-// and those right below it, each ending where the next begins. The Go
-// runtime maps its heap's arenas one after another from a base (random
-// since Go 1.26), between reserved, inaccessible ones, and the kernel
-// merges them into one mapping or a few; memory the heap freed stays
-// mapped there (the runtime returns it with madvise). Without a
-// mapping holding lo, it is the reservation alone.
-func heapBelow(ranges []mapping, lo, hi uintptr) []mapping {
-	i := slices.IndexFunc(ranges, func(m mapping) bool { return m.lo <= lo && lo < m.hi })
-	if i < 0 {
-		return []mapping{{lo, hi}}
+// readAnonMappings reads the process's anonymous read-write mappings.
+func readAnonMappings() ([]mapping, error) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
 	}
-	first := i
+	return anonMappings(strings.NewReader(string(maps)), 0)
+}
+
+// heapMappings returns the heap around address at, up to hi: the
+// anonymous read-write mapping holding at and those next to it, each
+// ending where the next begins, cut at hi. The Go runtime maps its
+// heap's arenas one after another from a base (random since Go 1.26),
+// between reserved, inaccessible ones, and the kernel merges them into
+// one mapping or a few; memory the heap freed stays mapped there (the
+// runtime returns it with madvise). Without a mapping holding at, it is
+// nothing.
+func heapMappings(ranges []mapping, at, hi uintptr) []mapping {
+	i := slices.IndexFunc(ranges, func(m mapping) bool { return m.lo <= at && at < m.hi })
+	if i < 0 {
+		return nil
+	}
+	first, last := i, i
 	for first > 0 && ranges[first-1].hi == ranges[first].lo {
 		first--
 	}
-	heap := slices.Clone(ranges[first : i+1])
+	for last+1 < len(ranges) && ranges[last+1].lo == ranges[last].hi && ranges[last+1].lo < hi {
+		last++
+	}
+	heap := slices.Clone(ranges[first : last+1])
 	heap[len(heap)-1].hi = min(heap[len(heap)-1].hi, hi)
 	return heap
 }
@@ -209,8 +242,8 @@ const populateGap = 16
 // are not resident (mincore) until budget bytes of them are, with
 // MADV_POPULATE_WRITE: each becomes a zeroed page, as the runtime
 // expects of memory it returned to the kernel. It returns the bytes
-// faulted in and how many of them lay below below.
-func populateLowest(ranges []mapping, budget int64, below uintptr) (populated, under int64) {
+// faulted in.
+func populateLowest(ranges []mapping, budget int64) (populated int64) {
 	page := uintptr(os.Getpagesize())
 	var vec []byte
 	for _, m := range ranges {
@@ -229,24 +262,21 @@ func populateLowest(ranges []mapping, budget int64, below uintptr) (populated, u
 			}
 			// A run of missing pages from i to end, bridging gaps of
 			// fewer than populateGap resident ones.
-			end, missing, lower := i, int64(0), int64(0)
+			end, missing := i, int64(0)
 			for k := i; k < n && k-end < populateGap && populated+missing < budget; k++ {
 				if vec[k]&1 == 0 {
 					end = k + 1
 					missing += int64(page)
-					if m.lo+k*page < below {
-						lower += int64(page)
-					}
 				}
 			}
 			if madvise(m.lo+i*page, (end-i)*page, unix.MADV_POPULATE_WRITE) != nil {
-				return populated, under
+				return populated
 			}
-			populated, under = populated+missing, under+lower
+			populated += missing
 			i = end
 		}
 	}
-	return populated, under
+	return populated
 }
 
 // mincore fills vec with the residency of the n bytes of pages at addr
