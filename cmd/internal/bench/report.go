@@ -113,7 +113,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 	// A start's phases under prefix (reopen.start., reopen.process.start.).
 	startPhases := func(prefix string) string {
 		p := func(name string) string { return n(prefix+name+"_s", 2) }
-		return p("badger") + ", " + p("lease") + ", " + p("view") + "; " + p("vectors") + "; " + p("index") + "; " + p("links") + "; " + p("serve")
+		return p("heap") + "; " + p("badger") + ", " + p("lease") + ", " + p("view") + "; " + p("vectors") + "; " + p("index") + "; " + p("links") + "; " + p("serve")
 	}
 	trio := func(prefix, unit string) string {
 		return n(prefix+"p50_"+unit, 0) + " / " + n(prefix+"p95_"+unit, 0) + " / " + n(prefix+"p99_"+unit, 0)
@@ -253,7 +253,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			n("reopen.recall_at_10", 3) + " / " + n("reopen.recall_at_10_selective", 3) + " / " + n("reopen.recall_at_10_same_agent", 3), "", "≥ 0.95", ""},
 		row{"… planner in-process after it, 1 hop, 1 thread, p50 / p99 µs; each query's faster of two passes, p99 µs",
 			pair("reopen.planner.in_process.p50_us", "reopen.planner.in_process.p99_us", 0) + "; " + n("reopen.planner.in_process.best_of_2.p99_us", 0), "", "p99 ≤ 1,000", ""},
-		row{"… the start, s: Badger's open, the id sequence's read, the view's load; beside them the vector and keyword indexes read; then the vector index made ready; beside it the adjacency; serving",
+		row{"… the start, s: the heap readied for the load; Badger's open, the id sequence's read, the view's load; beside them the vector and keyword indexes read; then the vector index made ready; beside it the adjacency; serving",
 			startPhases("reopen.start."), "—", "", ""},
 		row{"… the restarted process's start, s: the same phases", startPhases("reopen.process.start."), "—", "", ""},
 		row{"… the vector index's splits ready (same-agent and narrow windowed searches served by them) after the start, s; read from their snapshot (else filled from the index)",

@@ -172,7 +172,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// cores the load needs. GC is off until the daemon serves and has
 	// collected the loaded heap once (collectLoad; a memory limit set
 	// with GOMEMLIMIT still applies).
+	var times StartTimes
+	t := time.Now()
 	d.readyHeapForLoad(so)
+	times.Heap = time.Since(t)
 	restoreGC := particle.PauseGC()
 	defer func() {
 		if err != nil {
@@ -180,7 +183,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		}
 	}()
 	var storeErr, indexErr, keywordErr error
-	var times StartTimes
 	both(func() { d.store, storeErr = particle.Open(so) },
 		func() {
 			t := time.Now()
@@ -210,7 +212,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		times.NATS = time.Since(t)
 		natsDone <- err
 	}()
-	t := time.Now()
+	t = time.Now()
 	both(func() {
 		if err = d.catchUpVectors(); err != nil {
 			err = fmt.Errorf("vector snapshot: %w", err)
@@ -339,6 +341,9 @@ func (d *Daemon) LoadCollected() <-chan struct{} { return d.loadCollected }
 type StartTimes struct {
 	// Total is from Start to serving.
 	Total time.Duration
+	// Heap is the heap readied for the load before it: marked for
+	// huge pages, or faulted in ahead (hugepage.ForLoad).
+	Heap time.Duration
 	// Store is the graph's open: Badger's, the read of its id sequence and the
 	// view's load. Vectors, beside it, is the vector index read from its
 	// snapshot and the keyword index opened.
@@ -365,7 +370,7 @@ type StartPhase struct {
 // the store's three, and Links and NATS beside Index.
 func (t StartTimes) Phases() []StartPhase {
 	return []StartPhase{
-		{"badger", t.Store.Badger}, {"lease", t.Store.Lease}, {"view", t.Store.Load}, {"vectors", t.Vectors},
+		{"heap", t.Heap}, {"badger", t.Store.Badger}, {"lease", t.Store.Lease}, {"view", t.Store.Load}, {"vectors", t.Vectors},
 		{"index", t.Index}, {"links", t.Links}, {"nats", t.NATS}, {"serve", t.Serve},
 	}
 }

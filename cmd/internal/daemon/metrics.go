@@ -240,7 +240,7 @@ func (m *metrics) registerStore(d *Daemon) {
 	for i, p := range (StartTimes{}).Phases() {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "ctxgraph_start_phase_seconds",
-			Help:        "Where the start's time went (0 until serving): badger, lease (the read of the graph's id sequence) and view (the graph's open), vectors (beside them: the vector and keyword indexes read), index (the vector index made ready from the graph), links (beside it: the graph's adjacency), serve (NATS, consumers, HTTP).",
+			Help:        "Where the start's time went (0 until serving): heap (readied for the load: marked for huge pages or faulted in ahead), badger, lease (the read of the graph's id sequence) and view (the graph's open), vectors (beside them: the vector and keyword indexes read), index (the vector index made ready from the graph), links (beside it: the graph's adjacency), serve (NATS, consumers, HTTP).",
 			ConstLabels: prometheus.Labels{"phase": p.Name},
 		}, func() float64 {
 			t, ok := d.StartTimes()
