@@ -189,14 +189,16 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 		}
 	}
 	n += n / 4
+	t := time.Now()
 	adv := hugepage.ForLoad(n)
+	took := time.Since(t).Round(time.Millisecond)
 	if adv.Advised > 0 {
-		d.log.Info("the load's heap faults in huge pages", "advised_mib", adv.Advised>>20, "load_mib", n>>20,
+		d.log.Info("the load's heap faults in huge pages", "took", took, "advised_mib", adv.Advised>>20, "load_mib", n>>20,
 			"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
 		return
 	}
 	if adv.Populated > 0 {
-		d.log.Info("the load's heap faulted in ahead, in 4 KiB pages", "why", adv.Reason, "populated_mib", adv.Populated>>20,
+		d.log.Info("the load's heap faulted in ahead, in 4 KiB pages", "took", took, "why", adv.Reason, "populated_mib", adv.Populated>>20,
 			"of_it_freed_before_mib", adv.Reused>>20, "load_mib", n>>20, "free_mib", adv.FreeAll>>20)
 		return
 	}

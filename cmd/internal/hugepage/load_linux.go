@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -238,16 +240,53 @@ func heapMappings(ranges []mapping, at, hi uintptr) []mapping {
 // skips resident pages in its loop).
 const populateGap = 16
 
+// populateChunk caps a run that populateLowest faults in with one call,
+// in pages (16 MiB), so that its workers share a long run.
+const populateChunk = 4096
+
 // populateLowest faults in, in address order, the pages of ranges that
 // are not resident (mincore) until budget bytes of them are, with
 // MADV_POPULATE_WRITE: each becomes a zeroed page, as the runtime
-// expects of memory it returned to the kernel. It returns the bytes
-// faulted in.
-func populateLowest(ranges []mapping, budget int64) (populated int64) {
+// expects of memory it returned to the kernel. The runs of missing
+// pages are faulted in by GOMAXPROCS workers: the kernel's loop zeroes
+// each page, and the start waits for nothing else meanwhile. It
+// returns the bytes faulted in.
+func populateLowest(ranges []mapping, budget int64) int64 {
+	runs := missingRuns(ranges, budget)
+	var next atomic.Int64
+	var populated atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(runs)); i = next.Add(1) - 1 {
+				if r := runs[i]; madvise(r.lo, r.hi-r.lo, unix.MADV_POPULATE_WRITE) == nil {
+					populated.Add(r.missing)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return populated.Load()
+}
+
+// missingRun is a range to fault in and how many of its bytes are not
+// resident.
+type missingRun struct {
+	lo, hi  uintptr
+	missing int64
+}
+
+// missingRuns lists, in address order, the runs of pages of ranges that
+// are not resident, until they hold budget bytes: each bridges gaps of
+// fewer than populateGap resident pages and spans at most
+// populateChunk pages.
+func missingRuns(ranges []mapping, budget int64) []missingRun {
 	page := uintptr(os.Getpagesize())
+	var runs []missingRun
 	var vec []byte
+	var total int64
 	for _, m := range ranges {
-		if populated >= budget {
+		if total >= budget {
 			break
 		}
 		n := (m.hi - m.lo) / page
@@ -255,28 +294,24 @@ func populateLowest(ranges []mapping, budget int64) (populated int64) {
 		if n == 0 || mincore(m.lo, n*page, vec) != nil {
 			continue
 		}
-		for i := uintptr(0); i < n && populated < budget; {
+		for i := uintptr(0); i < n && total < budget; {
 			if vec[i]&1 != 0 {
 				i++
 				continue
 			}
-			// A run of missing pages from i to end, bridging gaps of
-			// fewer than populateGap resident ones.
 			end, missing := i, int64(0)
-			for k := i; k < n && k-end < populateGap && populated+missing < budget; k++ {
+			for k := i; k < n && k-end < populateGap && k-i < populateChunk && total+missing < budget; k++ {
 				if vec[k]&1 == 0 {
 					end = k + 1
 					missing += int64(page)
 				}
 			}
-			if madvise(m.lo+i*page, (end-i)*page, unix.MADV_POPULATE_WRITE) != nil {
-				return populated
-			}
-			populated += missing
+			runs = append(runs, missingRun{m.lo + i*page, m.lo + end*page, missing})
+			total += missing
 			i = end
 		}
 	}
-	return populated
+	return runs
 }
 
 // mincore fills vec with the residency of the n bytes of pages at addr
