@@ -61,8 +61,11 @@ import (
 // hypervisor, and the kernel's loop is cheaper a page. The 1M-edge
 // start took 2.5-2.9 s right after a stop and 2.7-4.2 s 20 s after
 // one, against 3.6-4.8 s with the load's own faults (system CPU 1.1-1.4
-// s against 3.6-4.6). What the load does not use of what was faulted in
-// stays resident until the runtime's scavenger returns it.
+// s against 3.6-4.6). What the load does not use of the reservation
+// stays resident until the runtime's scavenger returns it; of the
+// holes, until the heap next uses and frees it (the runtime counts them
+// as returned, so its scavenger leaves them). The share is under the
+// load's estimate, and the load takes the holes first.
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
