@@ -195,7 +195,8 @@ type Config struct {
 		// memory back faults it in ahead in 4 KiB pages (hugepage.ForLoad), and with
 		// CollapseIdle the heap is collapsed while the daemon is idle.
 		// On by default; a host in THP mode "always" needs none of it,
-		// one in mode "never" is left so.
+		// one in mode "never" keeps 4 KiB pages (faulted in ahead where
+		// its host takes free memory back).
 		HugePages bool `yaml:"huge_pages"`
 		// CollapseIdle (with HugePages) runs the huge-page keeper: the
 		// heap is collapsed into huge pages while the daemon is idle,

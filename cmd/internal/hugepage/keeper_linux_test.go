@@ -273,7 +273,7 @@ func TestForLoadFaultsTheLoadInHugePages(t *testing.T) {
 		return
 	}
 	const n = 256 << 20
-	adv := forLoad(n, false) // as on a host that keeps the guest's free memory
+	adv := forLoad(n, false, Mode()) // as on a host that keeps the guest's free memory
 	if nothingDone(t, "advised", adv.Advised, adv.Free, 2*n, "free in 2 MiB blocks", adv.Reason) {
 		return
 	}
@@ -351,7 +351,7 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 	if ranApart(t) { // as TestForLoadFaultsTheLoadInHugePages
 		adv := ForLoad(256 << 20)
 		taken := strings.Contains(adv.Reason, "takes free memory back")
-		switch want := HostReclaimsFree() && Mode() == "madvise"; {
+		switch want := HostReclaimsFree() && Mode() != "always"; {
 		case want && (!taken || adv.Advised != 0):
 			t.Errorf("on a host that takes free memory back: %+v", adv)
 		case !want && (taken || adv.Populated != 0):
@@ -365,7 +365,7 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 	// leaves the free reservation resident; with it on, it may return
 	// part of it before the load takes it.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	adv := forLoad(n, true)
+	adv := forLoad(n, true, Mode())
 	if adv.Advised != 0 {
 		t.Fatalf("marked %d bytes for huge pages on a host that takes free memory back", adv.Advised)
 	}
@@ -464,7 +464,7 @@ func forLoadAfterFreeing(t *testing.T, holes int) (held [][]byte, at []uintptr, 
 	if r := residentBytes(t, at); r > int64(len(at))<<20/4 {
 		t.Fatalf("%d of the freed slices' %d bytes still resident after FreeOSMemory", r, len(at)<<20)
 	}
-	adv = forLoad(freedLoad, true)
+	adv = forLoad(freedLoad, true, Mode())
 	return held, at, adv, !nothingDone(t, "populated", adv.Populated, adv.FreeAll, 2*freedLoad, "free", adv.Reason)
 }
 
@@ -501,6 +501,26 @@ func residentBytes(t *testing.T, addrs []uintptr) int64 {
 		}
 	}
 	return n
+}
+
+// TestForLoadFaultsInAheadInEveryModeButAlways: on a host that takes
+// free memory back the load is faulted in ahead whatever the
+// transparent huge page mode (it needs no huge pages) but "always",
+// where the kernel would fault it in 2 MiB pages anyway.
+func TestForLoadFaultsInAheadInEveryModeButAlways(t *testing.T) {
+	const n = 64 << 20
+	for _, mode := range []string{"madvise", "never", "", "always"} {
+		adv := forLoad(n, true, mode)
+		modeReason := strings.Contains(adv.Reason, "transparent huge page mode")
+		switch {
+		case mode == "always" && (!modeReason || adv.Populated != 0):
+			t.Errorf("mode %q: %+v, want nothing done for the mode", mode, adv)
+		case mode != "always" && (modeReason || adv.Advised != 0):
+			t.Errorf("mode %q: %+v, want the load faulted in ahead", mode, adv)
+		case mode != "always" && adv.Populated == 0 && adv.FreeAll >= 2*n:
+			t.Errorf("mode %q: nothing faulted in with %d MiB free: %s", mode, adv.FreeAll>>20, adv.Reason)
+		}
+	}
 }
 
 // TestForLoadSkipsSmallLoads: a load under a huge page is left alone.

@@ -66,19 +66,24 @@ import (
 // holes, until the heap next uses and frees it (the runtime counts them
 // as returned, so its scavenger leaves them). The share is under the
 // load's estimate, and the load takes the holes first.
+// Faulting in ahead needs no huge pages, so it is done in mode "never"
+// (or without THP) too; not in mode "always", where the kernel would
+// fault the load in 2 MiB pages of the memory its host takes back,
+// ahead or not.
 // It marks nothing where the mode is "always" (the kernel does it
 // unasked) or "never", nor under a Go memory limit smaller than twice
 // n, nor under strict overcommit without room to commit the
 // reservation and the load (the reservation is an allocation, and one
 // the kernel refuses kills a Go process).
-func ForLoad(n int64) LoadAdvice { return forLoad(n, HostReclaimsFree()) }
+func ForLoad(n int64) LoadAdvice { return forLoad(n, HostReclaimsFree(), Mode()) }
 
-// forLoad is ForLoad on a host that takes free memory back or not.
-func forLoad(n int64, reclaims bool) LoadAdvice {
+// forLoad is ForLoad on a host that takes free memory back or not, in
+// transparent huge page mode mode.
+func forLoad(n int64, reclaims bool, mode string) LoadAdvice {
 	if n < hugeSize {
 		return LoadAdvice{Reason: "a load too small to matter"}
 	}
-	if mode := Mode(); mode != "madvise" {
+	if mode != "madvise" && (!reclaims || mode == "always") {
 		return LoadAdvice{Reason: "transparent huge page mode " + quoteMode(mode)}
 	}
 	if limit := debug.SetMemoryLimit(-1); limit < 2*n {
