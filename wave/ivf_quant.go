@@ -44,6 +44,13 @@ func (c *coarse) assign(v []float32) int {
 	return lo + nearest(c.leaves[lo*c.dim:hi*c.dim], v, c.dim)
 }
 
+// assignDots is about how many dot products assign takes: the top
+// level's centroids and a top cell's leaves.
+func (c *coarse) assignDots() int {
+	top := len(c.top) / c.dim
+	return top + c.nlist()/max(1, top)
+}
+
 // nearest returns the index of the centroid (in cs, dim apart) with the
 // highest dot product with v.
 func nearest(cs, v []float32, dim int) int {
@@ -144,9 +151,11 @@ func kmeans(vs [][]float32, k, dim int, rng *rand.Rand) ([]float32, []int32) {
 	}
 	assign := make([]int32, len(vs))
 	counts := make([]int, k)
+	gw := newGiveWay(k) // a vector's step compares it with k centroids
 	for it := range kmeansIters {
 		changed := 0
 		for i, v := range vs {
+			gw.step()
 			a := int32(nearest(cs, v, dim))
 			if a != assign[i] || it == 0 {
 				changed++

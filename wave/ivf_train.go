@@ -155,7 +155,12 @@ func (x *IVF) placeAll(q *coarse, es []ivfEntry, expect int) (*ivfState, idTable
 	buf := make([]float32, x.dim)
 	at := make([]int32, len(es))
 	room := make([]int, q.nlist())
+	// Both passes give way to waiting goroutines (a retraining runs
+	// beside ingest), the second about every 64 entries: placing one
+	// quantizes it against its list's centroid and appends it.
+	gw := newGiveWay(q.assignDots())
 	for i, e := range es {
+		gw.step()
 		l := q.assign(entryVec(e, buf))
 		at[i] = int32(l)
 		room[l]++
@@ -166,7 +171,9 @@ func (x *IVF) placeAll(q *coarse, es []ivfEntry, expect int) (*ivfState, idTable
 	st := newIVFState(q, x.dim, room)
 	ids := idTable{expect: expect}
 	var scratch coder
+	gw = newGiveWay(giveWayDots / 64)
 	for i, e := range es {
+		gw.step()
 		ids.put(e.id, x.placeIn(st, int(at[i]), e, entryVec(e, buf), &scratch))
 	}
 	return st, ids
