@@ -2,6 +2,7 @@ package wave
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 )
 
@@ -9,8 +10,6 @@ import (
 // of its steps' work, however costly a step.
 func TestGiveWayYieldsEverySoMuchWork(t *testing.T) {
 	yields := 0
-	defer func(g func()) { gosched = g }(gosched)
-	gosched = func() { yields++ }
 	for _, c := range []struct{ dots, steps, want int }{
 		{1, 3 * giveWayDots, 3},
 		{64, 10 * giveWayDots / 64, 10},
@@ -20,6 +19,7 @@ func TestGiveWayYieldsEverySoMuchWork(t *testing.T) {
 	} {
 		yields = 0
 		gw := newGiveWay(c.dots)
+		gw.yield = func() { yields++ }
 		for range c.steps {
 			gw.step()
 		}
@@ -32,9 +32,9 @@ func TestGiveWayYieldsEverySoMuchWork(t *testing.T) {
 // TestKMeansGivesWay: a retraining's k-means yields as it assigns the
 // vectors.
 func TestKMeansGivesWay(t *testing.T) {
-	yields := 0
+	var yields atomic.Int64
 	defer func(g func()) { gosched = g }(gosched)
-	gosched = func() { yields++ }
+	gosched = func() { yields.Add(1) }
 	r := rand.New(rand.NewPCG(1, 2))
 	vs := make([][]float32, 2000)
 	for i := range vs {
@@ -45,7 +45,7 @@ func TestKMeansGivesWay(t *testing.T) {
 		Normalize(vs[i])
 	}
 	kmeans(vs, 64, 16, r)
-	if yields == 0 {
+	if yields.Load() == 0 {
 		t.Fatal("k-means over 2,000 vectors and 64 centroids never yielded")
 	}
 }
