@@ -173,9 +173,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 	// collected the loaded heap once (collectLoad; a memory limit set
 	// with GOMEMLIMIT still applies).
 	var times StartTimes
-	t := time.Now()
-	d.readyHeapForLoad(so)
-	times.Heap = time.Since(t)
+	times.Heap = d.readyHeapForLoad(so)
 	restoreGC := particle.PauseGC()
 	defer func() {
 		if err != nil {
@@ -212,7 +210,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (d *Daemon, err er
 		times.NATS = time.Since(t)
 		natsDone <- err
 	}()
-	t = time.Now()
+	t := time.Now()
 	both(func() {
 		if err = d.catchUpVectors(); err != nil {
 			err = fmt.Errorf("vector snapshot: %w", err)

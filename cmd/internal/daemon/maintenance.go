@@ -173,11 +173,13 @@ func (d *Daemon) hugePages(ctx context.Context) {
 // (when the store so loads its view) and the vector snapshot hold, plus
 // a quarter for the maps and lists built beside them; without snapshots
 // (a new store, a start from Badger) there is little to gain and
-// nothing is marked.
-func (d *Daemon) readyHeapForLoad(so particle.Options) {
+// nothing is marked. It returns how long it took (the start's heap
+// phase, which its log line gives too).
+func (d *Daemon) readyHeapForLoad(so particle.Options) time.Duration {
 	if !d.cfg.Memory.HugePages {
-		return
+		return 0
 	}
+	t := time.Now()
 	files := []string{d.vectorSnapshot()}
 	if so.ViewSnapshot {
 		files = append(files, particle.ViewSnapshotToLoad(so.Dir))
@@ -189,18 +191,17 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 		}
 	}
 	n += n / 4
-	t := time.Now()
 	adv := hugepage.ForLoad(n)
-	took := time.Since(t).Round(time.Millisecond)
+	took := time.Since(t)
 	if adv.Advised > 0 {
-		d.log.Info("the load's heap faults in huge pages", "took", took, "advised_mib", adv.Advised>>20, "load_mib", n>>20,
+		d.log.Info("the load's heap faults in huge pages", "took", took.Round(time.Millisecond), "advised_mib", adv.Advised>>20, "load_mib", n>>20,
 			"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
-		return
+		return took
 	}
 	if adv.Populated > 0 {
-		d.log.Info("the load's heap faulted in ahead, in 4 KiB pages", "took", took, "why", adv.Reason, "populated_mib", adv.Populated>>20,
+		d.log.Info("the load's heap faulted in ahead, in 4 KiB pages", "took", took.Round(time.Millisecond), "why", adv.Reason, "populated_mib", adv.Populated>>20,
 			"of_it_freed_before_mib", adv.Reused>>20, "load_mib", n>>20, "free_mib", adv.FreeAll>>20)
-		return
+		return took
 	}
 	// A large load in 4 KiB pages takes seconds longer (BENCHMARKS.md,
 	// sixty-first round): say why where an operator looks.
@@ -210,6 +211,7 @@ func (d *Daemon) readyHeapForLoad(so particle.Options) {
 	}
 	d.log.Log(context.Background(), level, "the load's heap faults in 4 KiB pages", "why", adv.Reason, "load_mib", n>>20,
 		"free_huge_mib", adv.Free>>20, "free_mib", adv.FreeAll>>20)
+	return time.Since(t)
 }
 
 // keepHugePages runs a huge-page keeper until ctx ends (memory.huge_pages

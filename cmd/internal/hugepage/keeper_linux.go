@@ -123,12 +123,16 @@ func (k *Keeper) collapseLoop(ctx context.Context) error {
 var errUnsupported = errors.New("hugepage: the kernel cannot collapse memory into huge pages (needs Linux 6.1 and transparent huge pages)")
 
 // mappings reads the large anonymous mappings of the process.
-func (k *Keeper) mappings() ([]mapping, error) {
+func (k *Keeper) mappings() ([]mapping, error) { return readAnonMappings(k.o.MinMapping) }
+
+// readAnonMappings reads the process's anonymous read-write mappings of
+// at least min bytes (anonMappings).
+func readAnonMappings(min int64) ([]mapping, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return nil, fmt.Errorf("hugepage: %w", err)
 	}
-	return anonMappings(strings.NewReader(string(maps)), k.o.MinMapping)
+	return anonMappings(strings.NewReader(string(maps)), min)
 }
 
 // Advise marks MADV_HUGEPAGE the mappings not marked yet: pages the

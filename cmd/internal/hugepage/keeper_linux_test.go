@@ -375,17 +375,10 @@ func TestForLoadFaultsTheLoadInAhead(t *testing.T) {
 	if want := populatable(n, adv.FreeAll); adv.Populated != want || adv.hi-adv.lo != uintptr(want) {
 		t.Fatalf("populated %d bytes, reserved [%x, %x), of a %d-byte load, want %d of each", adv.Populated, adv.lo, adv.hi, n, want)
 	}
-	var before, after unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
-		t.Fatal(err)
-	}
-	load, inside := touchLoad(128, adv) // within the populated share
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
-		t.Fatal(err)
-	}
-	faults, pages := after.Minflt-before.Minflt, int64(len(load)<<20/4096)
-	if inside < len(load)/2 || faults > pages/4 {
-		t.Fatalf("%d of the load's %d slices in the populated range, %d faults for its %d pages", inside, len(load), faults, pages)
+	const mib = 128 // within the populated share
+	inside, faults, pages := loadFaultsFew(t, mib, adv)
+	if inside < mib/2 {
+		t.Fatalf("%d of the load's %d slices in the populated range, %d faults for its %d pages", inside, mib, faults, pages)
 	}
 	t.Logf("%d MiB of the load in the populated range; %d faults for its %d pages", inside, faults, pages)
 }
@@ -470,20 +463,22 @@ func forLoadAfterFreeing(t *testing.T, holes int) (held [][]byte, at []uintptr, 
 
 // loadFaultsFew allocates a load of mib 1 MiB slices after ForLoad's
 // advice adv, touching each page, and fails t if it faulted more than a
-// quarter of them in itself.
-func loadFaultsFew(t *testing.T, mib int, adv LoadAdvice) {
+// quarter of them in itself. It returns how many slices start in the
+// range adv reserved (touchLoad), the faults and the pages.
+func loadFaultsFew(t *testing.T, mib int, adv LoadAdvice) (inside int, faults, pages int64) {
 	t.Helper()
 	var before, after unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
 		t.Fatal(err)
 	}
-	load, _ := touchLoad(mib, adv)
+	load, inside := touchLoad(mib, adv)
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
 		t.Fatal(err)
 	}
-	if faults, pages := after.Minflt-before.Minflt, int64(len(load)<<20/4096); faults > pages/4 {
+	if faults, pages = after.Minflt-before.Minflt, int64(len(load)<<20/4096); faults > pages/4 {
 		t.Fatalf("%d faults for the load's %d pages", faults, pages)
 	}
+	return inside, faults, pages
 }
 
 // residentBytes is how many bytes of the 1 MiB ranges at addrs are

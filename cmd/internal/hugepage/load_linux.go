@@ -180,53 +180,40 @@ func populateHeap(budget int64) int64 {
 	heapProbe = new([64]byte)
 	at := uintptr(unsafe.Pointer(heapProbe))
 	heapProbe = nil
-	ranges, err := readAnonMappings()
+	ranges, err := readAnonMappings(0)
 	if err != nil {
 		return 0
 	}
-	return populateLowest(heapMappings(ranges, at, ^uintptr(0)), budget)
+	return populateLowest(heapMappings(ranges, at), budget)
 }
 
 // reservePopulated allocates n bytes it never touches (fresh address
 // space: the runtime does not zero it) and faults in budget bytes of
-// the heap's pages that are not resident, lowest first, up to the
-// reservation's end: after populateHeap, the reservation's own (n
-// leaves room for budget beside pages populateHeap faulted in that the
-// reservation took). It returns the reservation's range and the bytes
-// faulted in. The allocation is garbage once it returns.
+// its pages that are not resident, lowest first. It runs after
+// populateHeap has faulted in every missing page of the heap it found,
+// so the reservation's are all that is left; n leaves room for budget
+// beside the pages populateHeap faulted in that the reservation took
+// (the heap's free end). It returns the reservation's range and the
+// bytes faulted in. The allocation is garbage once it returns.
 //
 //go:noinline
 func reservePopulated(n, budget int64) (lo, hi uintptr, populated int64) {
 	b := make([]byte, n)
 	lo = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	hi = lo + uintptr(n)
-	ranges, err := readAnonMappings()
-	if err != nil {
-		return 0, 0, 0
-	}
-	populated = populateLowest(heapMappings(ranges, lo, hi), budget)
+	populated = populateLowest([]mapping{{lo, hi}}, budget)
 	runtime.KeepAlive(b)
 	return lo, hi, populated
 }
 
-// readAnonMappings reads the process's anonymous read-write mappings.
-func readAnonMappings() ([]mapping, error) {
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return nil, err
-	}
-	return anonMappings(strings.NewReader(string(maps)), 0)
-}
-
-// heapMappings returns the heap around address at, up to hi: the
-// anonymous read-write mapping holding at and those next to it, each
-// ending where the next begins, cut at hi. The Go runtime maps its
-// heap's arenas one after another from a base (random since Go 1.26),
-// between reserved, inaccessible ones, and the kernel merges them into
-// one mapping or a few; memory the heap freed stays mapped there (the
-// runtime returns it with madvise). Without a mapping holding at, it is
-// nothing.
-func heapMappings(ranges []mapping, at, hi uintptr) []mapping {
+// heapMappings returns the heap around address at: the anonymous
+// read-write mapping holding at and those next to it, each ending where
+// the next begins. The Go runtime maps its heap's arenas one after
+// another from a base (random since Go 1.26), between reserved,
+// inaccessible ones, and the kernel merges them into one mapping or a
+// few; memory the heap freed stays mapped there (the runtime returns it
+// with madvise). Without a mapping holding at, it is nothing.
+func heapMappings(ranges []mapping, at uintptr) []mapping {
 	i := slices.IndexFunc(ranges, func(m mapping) bool { return m.lo <= at && at < m.hi })
 	if i < 0 {
 		return nil
@@ -235,12 +222,10 @@ func heapMappings(ranges []mapping, at, hi uintptr) []mapping {
 	for first > 0 && ranges[first-1].hi == ranges[first].lo {
 		first--
 	}
-	for last+1 < len(ranges) && ranges[last+1].lo == ranges[last].hi && ranges[last+1].lo < hi {
+	for last+1 < len(ranges) && ranges[last+1].lo == ranges[last].hi {
 		last++
 	}
-	heap := slices.Clone(ranges[first : last+1])
-	heap[len(heap)-1].hi = min(heap[len(heap)-1].hi, hi)
-	return heap
+	return ranges[first : last+1]
 }
 
 // populateGap is how many resident pages populateLowest bridges between
