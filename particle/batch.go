@@ -30,6 +30,8 @@ type Batch struct {
 	// key is scratch for building an alias or identity key to look up:
 	// a map index by string(key) does not allocate.
 	key []byte
+	// keys holds the identity keys of the batch's new edges.
+	keys keySlab
 	// stale lists the seqs of the edges whose codes the published batch
 	// made stale, for the coder.
 	stale []uint64
@@ -55,7 +57,7 @@ type batchMaps struct {
 	applied  map[string]bool
 	newNodes map[string]bool
 	// newEdges holds the identity key of each edge created in the batch,
-	// by id: the view keeps it (idAndIdentity).
+	// by id, for the view's identity index.
 	newEdges map[string]string
 	// newFrom holds the ids of the edges created in the batch by source
 	// node: a new fact's settle looks at its subject's alone (openFacts),
@@ -271,33 +273,39 @@ func (b *Batch) FindEdge(ns, src string, t EdgeType, predicate, dst string) *Edg
 
 // edgeByIdentity is FindEdge of a built identity key.
 func (b *Batch) edgeByIdentity(ik []byte) *Edge {
-	id, ok := b.identity[string(ik)]
-	if !ok {
-		b.s.mu.RLock()
-		id, ok = b.s.v.identity[string(ik)]
-		b.s.mu.RUnlock()
+	if id, ok := b.identity[string(ik)]; ok {
+		return b.Edge(id)
 	}
-	if !ok {
+	b.s.mu.RLock()
+	held := b.s.v.identity.find(b.s.v, ik)
+	b.s.mu.RUnlock()
+	if held == nil {
 		return nil
 	}
-	return b.Edge(id)
+	return b.edge(held.ID, held)
 }
 
 // Edge returns a private copy of edge id for update, or nil.
-func (b *Batch) Edge(id string) *Edge {
+func (b *Batch) Edge(id string) *Edge { return b.edge(id, nil) }
+
+// edge is Edge; held, when not nil, is the view's edge id, found
+// already.
+func (b *Batch) edge(id string, held *Edge) *Edge {
 	if e, ok := b.edges[id]; ok {
 		return e
 	}
 	if _, gone := b.deletedEdges[id]; gone {
 		return nil
 	}
-	b.s.mu.RLock()
-	e := b.s.v.edge(id)
-	b.s.mu.RUnlock()
-	if e == nil {
-		return nil
+	if held == nil {
+		b.s.mu.RLock()
+		held = b.s.v.edge(id)
+		b.s.mu.RUnlock()
+		if held == nil {
+			return nil
+		}
 	}
-	c := cloneEdge(e)
+	c := cloneEdge(held)
 	b.edges[id] = c
 	return c
 }
@@ -324,8 +332,10 @@ func (b *Batch) putEdge(e *Edge, ik []byte) error {
 			ik = appendIdentityOf(b.key[:0], e)
 			b.key = ik
 		}
-		var key string
-		e.ID, key = idAndIdentity(NewEdgeID(), ik)
+		// The id is an allocation of its own, which the edge keeps; the
+		// key lives in the batch's slab, as long as the batch.
+		e.ID = NewEdgeID()
+		key := b.keys.add(ik)
 		e.Seq = seq
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = b.now

@@ -360,10 +360,10 @@ func (c *checker) edge(e *Edge, k []byte, apart int) {
 	// Its identity entry in the view: present, and naming it or an edge
 	// Badger holds (which crossCheck sees once every edge is read).
 	c.key = appendIdentityOf(c.key[:0], e)
-	if named, ok := c.v.identity[string(c.key)]; !ok {
+	if named := c.v.identity.find(c.v, c.key); named == nil {
 		c.r.Add("view-identity", "edge %s: the view has no identity entry for it", e.ID)
-	} else if named != e.ID {
-		c.identityOf[owner.id] = named
+	} else if named.ID != e.ID {
+		c.identityOf[owner.id] = named.ID
 	}
 	c.edges[owner.id] = kept
 	c.seq(e.Seq, owner)
@@ -587,15 +587,18 @@ func (c *checker) checkView() {
 	// Each identity entry names an edge Badger holds, whose identity it
 	// is (the view's copy of the edge: the scan found it equal to
 	// Badger's, or reported it).
-	for ik, id := range v.identity {
-		e := v.edges[id]
+	v.identity.each(v, func(e *Edge, id string, matches bool) {
 		switch _, stored := c.edges[id]; {
+		case e == nil && id == "":
+			r.Add("view-identity", "an identity entry names a seq at which the view holds no edge")
+		case e == nil:
+			r.Add("view-identity", "an identity entry names edge %s, which the view does not hold", id)
 		case !stored:
-			r.Add("view-identity", "identity %q names edge %s, not in Badger", ik, id)
-		case e == nil || identityOf(e) != ik:
-			r.Add("view-identity", "identity %q names edge %s, whose identity is another", ik, id)
+			r.Add("view-identity", "identity %q names edge %s, not in Badger", identityOf(e), id)
+		case !matches:
+			r.Add("view-identity", "an identity entry names edge %s, whose identity is another", id)
 		}
-	}
+	})
 	c.checkSeqIndex(v)
 	// The view's apart set says which embeddings a rewrite leaves as
 	// stored: one too many would lose an embedding.

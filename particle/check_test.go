@@ -235,8 +235,8 @@ func TestCheckComparesViewWithBadger(t *testing.T) {
 	// So is one that lost an identity entry (a re-observation would
 	// then make a duplicate edge).
 	s.mu.Lock()
-	for ik := range s.v.identity {
-		delete(s.v.identity, ik)
+	for h := range s.v.identity.bySum {
+		delete(s.v.identity.bySum, h)
 		break
 	}
 	s.mu.Unlock()

@@ -117,10 +117,7 @@ func (v *view) removeEdge(id string) bool {
 	v.apart.set(e.Seq, false)
 	v.edgeSeq = unsetSeq(v.edgeSeq, e.Seq, e)
 	v.unsetFacts(e.Seq)
-	ik := identityOf(e)
-	if v.identity[ik] == id {
-		delete(v.identity, ik)
-	}
+	v.identity.remove(identityOf(e), e)
 	v.unlink(e)
 	return true
 }

@@ -62,25 +62,22 @@ func edgeIdentity(ns, src string, t EdgeType, pred, dst string) string {
 	return keyString(appendEdgeIdentity(k, ns, src, t, pred, dst))
 }
 
-// keySlab builds map keys one after another in shared buffers of
-// keySlabSize bytes: a loaded view's identity keys (indexLoaded), one
-// object for the collector to mark per buffer where there was one a key
-// (a million at 1M edges, each a cache miss of every collection). A key
-// outlives its map entry until its buffer's last key does.
+// keySlab copies map keys one after another into shared buffers of
+// keySlabSize bytes: a batch's identity keys of its new edges, which live
+// as long as the batch (the view's identity index keeps their hashes), one
+// allocation per buffer where there was one a key. A key outlives its
+// map entry until its buffer's last key does.
 type keySlab struct{ buf []byte }
 
-const keySlabSize = 1 << 20
+const keySlabSize = 16 << 10
 
-// identityOf is identityOf(e), built in s.
-func (s *keySlab) identityOf(e *Edge) string {
-	if n := identitySize(e); cap(s.buf)-len(s.buf) < n {
-		s.buf = make([]byte, 0, max(keySlabSize, n))
+// add returns a copy of k in s.
+func (s *keySlab) add(k []byte) string {
+	if cap(s.buf)-len(s.buf) < len(k) {
+		s.buf = make([]byte, 0, max(keySlabSize, len(k)))
 	}
-	// A canonical predicate longer than the one given (a rare case
-	// change in Unicode) grows the buffer by a copy: the keys before
-	// stay in the one they were built in, unchanged.
 	at := len(s.buf)
-	s.buf = appendIdentityOf(s.buf, e)
+	s.buf = append(s.buf, k...)
 	return keyString(s.buf[at:])
 }
 
@@ -109,15 +106,6 @@ func identitySize(e *Edge) int {
 		n += len(e.Assertion.Predicate) + 1 + len(e.Scope.Location)
 	}
 	return n
-}
-
-// idAndIdentity returns a new edge's id and its identity key ik as two
-// strings of one allocation: the id lives as long as anything names the
-// edge, and the identity as long as the edge, beside it; one object for
-// the collector where there were two.
-func idAndIdentity(id string, ik []byte) (string, string) {
-	s := keyString(append(append(make([]byte, 0, len(id)+len(ik)), id...), ik...))
-	return s[:len(id)], s[len(id):]
 }
 
 // aliasKey is the key of the alias index: (namespace, type, canonical).

@@ -227,12 +227,12 @@ func TestBoxEdgeEveryLength(t *testing.T) {
 	}
 }
 
-// TestNewEdgeIDAndIdentityShareOneAllocation commits new edges, by
-// Observe and by PutEdge: each one's id (the view's key by id) and its
-// identity (the key by identity) are one allocation, the identity right
-// after the id, and the identity is the one edgeIdentity makes; a later
-// version of an edge keeps them.
-func TestNewEdgeIDAndIdentityShareOneAllocation(t *testing.T) {
+// TestNewEdgesAreFoundByTheirIdentityHash commits new edges, by Observe
+// and by PutEdge: the view's identity index holds each by the hash of
+// its identity (the one edgeIdentity makes), none by a key of its own,
+// and finds each by that key; a later version of an edge keeps its
+// entry.
+func TestNewEdgesAreFoundByTheirIdentityHash(t *testing.T) {
 	s := openFactsStore(t)
 	observeEdges(t, s.Store, 3, testEmbedding)
 	observeEdges(t, s.Store, 3, testEmbedding) // the same edges again
@@ -247,19 +247,13 @@ func TestNewEdgeIDAndIdentityShareOneAllocation(t *testing.T) {
 	}
 	s.Read(func(r Reader) {
 		v := s.v
-		if len(v.identity) != 4 || len(v.edges) != 4 {
-			t.Fatalf("%d identities, %d edges, want 4 each", len(v.identity), len(v.edges))
+		if len(v.identity.bySum) != 4 || len(v.identity.byKey) != 0 || len(v.edges) != 4 {
+			t.Fatalf("%d identities by hash, %d by key, %d edges; want 4, 0, 4", len(v.identity.bySum), len(v.identity.byKey), len(v.edges))
 		}
-		for ik, id := range v.identity {
-			e := v.edges[id]
-			if e == nil || e.ID != id {
-				t.Fatalf("identity %q names %q, which the view does not hold", ik, id)
-			}
-			if unsafe.StringData(ik) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(e.ID)), len(e.ID))) {
-				t.Fatalf("edge %s: its id and its identity are not one allocation", id)
-			}
-			if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); ik != want {
-				t.Fatalf("identity %q, want %q", ik, want)
+		for id, e := range v.edges {
+			ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
+			if got := v.identity.find(v, []byte(ik)); got != e {
+				t.Fatalf("identity %q finds %v, want edge %s", ik, got, id)
 			}
 		}
 	})
@@ -299,7 +293,7 @@ func TestObserveIdentityOutlivesAnEmbedderUsingTheBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Read(func(r Reader) {
-		for ik, id := range s.v.identity {
+		for ik, id := range identities(s.v) {
 			e := s.v.edges[id]
 			if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); ik != want {
 				t.Fatalf("identity %q, want %q", ik, want)

@@ -32,7 +32,7 @@ type view struct {
 	edgeSal     []EdgeSalience        // seq -> the edge's salience record
 	episodeSeq  []*Episode            // seq -> episode
 	aliases     map[string]string     // aliasKey -> node id
-	identity    map[string]string     // edgeIdentity -> edge id
+	identity    identityIndex         // edgeIdentity -> edge (identityindex.go)
 	out         map[string][]adjEdge  // node id -> the edges leaving it, by seq (oldest first)
 	in          map[string][]adjEdge  // node id -> the edges entering it, by seq
 	preds       map[string]*Predicate // scope \0 name
@@ -95,11 +95,11 @@ func (v *view) awaitLinks() {
 	}
 }
 
-// indexLoaded puts the loaded edges into the maps by id and by identity,
-// which a load leaves out: at 1M edges their inserts, a cache miss each,
-// took 0.7 s of CPU on the load's serial path and the identities' keys
-// 0.34 s beside it, and a daemon serves first and has them made in the
-// background. Everything that reads or writes those maps calls it first
+// indexLoaded puts the loaded edges into the map by id and the identity
+// index, which a load leaves out: at 1M edges their inserts, a cache miss
+// each, took 0.7 s of CPU on the load's serial path and the identities'
+// keys 0.34 s beside it, and a daemon serves first and has them made in
+// the background. Everything that reads or writes those maps calls it first
 // (edge does, Store.Update does); it takes no lock, so it runs as well
 // with the store's lock held as without: whoever else would touch the
 // maps waits for it.
@@ -118,11 +118,12 @@ func (v *view) indexLoaded() {
 			}
 		})
 		wg.Go(func() {
-			var keys keySlab
+			var key []byte
 			for _, chunk := range v.loaded {
 				for _, e := range chunk {
 					if e != nil {
-						v.identity[keys.identityOf(e)] = e.ID
+						key = appendIdentityOf(key[:0], e)
+						v.identity.put(v, keyString(key), e)
 					}
 				}
 			}
@@ -142,7 +143,7 @@ func (v *view) edge(id string) *Edge {
 func newView() *view {
 	return &view{
 		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
-		aliases: map[string]string{}, identity: map[string]string{},
+		aliases: map[string]string{}, identity: newIdentityIndex(0),
 		out: map[string][]adjEdge{}, in: map[string][]adjEdge{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
 		namespaces: map[string]string{}, nsKeys: map[string]uint32{},
@@ -214,16 +215,16 @@ func (v *view) putEdge(e *Edge) (created bool) {
 }
 
 // putEdgeFacts is putEdge, returning e's facts as the view holds them.
-// ik is e's identity key when the caller has it (a batch's new edge:
-// the string made with its id, idAndIdentity), else "".
+// ik is e's identity key when the caller has it (a batch's new edge),
+// else "".
 func (v *view) putEdgeFacts(e *Edge, ik string) (EdgeFacts, bool) {
 	f := EdgeFactsOf(e)
-	created := v.putEdgeLinked(e, &f)
-	if created {
+	created, renumbered := v.putEdgeLinked(e, &f)
+	if created || renumbered {
 		if ik == "" {
 			ik = identityOf(e)
 		}
-		v.identity[ik] = e.ID
+		v.identity.put(v, ik, e)
 	}
 	return f, created
 }
@@ -242,9 +243,9 @@ func (v *view) putLoadedEdge(e *Edge, f *EdgeFacts) {
 }
 
 // putEdgeLinked is putEdge with e's facts, computed already, but for the
-// identity of a new edge, which the caller records. It leaves in f the
-// facts as stored (with their NS).
-func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created bool) {
+// identity of a new edge, or of one given a new seq (renumbered), which
+// the caller records. It leaves in f the facts as stored (with their NS).
+func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created, renumbered bool) {
 	v.internNS(&e.Namespace)
 	old, had := v.edges[e.ID]
 	v.edges[e.ID] = e
@@ -261,7 +262,7 @@ func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created bool) {
 	*f = v.setFacts(e, *f, had && old.Seq == e.Seq && sameVector(old.Embedding, e.Embedding))
 	if !had {
 		v.link(e, *f)
-		return true
+		return true, false
 	}
 	if old.Seq != e.Seq {
 		// Renumbered (not done by the store today): the adjacency
@@ -269,14 +270,14 @@ func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created bool) {
 		v.edgeSeq = unsetSeq(v.edgeSeq, old.Seq, old)
 		v.unlink(old)
 		v.link(e, *f)
-		return false
+		return false, true
 	}
 	if e.Seq != 0 {
 		// The same edge, changed: its adjacency entries take its facts.
 		updateAdj(v.out[e.Source], e.Seq, *f)
 		updateAdj(v.in[e.Target], e.Seq, *f)
 	}
-	return false
+	return false, false
 }
 
 func (v *view) putEpisode(e *Episode) (created bool) {

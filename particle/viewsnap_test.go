@@ -142,8 +142,8 @@ func compareSnapshotLoad(t *testing.T, s *Store, ends []edgeEnds, old []*Edge) {
 	// Each load kept every edge's identity.
 	for _, v := range []*view{fromSnap, fromBadger} {
 		for id, e := range v.edges {
-			if got := v.identity[edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)]; got != id {
-				t.Fatalf("edge %s: identity names %q", id, got)
+			if got := v.identity.find(v, []byte(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))); got == nil || got.ID != id {
+				t.Fatalf("edge %s: identity names %v", id, got)
 			}
 		}
 	}
