@@ -341,7 +341,7 @@ func decodeEdgeApart(b []byte, inPlace bool) (*Edge, int, error) {
 // its embedding if stored apart) with the view's copy of it, and keeps
 // what the cross-checks need.
 func (c *checker) edge(e *Edge, k []byte, apart int) {
-	held := c.v.edges[e.ID]
+	held := c.v.edges.get(c.v, e.ID)
 	same := held != nil && c.sameEdge(e, held, apart > 0)
 	switch {
 	case held == nil:
@@ -536,8 +536,8 @@ func (c *checker) checkView() {
 	if len(v.nodes) != len(c.nodes) {
 		r.Add("view", "view holds %d nodes, Badger %d", len(v.nodes), len(c.nodes))
 	}
-	if len(v.edges) != len(c.edges) {
-		r.Add("view", "view holds %d edges, Badger %d", len(v.edges), len(c.edges))
+	if v.edges.len() != len(c.edges) {
+		r.Add("view", "view holds %d edges, Badger %d", v.edges.len(), len(c.edges))
 	}
 	if len(v.episodes) != len(c.episodes) {
 		r.Add("view", "view holds %d episodes, Badger %d", len(v.episodes), len(c.episodes))
@@ -607,14 +607,18 @@ func (c *checker) checkView() {
 			r.Add("view-vector", "node %s: the view has its embedding stored apart, Badger does not", id)
 		}
 	}
-	for id, e := range v.edges {
+	v.edges.each(v, func(id string, e *Edge) bool {
+		if e == nil {
+			return true // not at its seq: checkEdgeSeqs says so
+		}
 		if v.apart.has(e.Seq) && !c.apart.has(e.Seq) {
 			r.Add("view-vector", "edge %s: the view has its embedding stored apart, Badger does not", id)
 		}
 		if _, stored := c.edges[id]; !stored {
 			r.Add("view", "edge %s is in the view, not in Badger", id)
 		}
-	}
+		return true
+	})
 }
 
 // checkAdjacencyFacts checks that every adjacency list is in seq order
@@ -660,7 +664,7 @@ func (v *view) adjacencyIDs(m map[string][]adjEdge) map[string][]string {
 // every item with a seq is found at it, and nothing else is.
 func (c *checker) checkSeqIndex(v *view) {
 	checkSeqs(c.r, "node", v.nodes, v.nodeSeq, func(n *Node) uint64 { return n.Seq })
-	checkSeqs(c.r, "edge", v.edges, v.edgeSeq, func(e *Edge) uint64 { return e.Seq })
+	checkEdgeSeqs(c.r, v)
 	checkSeqs(c.r, "episode", v.episodes, v.episodeSeq, func(e *Episode) uint64 { return e.Seq })
 }
 
@@ -681,6 +685,32 @@ func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []
 	}
 	if indexed != held {
 		r.Add("view-seq", "view indexes %d %ss by seq, holds %d with a seq", indexed, what, held)
+	}
+}
+
+// checkEdgeSeqs is checkSeqs of the edges, held by id as seqs
+// (edgeIDs): each names an edge of its id at its seq, none of those
+// without one has one, and the slice by seq holds no other edge.
+func checkEdgeSeqs(r *CheckReport, v *view) {
+	held, indexed := 0, 0
+	for id, seq := range v.edges.bySeq {
+		held++
+		if e := atSeq(v.edgeSeq, seq); e == nil || e.ID != id || e.Seq != seq {
+			r.Add("view-seq", "edge %q is not at its seq %d", id, seq)
+		}
+	}
+	for id, e := range v.edges.unseq {
+		if e.Seq != 0 {
+			r.Add("view-seq", "edge %q has seq %d, but is held as one without", id, e.Seq)
+		}
+	}
+	for _, x := range v.edgeSeq {
+		if x != nil {
+			indexed++
+		}
+	}
+	if indexed != held {
+		r.Add("view-seq", "view indexes %d edges by seq, holds %d with a seq", indexed, held)
 	}
 }
 

@@ -151,7 +151,7 @@ func TestCheckFindsDamage(t *testing.T) {
 			mustOK(t, txn.Set(vectorKey(nodeKey(DefaultNamespace, "no-such-node")), vectorValue([]float32{1, 0}, nil)))
 		}, "vector-orphan"},
 		{"undecodable edge", func(t *testing.T, s *Store, txn *badger.Txn) {
-			for _, e := range s.v.edges {
+			for _, e := range edgesByID(s.v) {
 				mustOK(t, txn.Set(edgeKey(e.Namespace, e.ID), []byte{9, 9}))
 				return
 			}
@@ -187,7 +187,7 @@ func TestLegacyAdjacencyAndIdentityEntries(t *testing.T) {
 	writeTestGraph(t, s)
 	txn := s.db.NewTransaction(true)
 	var victim *Edge
-	for _, e := range s.v.edges {
+	for _, e := range edgesByID(s.v) {
 		mustOK(t, txn.Set(adjKey(prefixOut, e.Namespace, e.Source, e.Type, e.ID), nil))
 		mustOK(t, txn.Set(adjKey(prefixIn, e.Namespace, e.Target, e.Type, e.ID), nil))
 		mustOK(t, txn.Set(identityDBKey(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)), []byte(e.ID)))
@@ -263,7 +263,7 @@ func TestCheckComparesEachEdgeWithTheView(t *testing.T) {
 		{"a field", false, func(_ *Store, e *Edge) { e.Confidence /= 2 }, "differs between the view and Badger"},
 		{"an embedding stored apart", false, func(_ *Store, e *Edge) { e.Embedding = []float32{1, 2, 4} }, "differs between the view and Badger: its embedding"},
 		{"an embedding held inline", true, func(_ *Store, e *Edge) { e.Embedding = []float32{1, 2, 4} }, "differs between the view and Badger"},
-		{"missing from the view", false, func(s *Store, e *Edge) { delete(s.v.edges, e.ID) }, "is in Badger, not in the view"},
+		{"missing from the view", false, func(s *Store, e *Edge) { s.v.edges.remove(e.ID) }, "is in Badger, not in the view"},
 		{"missing from Badger", false, func(s *Store, e *Edge) {
 			mustOK(t, s.db.Update(func(txn *badger.Txn) error {
 				k := edgeKey(e.Namespace, e.ID)
@@ -284,7 +284,7 @@ func TestCheckComparesEachEdgeWithTheView(t *testing.T) {
 				s.IndexLoaded() // a load leaves the edges by id to be made
 			}
 			var victim *Edge
-			for _, e := range s.v.edges {
+			for _, e := range edgesByID(s.v) {
 				if len(e.Embedding) > 0 {
 					victim = e
 				}

@@ -106,11 +106,11 @@ func (b *Batch) publishDeletes(ch *Changes) {
 }
 
 func (v *view) removeEdge(id string) bool {
-	e, ok := v.edges[id]
-	if !ok {
+	e := v.edges.get(v, id)
+	if e == nil {
 		return false
 	}
-	delete(v.edges, id)
+	v.edges.remove(id)
 	if e.Seq == 0 {
 		v.unseq--
 	}

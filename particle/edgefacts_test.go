@@ -451,7 +451,7 @@ func TestEdgeRecordsFollowRandomChanges(t *testing.T) {
 		// supports it).
 		s.mu.Lock()
 		for range 3 {
-			if e := s.v.edges[edges[rng.IntN(len(edges))]]; e != nil {
+			if e := s.v.edges.get(s.v, edges[rng.IntN(len(edges))]); e != nil {
 				c := cloneEdge(e)
 				c.Seq = 1<<20 + uint64(renumbered)
 				s.v.putEdge(c)

@@ -118,7 +118,7 @@ func TestObserveKeysItsEdgesAsTheViewDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(s.v.edges); n != 4 {
+	if n := s.v.edges.len(); n != 4 {
 		t.Errorf("%d edges, want 4", n)
 	}
 }

@@ -66,7 +66,7 @@ func (x *identityIndex) find(v *view, k []byte) *Edge {
 	}
 	if len(x.byKey) > 0 {
 		if id, ok := x.byKey[string(k)]; ok {
-			return v.edges[id]
+			return v.edges.get(v, id)
 		}
 	}
 	return nil
@@ -122,7 +122,7 @@ func (x *identityIndex) each(v *view, fn func(e *Edge, id string, matches bool))
 		fn(e, e.ID, identitySum(appendIdentityOf(buf[:0], e)) == h)
 	}
 	for k, id := range x.byKey {
-		e := v.edges[id]
+		e := v.edges.get(v, id)
 		fn(e, id, e != nil && identityIs(e, []byte(k)))
 	}
 }

@@ -93,12 +93,12 @@ func TestIdentityIndexAnswersAsAMapByKey(t *testing.T) {
 				s.mu.RLock()
 				keyed := identities(s.v)
 				held := s.v.identity.len()
-				for id, e := range s.v.edges {
+				for id, e := range edgesByID(s.v) {
 					if got := keyed[identityOf(e)]; got != id {
 						t.Errorf("edge %s: its identity names %q", id, got)
 					}
 				}
-				n := len(s.v.edges)
+				n := s.v.edges.len()
 				s.mu.RUnlock()
 				if n != edges || held != edges || len(keyed) != edges {
 					t.Fatalf("%d edges, %d identity entries (%d distinct), want %d each", n, held, len(keyed), edges)
@@ -120,7 +120,7 @@ func TestIdentityIndexAnswersAsAMapByKey(t *testing.T) {
 			deleted := 0
 			if _, err := s.Update(context.Background(), func(b *Batch) error {
 				i := 0
-				for id := range s.v.edges {
+				for id := range edgesByID(s.v) {
 					if i++; i%3 == 0 {
 						if err := b.DeleteEdge(id); err != nil {
 							return err
@@ -144,7 +144,7 @@ func TestIdentityIndexAnswersAsAMapByKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.mu.RLock()
-			edges := len(s.v.edges)
+			edges := s.v.edges.len()
 			s.mu.RUnlock()
 			check(edges)
 		})

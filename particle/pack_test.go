@@ -247,10 +247,10 @@ func TestNewEdgesAreFoundByTheirIdentityHash(t *testing.T) {
 	}
 	s.Read(func(r Reader) {
 		v := s.v
-		if len(v.identity.bySum) != 4 || len(v.identity.byKey) != 0 || len(v.edges) != 4 {
-			t.Fatalf("%d identities by hash, %d by key, %d edges; want 4, 0, 4", len(v.identity.bySum), len(v.identity.byKey), len(v.edges))
+		if len(v.identity.bySum) != 4 || len(v.identity.byKey) != 0 || v.edges.len() != 4 {
+			t.Fatalf("%d identities by hash, %d by key, %d edges; want 4, 0, 4", len(v.identity.bySum), len(v.identity.byKey), v.edges.len())
 		}
-		for id, e := range v.edges {
+		for id, e := range edgesByID(v) {
 			ik := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target)
 			if got := v.identity.find(v, []byte(ik)); got != e {
 				t.Fatalf("identity %q finds %v, want edge %s", ik, got, id)
@@ -294,7 +294,7 @@ func TestObserveIdentityOutlivesAnEmbedderUsingTheBatch(t *testing.T) {
 	}
 	s.Read(func(r Reader) {
 		for ik, id := range identities(s.v) {
-			e := s.v.edges[id]
+			e := s.v.edges.get(s.v, id)
 			if want := edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target); ik != want {
 				t.Fatalf("identity %q, want %q", ik, want)
 			}

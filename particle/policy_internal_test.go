@@ -381,7 +381,7 @@ func TestCompiledPolicyMatchesSpecification(t *testing.T) {
 		for range 4 {
 			p := randPrincipal(rng)
 			g := r.Guard(p) // judged twice through the guard: memo and clearance
-			for _, e := range v.edges {
+			for _, e := range edgesByID(v) {
 				want := w.visible(nil, e, p)
 				d := r.ExplainEdge(e, p)
 				if got, viaGuard, again := r.EdgeVisible(e, p), g.EdgeVisible(e), g.EdgeVisible(e); got != want || d.Visible != want || viaGuard != want || again != want {
@@ -453,8 +453,9 @@ func TestEdgeVisibleAllocatesNothing(t *testing.T) {
 	m["x"] = &Rule{ID: "x", Status: RuleActive, Effect: EffectDeny, Roles: []string{"visitor"}, Target: Target{Tag: "location:lab"}}
 	r := Reader{v: v, pol: compile(1, m)}
 	p := Principal{Roles: []string{"planner", "staff"}, Agent: "ur5-alpha"}
+	edges := edgesByID(v)
 	allocs := testing.AllocsPerRun(100, func() {
-		for _, e := range v.edges {
+		for _, e := range edges {
 			r.EdgeVisible(e, p)
 		}
 		for _, n := range v.nodes {

@@ -481,11 +481,12 @@ func (v *view) graphRuleEdges() []*Edge {
 	var graph []*Edge
 	if v.unseq > 0 {
 		v.indexLoaded()
-		for _, e := range v.edges {
-			if graphRuleEdge(e) {
+		v.edges.each(v, func(_ string, e *Edge) bool {
+			if e != nil && graphRuleEdge(e) {
 				graph = append(graph, e)
 			}
-		}
+			return true
+		})
 		return graph
 	}
 	for seq := range v.edgeFacts {

@@ -147,11 +147,7 @@ func (r Reader) Nodes(fn func(*Node) bool) {
 // Edges calls fn for every edge; fn returns false to stop.
 func (r Reader) Edges(fn func(*Edge) bool) {
 	r.v.indexLoaded()
-	for _, e := range r.v.edges {
-		if !fn(e) {
-			return
-		}
-	}
+	r.v.edges.each(r.v, func(_ string, e *Edge) bool { return e == nil || fn(e) })
 }
 
 // NodesBySeq calls fn for every numbered node in seq order, until fn

@@ -115,7 +115,7 @@ func TestSlabValuesSurviveLaterBatches(t *testing.T) {
 				t.Fatalf("node %s reads back as %+v (%v), want %+v", n.ID, got, err, n)
 			}
 		}
-		for _, e := range s.v.edges {
+		for _, e := range edgesByID(s.v) {
 			k := edgeKey(e.Namespace, e.ID)
 			got, err := decodeEdge(get(k), vec(k))
 			if err != nil || !reflect.DeepEqual(got, e) {

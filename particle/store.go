@@ -572,7 +572,7 @@ func presize(v *view, db *badger.DB, nextSeq uint64) {
 	// 1M-edge reopen); a quarter more costs a few MB.
 	const most = 1 << 26
 	edges := min(keys[prefixEdge]+keys[prefixEdge]/4+4096, most)
-	v.edges, v.identity = make(map[string]*Edge, edges), newIdentityIndex(edges)
+	v.edges, v.identity = newEdgeIDs(edges), newIdentityIndex(edges)
 	// The slices by seq reach the highest seq issued, which is below the
 	// sequence's next id (Open read it): made that large once, they are
 	// not copied as they grow (at 1M edges the copies were a fifth of the

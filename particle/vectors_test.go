@@ -184,7 +184,7 @@ func rewriteInline(t *testing.T, s *Store, nodes bool) {
 				inline(nodeKey(n.Namespace, n.ID), v, err)
 			}
 		}
-		for _, e := range s.v.edges {
+		for _, e := range edgesByID(s.v) {
 			v, err := encodeEdgeV2(e, nil, false)
 			inline(edgeKey(e.Namespace, e.ID), v, err)
 		}

@@ -24,7 +24,7 @@ import (
 // calls them under Store.mu, the loader from one goroutine.
 type view struct {
 	nodes       map[string]*Node
-	edges       map[string]*Edge
+	edges       edgeIDs               // edge id -> seq, the edge at it in edgeSeq (edgeids.go)
 	episodes    map[string]*Episode   // ns \0 id
 	nodeSeq     []*Node               // seq -> node, nil where none
 	edgeSeq     []*Edge               // seq -> edge
@@ -112,7 +112,7 @@ func (v *view) indexLoaded() {
 			for _, chunk := range v.loaded {
 				for _, e := range chunk {
 					if e != nil {
-						v.edges[e.ID] = e
+						v.edges.putLoaded(e)
 					}
 				}
 			}
@@ -137,12 +137,12 @@ func (v *view) indexLoaded() {
 // edge is the edge id, or nil.
 func (v *view) edge(id string) *Edge {
 	v.indexLoaded()
-	return v.edges[id]
+	return v.edges.get(v, id)
 }
 
 func newView() *view {
 	return &view{
-		nodes: map[string]*Node{}, edges: map[string]*Edge{}, episodes: map[string]*Episode{},
+		nodes: map[string]*Node{}, edges: newEdgeIDs(0), episodes: map[string]*Episode{},
 		aliases: map[string]string{}, identity: newIdentityIndex(0),
 		out: map[string][]adjEdge{}, in: map[string][]adjEdge{},
 		preds: map[string]*Predicate{}, predAliases: map[string]string{}, redirects: map[string]string{},
@@ -247,8 +247,8 @@ func (v *view) putLoadedEdge(e *Edge, f *EdgeFacts) {
 // the caller records. It leaves in f the facts as stored (with their NS).
 func (v *view) putEdgeLinked(e *Edge, f *EdgeFacts) (created, renumbered bool) {
 	v.internNS(&e.Namespace)
-	old, had := v.edges[e.ID]
-	v.edges[e.ID] = e
+	old := v.edges.put(v, e)
+	had := old != nil
 	if had && old.Seq == 0 {
 		v.unseq--
 	}

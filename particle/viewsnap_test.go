@@ -124,10 +124,10 @@ func compareSnapshotLoad(t *testing.T, s *Store, ends []edgeEnds, old []*Edge) {
 	fromBadger.linkLoaded()
 	fromBadger.awaitLinks()
 	fromBadger.indexLoaded()
-	if len(fromSnap.edges) < 3*benchEdgesPerTxn-20 || len(fromSnap.nodes) != testEntities || len(fromSnap.episodes) == 0 {
-		t.Fatalf("snapshot loaded %d edges, %d nodes, %d episodes", len(fromSnap.edges), len(fromSnap.nodes), len(fromSnap.episodes))
+	if fromSnap.edges.len() < 3*benchEdgesPerTxn-20 || len(fromSnap.nodes) != testEntities || len(fromSnap.episodes) == 0 {
+		t.Fatalf("snapshot loaded %d edges, %d nodes, %d episodes", fromSnap.edges.len(), len(fromSnap.nodes), len(fromSnap.episodes))
 	}
-	if e := fromSnap.edges[old[1].ID]; e.Embedding == nil || len(e.Embedding) != 0 {
+	if e := fromSnap.edges.get(fromSnap, old[1].ID); e.Embedding == nil || len(e.Embedding) != 0 {
 		t.Fatalf("empty embedding loaded as %#v", e.Embedding)
 	}
 	// Each load makes its chunks of codes (apart: DeepEqual would compare
@@ -141,7 +141,7 @@ func compareSnapshotLoad(t *testing.T, s *Store, ends []edgeEnds, old []*Edge) {
 	}
 	// Each load kept every edge's identity.
 	for _, v := range []*view{fromSnap, fromBadger} {
-		for id, e := range v.edges {
+		for id, e := range edgesByID(v) {
 			if got := v.identity.find(v, []byte(edgeIdentity(e.Namespace, e.Source, e.Type, identityPredicate(e), e.Target))); got == nil || got.ID != id {
 				t.Fatalf("edge %s: identity names %v", id, got)
 			}
