@@ -16,8 +16,9 @@ import (
 // two strings: at the medium bench's 200,000 edges, 400,000 pointers for
 // every mark phase to follow, and each lookup compared about 100 bytes of
 // key read from wherever the key was allocated (a cache miss) before the
-// map by id was asked for the edge (three more). A loaded view's keys took
-// 100 MB at 1M edges, in slabs made for them (BENCHMARKS.md,
+// map by id was asked for the edge (three more). The keys and their map
+// took 160 bytes an edge of a loaded view, and a collection scanned 42%
+// more of its heap (BenchmarkReopen at 1M edges; BENCHMARKS.md,
 // seventy-eighth round).
 //
 // A hash names an edge only if that edge's identity is the key: a lookup
