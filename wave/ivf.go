@@ -393,6 +393,14 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		return
 	}
 	x.sidesDo(func(sd *ivfSide) { x.sideSetMeta(sd, id, d.vecs[loc.pos].Load(), m) })
+	x.metaIn(x.st.Load(), &x.ids, &x.deleted, id, loc, m)
+	x.touch(id)
+}
+
+// metaIn gives the entry of id at loc in st the Meta m; ids and deleted
+// are st's table of ids and count of tombstones.
+func (x *IVF) metaIn(st *ivfState, ids *idTable, deleted *int, id uint64, loc ivfLoc, m Meta) {
+	d := st.lists[loc.list].d.Load()
 	nm := &d.metas[loc.pos]
 	if nm.fixedDiffer(m) {
 		// Fields written once: re-append the entry with the new Meta.
@@ -400,14 +408,12 @@ func (x *IVF) setMetaAt(id uint64, loc ivfLoc, m Meta) {
 		e.meta = packMeta(m)
 		e.code = append([]byte(nil), e.code...)
 		d.markDead(int(loc.pos))
-		x.deleted++
-		l := &x.st.Load().lists[loc.list]
-		x.ids.put(id, ivfLoc{loc.list, uint32(l.push(e, x.dim))})
+		*deleted++
+		ids.put(id, ivfLoc{loc.list, uint32(st.lists[loc.list].push(e, x.dim))})
 	} else {
 		nm.setMutable(m)
 		d.widenAt(int(loc.pos))
 	}
-	x.touch(id)
 }
 
 // Attach gives id (loaded from a snapshot, which holds no float vectors)

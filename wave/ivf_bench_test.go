@@ -144,6 +144,46 @@ func BenchmarkIVFRetrain(b *testing.B) {
 	}
 }
 
+// BenchmarkIVFRetrainReplay times a retraining at 32,000 items during
+// which ingest went on, as the medium bench's does: 32,000 items added
+// and 24,000 Meta changes of items already there (a sixth of them to the
+// same items again, a fifth moving a field written once), all of which
+// the retraining replays into its new lists. One op is the retraining;
+// the index is built again, untimed, before each.
+func BenchmarkIVFRetrainReplay(b *testing.B) {
+	const n, added, metas = 32_000, 32_000, 24_000
+	vecs := clustered(benchSeed+3, n+added, benchDim, 500)
+	for b.Loop() {
+		b.StopTimer()
+		x := NewIVF(benchDim, IVFOptions{Seed: 1})
+		for i, v := range vecs[:n] {
+			if err := x.Add(uint64(i), v, benchMeta(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		x.WaitRebuild()
+		x.mu.Lock()
+		snap, wg := x.startRebuild(n)
+		x.mu.Unlock()
+		for i := range added {
+			if err := x.Add(uint64(n+i), vecs[n+i], benchMeta(n+i)); err != nil {
+				b.Fatal(err)
+			}
+			if i < metas {
+				id := i % (metas * 5 / 6)
+				m := benchMeta(id)
+				m.End += int64(1 + i)
+				if i%5 == 0 {
+					m.Type++ // written once: the entry is appended again
+				}
+				x.SetMeta(uint64(id), m)
+			}
+		}
+		b.StartTimer()
+		x.retrain(snap, n, x.opt.Seed, wg)
+	}
+}
+
 // BenchmarkIVFReadSnapshot measures reopening the largest benchmark IVF
 // from its snapshot (in memory) and attaching its float vectors.
 func BenchmarkIVFReadSnapshot(b *testing.B) {

@@ -794,3 +794,85 @@ func TestIVFListStats(t *testing.T) {
 		t.Fatalf("after the cleanup: %d entries, want %d", got, len(vecs)-200)
 	}
 }
+
+// TestRetrainReplaysEveryChange changes an index while a retraining runs
+// (items added, Meta changed in place and in fields written once, the
+// same items changed again, vectors replaced, items removed) and checks
+// that the retrained index holds each live item once, at its last
+// vector and with its last Meta, and none removed.
+func TestRetrainReplaysEveryChange(t *testing.T) {
+	const dim, n = 16, 2000
+	vecs := clustered(71, 2*n, dim, 10)
+	x := NewIVF(dim, IVFOptions{TrainAt: 300, RetrainFactor: 4, Seed: 3})
+	want := map[uint64]Meta{}
+	vecOf := map[uint64]int{}
+	add := func(id uint64, v int, m Meta) {
+		t.Helper()
+		if err := x.Add(id, vecs[v], m); err != nil {
+			t.Fatal(err)
+		}
+		want[id], vecOf[id] = m, v
+	}
+	for i := range n {
+		add(uint64(i), i, fixMeta(i))
+	}
+	x.WaitRebuild()
+	x.mu.Lock()
+	snap, wg := x.startRebuild(n)
+	x.mu.Unlock()
+	for i := range n {
+		add(uint64(n+i), n+i, fixMeta(n+i)) // added meanwhile
+		id := uint64(i % 500)               // changed, some several times
+		m := want[id]
+		m.End += int64(1 + i)
+		if i%7 == 0 {
+			m.Type++ // written once: the entry is appended again
+		}
+		if !x.SetMeta(id, m) {
+			t.Fatalf("SetMeta(%d): not present", id)
+		}
+		want[id] = m
+		switch i % 11 {
+		case 1: // a new vector for an item of the snapshot
+			add(uint64(500+i%700), 2*n-1-i, want[uint64(500+i%700)])
+		case 2:
+			rm := uint64(1500 + i%400)
+			if x.Remove(rm) {
+				delete(want, rm)
+			}
+		}
+	}
+	x.retrain(snap, n, x.opt.Seed, wg)
+	if x.Len() != len(want) {
+		t.Fatalf("Len = %d, want %d", x.Len(), len(want))
+	}
+	st := x.st.Load()
+	for id, m := range want {
+		loc, ok := x.ids.get(id)
+		if !ok {
+			t.Fatalf("id %d missing", id)
+		}
+		d := st.lists[loc.list].d.Load()
+		if d.isDead(int(loc.pos)) || d.ids[loc.pos] != id {
+			t.Fatalf("id %d: its entry is dead or another's", id)
+		}
+		if got := d.metas[loc.pos].meta(); got != m {
+			t.Fatalf("id %d: Meta %+v, want %+v", id, got, m)
+		}
+		if v := d.vecs[loc.pos].Load(); v != &vecs[vecOf[id]][0] {
+			t.Fatalf("id %d: not its last vector", id)
+		}
+	}
+	live := 0
+	for i := range st.lists {
+		d := st.lists[i].d.Load()
+		for j := range d.len() {
+			if !d.isDead(j) {
+				live++
+			}
+		}
+	}
+	if live != len(want) {
+		t.Fatalf("%d live entries, want %d", live, len(want))
+	}
+}
