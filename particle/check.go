@@ -669,7 +669,7 @@ func (c *checker) checkSeqIndex(v *view) {
 }
 
 func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []*T, seqOf func(*T) uint64) {
-	held, indexed := 0, 0
+	held := 0
 	for k, x := range items {
 		if s := seqOf(x); s != 0 {
 			held++
@@ -678,6 +678,13 @@ func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []
 			}
 		}
 	}
+	checkIndexed(r, what, bySeq, held)
+}
+
+// checkIndexed reports a slice by seq that holds another number of what
+// than the held ones with a seq.
+func checkIndexed[T any](r *CheckReport, what string, bySeq []*T, held int) {
+	indexed := 0
 	for _, x := range bySeq {
 		if x != nil {
 			indexed++
@@ -692,9 +699,7 @@ func checkSeqs[T any](r *CheckReport, what string, items map[string]*T, bySeq []
 // (edgeIDs): each names an edge of its id at its seq, none of those
 // without one has one, and the slice by seq holds no other edge.
 func checkEdgeSeqs(r *CheckReport, v *view) {
-	held, indexed := 0, 0
 	for id, seq := range v.edges.bySeq {
-		held++
 		if e := atSeq(v.edgeSeq, seq); e == nil || e.ID != id || e.Seq != seq {
 			r.Add("view-seq", "edge %q is not at its seq %d", id, seq)
 		}
@@ -704,14 +709,7 @@ func checkEdgeSeqs(r *CheckReport, v *view) {
 			r.Add("view-seq", "edge %q has seq %d, but is held as one without", id, e.Seq)
 		}
 	}
-	for _, x := range v.edgeSeq {
-		if x != nil {
-			indexed++
-		}
-	}
-	if indexed != held {
-		r.Add("view-seq", "view indexes %d edges by seq, holds %d with a seq", indexed, held)
-	}
+	checkIndexed(r, "edge", v.edgeSeq, len(v.edges.bySeq))
 }
 
 // edgeChunk checks one stored chunk of an episode's edge list (key

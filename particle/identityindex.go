@@ -91,11 +91,7 @@ func (x *identityIndex) put(v *view, k string, e *Edge) {
 // hash h: whether the entry h -> seq is one to keep.
 func (x *identityIndex) holds(v *view, seq, h uint64) bool {
 	e := atSeq(v.edgeSeq, seq)
-	if e == nil {
-		return false
-	}
-	var buf [identityBuf]byte
-	return identitySum(appendIdentityOf(buf[:0], e)) == h
+	return e != nil && edgeIdentitySum(e) == h
 }
 
 // remove drops the entry of identity k if it names e.
@@ -113,19 +109,24 @@ func (x *identityIndex) remove(k string, e *Edge) {
 // at its seq) and whether that edge's identity is the entry's (for an
 // entry of byKey, its key; of bySum, its hash).
 func (x *identityIndex) each(v *view, fn func(e *Edge, id string, matches bool)) {
-	var buf [identityBuf]byte
 	for h, seq := range x.bySum {
 		e := atSeq(v.edgeSeq, seq)
 		if e == nil {
 			fn(nil, "", false)
 			continue
 		}
-		fn(e, e.ID, identitySum(appendIdentityOf(buf[:0], e)) == h)
+		fn(e, e.ID, edgeIdentitySum(e) == h)
 	}
 	for k, id := range x.byKey {
 		e := v.edges.get(v, id)
 		fn(e, id, e != nil && identityIs(e, []byte(k)))
 	}
+}
+
+// edgeIdentitySum is the hash of e's identity key.
+func edgeIdentitySum(e *Edge) uint64 {
+	var buf [identityBuf]byte
+	return identitySum(appendIdentityOf(buf[:0], e))
 }
 
 // identityIs reports whether e's identity key is k.

@@ -179,14 +179,13 @@ func (x *IVF) placeAll(q *coarse, es []ivfEntry, expect int) (*ivfState, idTable
 	return st, ids
 }
 
-// sameVector reports whether the entry at loc in st (a retraining's new
-// state) holds the float vector the current state's entry at cur does:
-// the same one, by address (an index keeps the vectors it is given and
-// never writes them). Entries without one (read from a snapshot) are not
-// compared.
-func (x *IVF) sameVector(st *ivfState, loc, cur ivfLoc) bool {
-	v := x.st.Load().lists[cur.list].d.Load().vecs[cur.pos].Load()
-	return v != nil && v == st.lists[loc.list].d.Load().vecs[loc.pos].Load()
+// sameVector reports whether entry i of d holds the float vector entry j
+// of e does: the same one, by address (an index keeps the vectors it is
+// given and never writes them). Entries without one (read from a
+// snapshot) are not compared.
+func sameVector(d *listData, i int, e *listData, j int) bool {
+	v := e.vecs[j].Load()
+	return v != nil && v == d.vecs[i].Load()
 }
 
 // listSnap is a list's entries when a retraining started.
@@ -244,34 +243,43 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 	deleted := 0
 	replay := func(id uint64) { // the caller holds mu
 		cur, inCur := x.ids.get(id)
+		var cd *listData // the current entry's list
+		if inCur {
+			cd = x.st.Load().lists[cur.list].d.Load()
+		}
 		if loc, ok := nids.get(id); ok {
-			if inCur && x.sameVector(nst, loc, cur) {
+			nd := nst.lists[loc.list].d.Load()
+			if inCur && sameVector(nd, int(loc.pos), cd, int(cur.pos)) {
 				// Its Meta alone may have changed: no need to place it
 				// again (a quarter of the medium bench's replays).
-				if m := x.st.Load().lists[cur.list].d.Load().metas[cur.pos].meta(); m != nst.lists[loc.list].d.Load().metas[loc.pos].meta() {
+				if m := cd.metas[cur.pos].meta(); m != nd.metas[loc.pos].meta() {
 					x.metaIn(nst, &nids, &deleted, id, loc, m)
 				}
 				return
 			}
-			nst.lists[loc.list].d.Load().markDead(int(loc.pos))
+			nd.markDead(int(loc.pos))
 			nids.remove(id)
 			deleted++
 		}
 		if inCur {
-			e := x.st.Load().lists[cur.list].d.Load().entry(int(cur.pos), dim)
+			e := cd.entry(int(cur.pos), dim)
 			nids.put(id, x.place(nst, e, entryVec(e, buf), &scratch))
 		}
 	}
+	// An id changed more than once is replayed once: the replay copies
+	// it as it is now (a fifth of the medium bench's ids were repeats).
+	// A round's ids are sorted outside the lock, which the indexer
+	// waits for.
+	once := func(ids []uint64) []uint64 {
+		slices.Sort(ids)
+		return slices.Compact(ids)
+	}
 	for {
 		x.mu.Lock()
-		// An id changed more than once is replayed once: the replay
-		// copies it as it is now (a fifth of the medium bench's ids
-		// were repeats).
-		slices.Sort(x.touched)
-		ids := slices.Compact(x.touched)
+		ids := x.touched
 		x.touched = nil
 		if len(ids) <= 1024 {
-			for _, id := range ids {
+			for _, id := range once(ids) {
 				replay(id)
 			}
 			x.st.Store(nst)
@@ -282,7 +290,7 @@ func (x *IVF) retrain(snap []listSnap, n int, seed uint64, wg *sync.WaitGroup) {
 			return
 		}
 		x.mu.Unlock()
-		for _, id := range ids {
+		for _, id := range once(ids) {
 			x.mu.Lock()
 			replay(id)
 			x.mu.Unlock()
