@@ -49,6 +49,14 @@ func PrefetchRange(p unsafe.Pointer, n uintptr) {
 	}
 }
 
+// dot4Each is dot4 by four calls of dot.
+func dot4Each(v, cs []float32, stride int, out *[4]float32) {
+	n := len(v)
+	for j := range out {
+		out[j] = dot(v, cs[j*stride:j*stride+n])
+	}
+}
+
 func dotBLAS(a, b []float32) float32 {
 	return blas32.Dot(blas32.Vector{N: len(a), Inc: 1, Data: a}, blas32.Vector{N: len(a), Inc: 1, Data: b})
 }

@@ -15,6 +15,9 @@ var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func dotAVX2(a, b *float32, n int) float32
 
 //go:noescape
+func dot4AVX2(v, c *float32, stride, n int, out *[4]float32)
+
+//go:noescape
 func dotI8AVX2(q *float32, c *int8, n int) float32
 
 //go:noescape
@@ -46,6 +49,22 @@ func dot(a, b []float32) float32 {
 		return dotAVX2(&a[0], &b[0], len(a))
 	}
 	return dotBLAS(a, b)
+}
+
+// dot4 sets out to the dot products of v with the four vectors of
+// len(v) floats at the start of cs, stride floats apart (len(cs) >=
+// 3·stride + len(v)). With AVX2 and a length that is a multiple of 16,
+// one pass reads v once for the four, about 1.7 times as fast as four
+// calls of dot (BenchmarkNearest); the sums are added in another order
+// than dot's, so a product may differ from dot's in its last bits.
+func dot4(v, cs []float32, stride int, out *[4]float32) {
+	n := len(v)
+	_ = cs[3*stride+n-1]
+	if useAVX2 && n%16 == 0 {
+		dot4AVX2(&v[0], &cs[0], stride, n, out)
+		return
+	}
+	dot4Each(v, cs, stride, out)
 }
 
 // dotI8 returns the dot product of q with the int8 codes c (equal,

@@ -76,6 +76,66 @@ done:
 	MOVSS X0, ret+24(FP)
 	RET
 
+// func dot4AVX2(v, c *float32, stride, n int, out *[4]float32)
+//
+// The dot products of v with the four vectors at c, c+stride, c+2·stride
+// and c+3·stride (stride and n in floats, n a multiple of 16): two 8-wide
+// FMA accumulators a vector over 16 floats per iteration, each load of v
+// serving four products, then the four sums reduced together.
+TEXT ·dot4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   v+0(FP), SI
+	MOVQ   c+8(FP), DI
+	MOVQ   stride+16(FP), DX
+	SHLQ   $2, DX
+	MOVQ   n+24(FP), CX
+	MOVQ   out+32(FP), R8
+	LEAQ   (DI)(DX*1), R9
+	LEAQ   (R9)(DX*1), R10
+	LEAQ   (R10)(DX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+d4loop16:
+	CMPQ        CX, $16
+	JL          d4reduce
+	VMOVUPS     (SI), Y8
+	VMOVUPS     32(SI), Y9
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS 32(DI), Y9, Y1
+	VFMADD231PS (R9), Y8, Y2
+	VFMADD231PS 32(R9), Y9, Y3
+	VFMADD231PS (R10), Y8, Y4
+	VFMADD231PS 32(R10), Y9, Y5
+	VFMADD231PS (R11), Y8, Y6
+	VFMADD231PS 32(R11), Y9, Y7
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	ADDQ        $64, R9
+	ADDQ        $64, R10
+	ADDQ        $64, R11
+	SUBQ        $16, CX
+	JMP         d4loop16
+
+d4reduce:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VHADDPS      Y2, Y0, Y0
+	VHADDPS      Y6, Y4, Y4
+	VHADDPS      Y4, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	VZEROUPPER
+	RET
+
 // func prefetch(p *float32)
 //
 // Hints the first four cache lines at p into all cache levels.

@@ -12,6 +12,10 @@ func prefetchRange(unsafe.Pointer, uintptr) {}
 // dot is the kernel behind Dot; a and b must have equal, non-zero length.
 func dot(a, b []float32) float32 { return dotBLAS(a, b) }
 
+// dot4 sets out to the dot products of v with the four vectors of
+// len(v) floats at the start of cs, stride floats apart.
+func dot4(v, cs []float32, stride int, out *[4]float32) { dot4Each(v, cs, stride, out) }
+
 // dotI8 returns the dot product of q with the int8 codes c (equal,
 // non-zero length).
 func dotI8(q []float32, c []int8) float32 { return dotI8Generic(q, c) }

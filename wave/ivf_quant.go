@@ -53,9 +53,23 @@ func (c *coarse) assignDots() int {
 
 // nearest returns the index of the centroid (in cs, dim apart) with the
 // highest dot product with v.
+// Centroids are compared four at a time (dot4), the products of the
+// others one by one; the first of equal products wins.
 func nearest(cs, v []float32, dim int) int {
+	v = v[:dim]
+	k := len(cs) / dim
 	best, bs := 0, float32(math.Inf(-1))
-	for i := 0; i*dim < len(cs); i++ {
+	i := 0
+	var s4 [4]float32
+	for ; i+4 <= k; i += 4 {
+		dot4(v, cs[i*dim:], dim, &s4)
+		for j, s := range s4 {
+			if s > bs {
+				best, bs = i+j, s
+			}
+		}
+	}
+	for ; i < k; i++ {
 		if s := dot(v, cs[i*dim:(i+1)*dim]); s > bs {
 			best, bs = i, s
 		}
