@@ -205,24 +205,35 @@ func dotQ16Generic(q []int16, c []int8) int32 {
 // quantize writes the int8 scalar quantisation of v to c and returns the
 // scale: v[i] ≈ scale * c[i], with the largest |v[i]| mapped to 127.
 func quantize(v []float32, c []int8) float32 {
+	if len(v) == 0 {
+		return 0
+	}
 	// Largest |x| by comparing the bits without the sign (monotone for
 	// finite values), branch-free and far faster than max on floats.
-	var mb uint32
-	for _, x := range v {
-		mb = max(mb, math.Float32bits(x)&0x7fffffff)
-	}
-	m := math.Float32frombits(mb)
+	m := math.Float32frombits(maxAbsBits(v))
 	if m == 0 {
 		clear(c[:len(v)])
 		return 0
 	}
-	inv := 127 / m
-	c = c[:len(v)]
+	quantizeCodes(v, c, 127/m)
+	return m / 127
+}
+
+// maxAbsBitsGeneric is maxAbsBits in Go.
+func maxAbsBitsGeneric(v []float32) uint32 {
+	var mb uint32
+	for _, x := range v {
+		mb = max(mb, math.Float32bits(x)&0x7fffffff)
+	}
+	return mb
+}
+
+// quantizeCodesGeneric is quantizeCodes in Go (c as long as v).
+func quantizeCodesGeneric(v []float32, c []int8, inv float32) {
 	for i, x := range v {
 		// Round half away from zero: add ±0.5, truncate. |x*inv| <= 127.
 		r := x * inv
 		half := math.Float32frombits(math.Float32bits(r)&0x80000000 | 0x3f000000)
 		c[i] = int8(int32(r + half))
 	}
-	return m / 127
 }

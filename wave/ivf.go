@@ -324,19 +324,8 @@ func (c *coder) residual(vec, centre []float32) ([]byte, float32, float32) {
 		return c.code, lo, step
 	}
 	// The residual and its range in one pass.
-	r, centre := c.res[:len(vec)], centre[:len(vec)]
-	lo := vec[0] - centre[0]
-	hi := lo
-	for i, v := range vec {
-		x := v - centre[i]
-		r[i] = x
-		if x < lo {
-			lo = x
-		}
-		if x > hi {
-			hi = x
-		}
-	}
+	r := c.res[:len(vec)]
+	lo, hi := residualMinMax(vec, centre, r)
 	lo, step := pack4(r, c.code, lo, hi)
 	return c.code, lo, step
 }

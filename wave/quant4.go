@@ -26,7 +26,13 @@ func quantize4(v []float32, c []byte) (lo, step float32) {
 	if len(v) == 0 {
 		return 0, 0
 	}
-	lo, hi := v[0], v[0]
+	lo, hi := minMax(v)
+	return pack4(v, c, lo, hi)
+}
+
+// minMaxGeneric is minMax in Go.
+func minMaxGeneric(v []float32) (lo, hi float32) {
+	lo, hi = v[0], v[0]
 	for _, x := range v[1:] {
 		if x < lo {
 			lo = x
@@ -35,13 +41,31 @@ func quantize4(v []float32, c []byte) (lo, step float32) {
 			hi = x
 		}
 	}
-	return pack4(v, c, lo, hi)
+	return lo, hi
+}
+
+// residualGeneric is residualMinMax in Go (c and r as long as v).
+func residualGeneric(v, c, r []float32) (lo, hi float32) {
+	lo = v[0] - c[0]
+	hi = lo
+	for i, x := range v {
+		d := x - c[i]
+		r[i] = d
+		if d < lo {
+			lo = d
+		}
+		if d > hi {
+			hi = d
+		}
+	}
+	return lo, hi
 }
 
 // pack4 writes the 4-bit code of v, whose least and greatest values are
 // lo and hi, to c (nibbleBytes(len(v)) bytes, overwritten whole) and
 // returns lo and step. A whole chunk of 64 dimensions is written a byte
-// at a time, both of its nibbles at once.
+// at a time, both of its nibbles at once (pack4Chunks: with AVX2, 32
+// bytes at once).
 func pack4(v []float32, c []byte, lo, hi float32) (float32, float32) {
 	c = c[:nibbleBytes(len(v))]
 	if hi <= lo {
@@ -50,27 +74,35 @@ func pack4(v []float32, c []byte, lo, hi float32) (float32, float32) {
 	}
 	step := (hi - lo) / 15
 	inv := 1 / step
-	// x ≥ lo: the conversion's truncation rounds.
-	code := func(x float32) byte { return byte(min(15, int32((x-lo)*inv+0.5))) }
-	for len(v) >= 64 {
-		out, low, high := c[:32:32], v[:32:32], v[32:64:64]
-		for j := range out {
-			out[j] = code(low[j]) | code(high[j])<<4
-		}
-		c, v = c[32:], v[64:]
-	}
+	whole := len(v) / 64 * 64
+	pack4Chunks(v[:whole], c, lo, inv)
+	c, v = c[whole/2:], v[whole:]
 	if len(v) > 0 { // a started chunk, padded with zero codes
 		out := c[:32:32]
 		n := min(32, len(v))
 		for j, x := range v[:n] {
-			out[j] = code(x)
+			out[j] = code4(x, lo, inv)
 		}
 		clear(out[n:])
 		for j, x := range v[n:] {
-			out[j] |= code(x) << 4
+			out[j] |= code4(x, lo, inv) << 4
 		}
 	}
 	return lo, step
+}
+
+// code4 is the 4-bit code of x ≥ lo. The conversion's truncation rounds.
+func code4(x, lo, inv float32) byte { return byte(min(15, int32((x-lo)*inv+0.5))) }
+
+// pack4ChunksGeneric is pack4Chunks in Go.
+func pack4ChunksGeneric(v []float32, c []byte, lo, inv float32) {
+	for len(v) >= 64 {
+		out, low, high := c[:32:32], v[:32:32], v[32:64:64]
+		for j := range out {
+			out[j] = code4(low[j], lo, inv) | code4(high[j], lo, inv)<<4
+		}
+		c, v = c[32:], v[64:]
+	}
 }
 
 // nibble returns u[i] of the 4-bit code c.

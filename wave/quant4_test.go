@@ -177,6 +177,16 @@ func TestQuantize4MatchesItsReference(t *testing.T) {
 					v[i] = 0.25 // constant: step 0
 				}
 			}
+			if trial == 2 {
+				// On a grid of half steps: codes at the rounding's
+				// boundaries, ±0 among the values.
+				for i := range v {
+					v[i] = float32(i%31-15) * 0.05
+				}
+				if dim > 20 {
+					v[20] = float32(math.Copysign(0, -1))
+				}
+			}
 			centre := make([]float32, dim)
 			for i := range centre {
 				centre[i] = float32(r.NormFloat64()) / 4
