@@ -57,6 +57,15 @@ func dot4Each(v, cs []float32, stride int, out *[4]float32) {
 	}
 }
 
+// dot2x4Each is dot2x4 by eight calls of dot.
+func dot2x4Each(v0, v1, cs []float32, stride int, out *[8]float32) {
+	n := len(v0)
+	for j := range 4 {
+		c := cs[j*stride : j*stride+n]
+		out[j], out[4+j] = dot(v0, c), dot(v1[:n], c)
+	}
+}
+
 func dotBLAS(a, b []float32) float32 {
 	return blas32.Dot(blas32.Vector{N: len(a), Inc: 1, Data: a}, blas32.Vector{N: len(a), Inc: 1, Data: b})
 }

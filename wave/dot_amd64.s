@@ -76,6 +76,21 @@ done:
 	MOVSS X0, ret+24(FP)
 	RET
 
+// ROWS4_ZERO8 points R9, R10 and R11 at the rows DX bytes apart after
+// DI's, and zeroes the accumulators Y0-Y7: the four-row kernels' start.
+#define ROWS4_ZERO8 \
+	LEAQ   (DI)(DX*1), R9 \
+	LEAQ   (R9)(DX*1), R10 \
+	LEAQ   (R10)(DX*1), R11 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7
+
 // func dot4AVX2(v, c *float32, stride, n int, out *[4]float32)
 //
 // The dot products of v with the four vectors at c, c+stride, c+2·stride
@@ -89,17 +104,7 @@ TEXT ·dot4AVX2(SB), NOSPLIT, $0-40
 	SHLQ   $2, DX
 	MOVQ   n+24(FP), CX
 	MOVQ   out+32(FP), R8
-	LEAQ   (DI)(DX*1), R9
-	LEAQ   (R9)(DX*1), R10
-	LEAQ   (R10)(DX*1), R11
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	ROWS4_ZERO8
 
 d4loop16:
 	CMPQ        CX, $16
@@ -133,6 +138,64 @@ d4reduce:
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVUPS      X0, (R8)
+	VZEROUPPER
+	RET
+
+// func dot2x4AVX2(v0, v1, c *float32, stride, n int, out *[8]float32)
+//
+// The dot products of v0 and of v1 with the four vectors at c,
+// c+stride, c+2·stride and c+3·stride (stride and n in floats, n a
+// multiple of 8): out[j] = v0·cj, out[4+j] = v1·cj. One 8-wide FMA
+// accumulator a product; each load of a centroid serves both vectors.
+TEXT ·dot2x4AVX2(SB), NOSPLIT, $0-48
+	MOVQ   v0+0(FP), SI
+	MOVQ   v1+8(FP), BX
+	MOVQ   c+16(FP), DI
+	MOVQ   stride+24(FP), DX
+	SHLQ   $2, DX
+	MOVQ   n+32(FP), CX
+	MOVQ   out+40(FP), R8
+	ROWS4_ZERO8
+
+d24loop8:
+	CMPQ        CX, $8
+	JL          d24reduce
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (BX), Y9
+	VMOVUPS     (DI), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     (R9), Y11
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y11, Y9, Y5
+	VMOVUPS     (R10), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VMOVUPS     (R11), Y13
+	VFMADD231PS Y13, Y8, Y3
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ        $32, SI
+	ADDQ        $32, BX
+	ADDQ        $32, DI
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	SUBQ        $8, CX
+	JMP         d24loop8
+
+d24reduce:
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VADDPS       X5, X4, X4
+	VMOVUPS      X4, 16(R8)
 	VZEROUPPER
 	RET
 

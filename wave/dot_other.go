@@ -16,6 +16,13 @@ func dot(a, b []float32) float32 { return dotBLAS(a, b) }
 // len(v) floats at the start of cs, stride floats apart.
 func dot4(v, cs []float32, stride int, out *[4]float32) { dot4Each(v, cs, stride, out) }
 
+// dot2x4 sets out[j] and out[4+j] to the dot products of v0 and of v1
+// with the j-th of the four vectors of len(v0) floats at the start of
+// cs, stride floats apart.
+func dot2x4(v0, v1, cs []float32, stride int, out *[8]float32) {
+	dot2x4Each(v0, v1, cs, stride, out)
+}
+
 // dotI8 returns the dot product of q with the int8 codes c (equal,
 // non-zero length).
 func dotI8(q []float32, c []int8) float32 { return dotI8Generic(q, c) }

@@ -11,7 +11,8 @@ import (
 
 // kmeansTwoPasses is kmeans as it was before it summed the next
 // centroids in the pass that assigns the vectors: a second pass over
-// the vectors after the first.
+// the vectors after the first. It compares one vector at a time with
+// the centroids, by the products kmeans takes (nearestPair).
 func kmeansTwoPasses(vs [][]float32, k, dim int, rng *rand.Rand) ([]float32, []int32) {
 	k = max(1, min(k, len(vs)))
 	cs := make([]float32, k*dim)
@@ -23,7 +24,8 @@ func kmeansTwoPasses(vs [][]float32, k, dim int, rng *rand.Rand) ([]float32, []i
 	for it := range kmeansIters {
 		changed := 0
 		for i, v := range vs {
-			a := int32(nearest(cs, v, dim))
+			c, _ := nearestPair(cs, v, v, dim)
+			a := int32(c)
 			if a != assign[i] || it == 0 {
 				changed++
 			}
